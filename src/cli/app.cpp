@@ -1,0 +1,42 @@
+// CLI entry: command registration and the single place where errors become exit codes.
+#include "src/cli/app.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "src/cli/commands.h"
+#include "src/core/error.h"
+
+namespace ferry::cli {
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"Ferry: SFT, reward modelling, DPO and PPO on one small GPU, offloading to CPU memory", "ferry"};
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  add_train_commands(app);
+  add_pipeline_command(app);
+  add_generate_command(app);
+  add_plan_command(app);
+  add_export_command(app);
+  add_config_command(app);
+  add_version_command(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and usage
+    return 2;
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n"
+              << "This is a bug in Ferry; please report it with the command you ran.\n";
+    return 1;
+  }
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,31 @@
+// `ferry version`: Ferry's version, the libtorch it runs on, whether CUDA kernels are compiled in,
+// whether a GPU is visible, and the CPU SIMD level the kernels use.
+#include <CLI/CLI.hpp>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <iostream>
+
+#include "kernels/cpu/cpu_features.h"
+#include "src/cli/commands.h"
+
+namespace ferry::cli {
+
+void add_version_command(CLI::App& app) {
+  auto* command = app.add_subcommand("version", "Print versions and what hardware Ferry sees");
+  command->callback([] {
+#ifdef FERRY_WITH_CUDA
+    const bool cuda_compiled = true;
+#else
+    const bool cuda_compiled = false;
+#endif
+    const bool gpu = torch::cuda::is_available();
+    std::cout << "ferry " << FERRY_VERSION << "\n"
+              << "libtorch " << TORCH_VERSION << "\n"
+              << "cuda kernels: " << (cuda_compiled ? "compiled in" : "not compiled (CPU-only build)") << "\n"
+              << "gpu: " << (gpu ? std::to_string(torch::cuda::device_count()) + " visible" : "none visible") << "\n"
+              << "cpu simd: " << kernels::simd_level() << "\n";
+  });
+}
+
+}  // namespace ferry::cli

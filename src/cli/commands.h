@@ -1,0 +1,19 @@
+// The `ferry` subcommands, one add_* function per command family; each lives in its own file.
+// Commands throw ferry errors; run_cli (app.h) maps them to messages and exit codes.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace ferry::cli {
+
+void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, train-ppo, train-grpo
+void add_pipeline_command(CLI::App& app);   // pipeline
+void add_generate_command(CLI::App& app);   // generate
+void add_plan_command(CLI::App& app);       // plan
+void add_export_command(CLI::App& app);     // export
+void add_config_command(CLI::App& app);     // config show
+void add_version_command(CLI::App& app);    // version
+
+}  // namespace ferry::cli

@@ -1,0 +1,272 @@
+// The typed configuration of a Ferry run: one struct per section, defaults in one place.
+//
+// Each section lists its fields once, in visit(), with a one-line description; the same list drives
+// strict parsing (config_io.h), `--set` overrides, `ferry config show` and configs/README.md.
+// Key names follow ColossalChat / Hugging Face usage. Relative paths are relative to the working
+// directory the command runs in (the scripts run from the repository root).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/config/config_enum.h"
+
+namespace ferry {
+
+// A memory size in bytes, written "8GiB" / "512MiB" / "1.5GB" in configs. 0 means "not set".
+struct ByteSize {
+  uint64_t bytes = 0;
+  bool operator==(const ByteSize&) const = default;
+};
+
+struct ModelConfig {
+  std::string path;    // Hugging Face model folder to start from
+  std::string config;  // config.json of a model initialised from scratch (when path is empty)
+
+  template <class V>
+  void visit(V& v) {
+    v("path", path, "Hugging Face model folder (config.json + *.safetensors) to start from");
+    v("config", config, "config.json for a model initialised from scratch, used when path is empty");
+  }
+};
+
+struct TokenizerConfig {
+  std::string path;                  // tokenizer.model; empty: <model.path>/tokenizer.model
+  std::string chat_template = "demo";
+  bool add_bos = true;
+
+  template <class V>
+  void visit(V& v) {
+    v("path", path, "SentencePiece tokenizer.model; empty means <model.path>/tokenizer.model");
+    v("chat_template", chat_template, "shipped template name (demo, llama2, chatml) or a .yaml/.json file");
+    v("add_bos", add_bos, "prepend the BOS token to every sequence");
+  }
+};
+
+struct DataConfig {
+  std::string train_file;
+  std::string eval_file;
+  std::string prompt_file;
+  double eval_fraction = 0.0;
+  int64_t max_length = 512;
+  bool packing = false;
+  bool shuffle = true;
+  bool skip_bad_lines = false;
+  int64_t max_samples = 0;
+
+  template <class V>
+  void visit(V& v) {
+    v("train_file", train_file, "training jsonl (SFT conversations or preference pairs, by stage)");
+    v("eval_file", eval_file, "evaluation jsonl; empty: split eval_fraction off the training file");
+    v("prompt_file", prompt_file, "prompts jsonl (PPO/GRPO rollouts, `ferry eval`), optional gt_answer");
+    v("eval_fraction", eval_fraction, "fraction of train_file held out for eval when eval_file is empty");
+    v("max_length", max_length, "maximum tokens per sequence; longer samples drop whole rounds");
+    v("packing", packing, "pack several samples per sequence (attention stays within each sample)");
+    v("shuffle", shuffle, "shuffle samples each epoch (seeded by train.seed)");
+    v("skip_bad_lines", skip_bad_lines, "skip and count malformed jsonl lines instead of stopping");
+    v("max_samples", max_samples, "use at most this many samples (0: all)");
+  }
+};
+
+struct TrainConfig {
+  int64_t seed = 42;
+  Device device = Device::auto_;
+  Precision precision = Precision::fp32;
+  double learning_rate = 2e-5;
+  LrSchedule lr_scheduler = LrSchedule::cosine;
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double max_grad_norm = 1.0;
+  int64_t micro_batch_size = 4;
+  int64_t grad_accumulation = 1;
+  int64_t max_steps = -1;
+  int64_t epochs = 1;
+  bool gradient_checkpointing = false;
+  int64_t eval_every = 0;
+  int64_t save_every = 0;
+  std::string resume;
+  double fp16_initial_scale = 65536.0;
+
+  template <class V>
+  void visit(V& v) {
+    v("seed", seed, "seed for initialisation, shuffling, dropout and sampling");
+    v("device", device, "auto (cuda when a GPU is visible), cpu or cuda");
+    v("precision", precision, "fp32, bf16 or fp16 (fp16 uses dynamic loss scaling)");
+    v("learning_rate", learning_rate, "peak learning rate");
+    v("lr_scheduler", lr_scheduler, "cosine, linear or constant after warmup");
+    v("warmup_steps", warmup_steps, "linear warmup steps");
+    v("min_lr_ratio", min_lr_ratio, "final learning rate as a fraction of the peak (cosine/linear)");
+    v("weight_decay", weight_decay, "decoupled weight decay (not applied to norms and biases)");
+    v("adam_beta1", adam_beta1, "AdamW beta1");
+    v("adam_beta2", adam_beta2, "AdamW beta2");
+    v("adam_eps", adam_eps, "AdamW epsilon");
+    v("max_grad_norm", max_grad_norm, "clip the global gradient norm to this (0: no clipping)");
+    v("micro_batch_size", micro_batch_size, "sequences per forward/backward");
+    v("grad_accumulation", grad_accumulation, "micro-batches per optimizer step");
+    v("max_steps", max_steps, "optimizer steps to run (-1: run `epochs` epochs)");
+    v("epochs", epochs, "passes over the training data when max_steps is -1");
+    v("gradient_checkpointing", gradient_checkpointing, "recompute each block's activations in backward");
+    v("eval_every", eval_every, "evaluate every N steps (0: only at the end)");
+    v("save_every", save_every, "checkpoint every N steps (0: only at the end)");
+    v("resume", resume, "empty, auto (latest checkpoint in output.dir) or a checkpoint folder");
+    v("fp16_initial_scale", fp16_initial_scale, "initial dynamic loss scale for fp16");
+  }
+};
+
+struct LoraConfig {
+  int64_t rank = 0;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::vector<std::string> target_modules{"q_proj", "k_proj", "v_proj", "o_proj"};
+  LoraExport export_as = LoraExport::merged;
+
+  template <class V>
+  void visit(V& v) {
+    v("rank", rank, "LoRA rank (0: full fine-tuning)");
+    v("alpha", alpha, "LoRA alpha; the update is scaled by alpha / rank");
+    v("dropout", dropout, "dropout on the LoRA input");
+    v("target_modules", target_modules, "projections to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
+    v("export", export_as, "merged (into the base weights) or adapter (PEFT format)");
+  }
+};
+
+struct OffloadConfig {
+  OffloadPolicy policy = OffloadPolicy::none;
+  ByteSize gpu_memory;
+  ByteSize chunk_size;
+  double pcie_bandwidth_gbps = 0.0;
+  int64_t cpu_threads = 0;
+  int64_t prefetch = 1;
+
+  template <class V>
+  void visit(V& v) {
+    v("policy", policy, "none, optimizer (ZeRO-Offload), params (page weights too) or auto (planner)");
+    v("gpu_memory", gpu_memory, "device memory budget, e.g. 8GiB (0: the whole device)");
+    v("chunk_size", chunk_size, "parameter chunk size (0: one chunk per transformer block)");
+    v("pcie_bandwidth_gbps", pcie_bandwidth_gbps, "host<->device bandwidth for the planner, GB/s (0: measure)");
+    v("cpu_threads", cpu_threads, "threads for the CPU optimizer (0: all cores)");
+    v("prefetch", prefetch, "blocks paged in ahead of use under the params policy");
+  }
+};
+
+struct GenerationConfig {
+  int64_t max_new_tokens = 128;
+  bool greedy = false;
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  std::vector<std::string> stop_strings;
+
+  template <class V>
+  void visit(V& v) {
+    v("max_new_tokens", max_new_tokens, "tokens to generate at most per prompt");
+    v("greedy", greedy, "pick the most likely token (ignores temperature, top_k, top_p)");
+    v("temperature", temperature, "sampling temperature");
+    v("top_k", top_k, "sample from the k most likely tokens (0: all)");
+    v("top_p", top_p, "nucleus sampling mass (1: all)");
+    v("stop_strings", stop_strings, "extra strings that end generation (EOS always does)");
+  }
+};
+
+struct PpoConfig {
+  std::string reward_model;
+  std::string critic_model;
+  int64_t rollout_batch_size = 16;
+  int64_t ppo_epochs = 1;
+  double clip_eps = 0.2;
+  double value_clip_eps = 0.2;
+  double kl_coef = 0.05;
+  double gamma = 1.0;
+  double lam = 0.95;
+  double critic_learning_rate = 9e-6;
+  int64_t num_episodes = 1;
+
+  template <class V>
+  void visit(V& v) {
+    v("reward_model", reward_model, "reward model folder (from train-rm)");
+    v("critic_model", critic_model, "critic initialisation folder (empty: the reward model)");
+    v("rollout_batch_size", rollout_batch_size, "prompts generated per rollout");
+    v("ppo_epochs", ppo_epochs, "optimisation passes over each rollout");
+    v("clip_eps", clip_eps, "policy ratio clip");
+    v("value_clip_eps", value_clip_eps, "value function clip");
+    v("kl_coef", kl_coef, "KL penalty against the reference model");
+    v("gamma", gamma, "discount");
+    v("lam", lam, "GAE lambda");
+    v("critic_learning_rate", critic_learning_rate, "critic learning rate");
+    v("num_episodes", num_episodes, "passes over the prompt file");
+  }
+};
+
+struct OutputConfig {
+  std::string dir = "runs/ferry";
+  int64_t keep_last = 2;
+
+  template <class V>
+  void visit(V& v) {
+    v("dir", dir, "run folder: checkpoints, metrics, resolved config");
+    v("keep_last", keep_last, "checkpoints kept (older ones are deleted; 0: keep all)");
+  }
+};
+
+struct LoggingConfig {
+  int64_t log_every = 1;
+  ProgressMode progress = ProgressMode::auto_;
+  bool tensorboard = true;
+  bool jsonl = true;
+
+  template <class V>
+  void visit(V& v) {
+    v("log_every", log_every, "log metrics every N steps");
+    v("progress", progress, "progress bar: auto (on a terminal), always or never");
+    v("tensorboard", tensorboard, "write TensorBoard event files into output.dir");
+    v("jsonl", jsonl, "write output.dir/metrics.jsonl");
+  }
+};
+
+struct PipelineConfig {
+  std::vector<std::string> stages;
+
+  template <class V>
+  void visit(V& v) {
+    v("stages", stages, "stage config files run in order by `ferry pipeline` (each sets `stage:`)");
+  }
+};
+
+// A whole run. `stage` states which command a file is for (any: usable by every command).
+struct Config {
+  Stage stage = Stage::any;
+  ModelConfig model;
+  TokenizerConfig tokenizer;
+  DataConfig data;
+  TrainConfig train;
+  LoraConfig lora;
+  OffloadConfig offload;
+  GenerationConfig generation;
+  PpoConfig ppo;
+  OutputConfig output;
+  LoggingConfig logging;
+  PipelineConfig pipeline;
+
+  template <class V>
+  void visit(V& v) {
+    v("stage", stage, "the command this file is for: any, sft, rm, dpo, ppo, grpo");
+    v.section("model", model);
+    v.section("tokenizer", tokenizer);
+    v.section("data", data);
+    v.section("train", train);
+    v.section("lora", lora);
+    v.section("offload", offload);
+    v.section("generation", generation);
+    v.section("ppo", ppo);
+    v.section("output", output);
+    v.section("logging", logging);
+    v.section("pipeline", pipeline);
+  }
+};
+
+}  // namespace ferry

@@ -1,0 +1,62 @@
+// Enumerations that appear in configs, with their spellings. One table per enum is the single
+// source for parsing, printing and the "expected one of" part of error messages.
+#pragma once
+
+#include <array>
+#include <string_view>
+#include <utility>
+
+namespace ferry {
+
+enum class Precision { fp32, bf16, fp16 };
+enum class Device { auto_, cpu, cuda };
+enum class LrSchedule { cosine, linear, constant };
+enum class OffloadPolicy { none, optimizer, params, auto_ };
+enum class Stage { any, sft, rm, dpo, ppo, grpo };
+enum class ProgressMode { auto_, always, never };
+enum class LoraExport { merged, adapter };
+
+// EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
+template <class E>
+struct EnumNames;
+
+#define FERRY_ENUM_NAMES(E, ...)                                                \
+  template <>                                                                   \
+  struct EnumNames<E> {                                                         \
+    static constexpr auto table = std::to_array<std::pair<E, std::string_view>>({__VA_ARGS__}); \
+  }
+
+FERRY_ENUM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"});
+FERRY_ENUM_NAMES(Device, {Device::auto_, "auto"}, {Device::cpu, "cpu"}, {Device::cuda, "cuda"});
+FERRY_ENUM_NAMES(LrSchedule, {LrSchedule::cosine, "cosine"}, {LrSchedule::linear, "linear"},
+                 {LrSchedule::constant, "constant"});
+FERRY_ENUM_NAMES(OffloadPolicy, {OffloadPolicy::none, "none"}, {OffloadPolicy::optimizer, "optimizer"},
+                 {OffloadPolicy::params, "params"}, {OffloadPolicy::auto_, "auto"});
+FERRY_ENUM_NAMES(Stage, {Stage::any, "any"}, {Stage::sft, "sft"}, {Stage::rm, "rm"}, {Stage::dpo, "dpo"},
+                 {Stage::ppo, "ppo"}, {Stage::grpo, "grpo"});
+FERRY_ENUM_NAMES(ProgressMode, {ProgressMode::auto_, "auto"}, {ProgressMode::always, "always"},
+                 {ProgressMode::never, "never"});
+FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapter, "adapter"});
+
+#undef FERRY_ENUM_NAMES
+
+template <class E>
+constexpr std::string_view enum_name(E value) {
+  for (const auto& [v, name] : EnumNames<E>::table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <class E>
+constexpr bool enum_parse(std::string_view text, E& out) {
+  for (const auto& [v, name] : EnumNames<E>::table) {
+    if (name == text) {
+      out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace ferry

@@ -1,0 +1,387 @@
+// Strict YAML/JSON config parsing, overrides and printing, driven by each section's visit().
+#include "src/config/config_io.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/core/text.h"
+
+namespace ferry {
+namespace {
+
+// Where a value came from, for error messages: "configs/demo.yaml:12" or "--set train.x=1".
+std::string location(const std::string& source, const YAML::Node& node) {
+  if (node.Mark().line >= 0 && source.rfind("--set", 0) != 0) {
+    return source + ":" + std::to_string(node.Mark().line + 1);
+  }
+  return source;
+}
+
+[[noreturn]] void type_error(const std::string& where, const std::string& key, const std::string& expected,
+                             const YAML::Node& node) {
+  std::string got;
+  if (node.IsScalar()) {
+    got = "'" + node.Scalar() + "'";
+  } else if (node.IsSequence()) {
+    got = "a list";
+  } else if (node.IsMap()) {
+    got = "a mapping";
+  } else {
+    got = "nothing";
+  }
+  throw ConfigError(where + ": " + key + ": expected " + expected + ", got " + got);
+}
+
+template <class Number>
+bool parse_number(const std::string& text, Number& out) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+// --- value parsing, one overload per field type ---------------------------------------------
+void parse_value(const YAML::Node& n, bool& out, const std::string& where, const std::string& key) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "yes" || s == "on") { out = true; return; }
+    if (s == "false" || s == "False" || s == "no" || s == "off") { out = false; return; }
+  }
+  type_error(where, key, "true or false", n);
+}
+
+void parse_value(const YAML::Node& n, int64_t& out, const std::string& where, const std::string& key) {
+  if (n.IsScalar() && parse_number(n.Scalar(), out)) return;
+  type_error(where, key, "an integer", n);
+}
+
+void parse_value(const YAML::Node& n, double& out, const std::string& where, const std::string& key) {
+  if (n.IsScalar() && parse_number(n.Scalar(), out) && std::isfinite(out)) return;
+  type_error(where, key, "a number", n);
+}
+
+void parse_value(const YAML::Node& n, std::string& out, const std::string& where, const std::string& key) {
+  if (n.IsNull()) { out.clear(); return; }
+  if (n.IsScalar()) { out = n.Scalar(); return; }
+  type_error(where, key, "a string", n);
+}
+
+void parse_value(const YAML::Node& n, std::vector<std::string>& out, const std::string& where,
+                 const std::string& key) {
+  if (n.IsNull()) { out.clear(); return; }
+  if (n.IsSequence()) {
+    std::vector<std::string> items;
+    for (const auto& item : n) {
+      if (!item.IsScalar()) type_error(where, key, "a list of strings", n);
+      items.push_back(item.Scalar());
+    }
+    out = std::move(items);
+    return;
+  }
+  type_error(where, key, "a list of strings, e.g. [a, b]", n);
+}
+
+void parse_value(const YAML::Node& n, ByteSize& out, const std::string& where, const std::string& key) {
+  if (n.IsScalar()) {
+    if (auto bytes = parse_byte_size(n.Scalar())) { out.bytes = *bytes; return; }
+  }
+  type_error(where, key, "a memory size such as 8GiB, 512MiB or 0", n);
+}
+
+template <class E>
+void parse_value(const YAML::Node& n, E& out, const std::string& where, const std::string& key)
+  requires std::is_enum_v<E>
+{
+  std::vector<std::string> names;
+  for (const auto& [value, name] : EnumNames<E>::table) names.emplace_back(name);
+  if (n.IsScalar() && enum_parse(n.Scalar(), out)) return;
+  std::string hint = n.IsScalar() ? did_you_mean(n.Scalar(), names) : "";
+  std::string got = n.IsScalar() ? "'" + n.Scalar() + "'" : "a non-string";
+  throw ConfigError(where + ": " + key + ": expected one of " + join(names, ", ") + ", got " + got + hint);
+}
+
+// --- value printing ---------------------------------------------------------------------------
+std::string to_text(bool v) { return v ? "true" : "false"; }
+std::string to_text(int64_t v) { return std::to_string(v); }
+std::string to_text(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, ptr);
+  if (s.find_first_of(".eE") == std::string::npos && s.find_first_of("0123456789") != std::string::npos) s += ".0";
+  return s;
+}
+std::string to_text(const ByteSize& v) { return format_byte_size(v.bytes); }
+template <class E>
+std::string to_text(E v) requires std::is_enum_v<E> { return std::string(enum_name(v)); }
+
+// --- visitors -----------------------------------------------------------------------------------
+
+// Reads the keys present in a YAML mapping into a section; rejects keys the section lacks.
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string prefix, const std::string& source)
+      : node_(node), prefix_(std::move(prefix)), source_(source) {}
+
+  template <class T>
+  void operator()(const char* name, T& field, const char* /*doc*/) {
+    names_.emplace_back(name);
+    const YAML::Node child = node_[name];
+    if (!child.IsDefined()) return;
+    parse_value(child, field, location(source_, child), prefix_ + name);
+  }
+
+  template <class S>
+  void section(const char* name, S& s) {
+    names_.emplace_back(name);
+    const YAML::Node child = node_[name];
+    if (!child.IsDefined() || child.IsNull()) return;
+    if (!child.IsMap()) type_error(location(source_, child), prefix_ + name, "a mapping of keys", child);
+    Reader sub(child, prefix_ + name + ".", source_);
+    s.visit(sub);
+    sub.reject_unknown();
+  }
+
+  void reject_unknown() const {
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.Scalar();
+      if (std::find(names_.begin(), names_.end(), key) != names_.end()) continue;
+      const std::string match = closest_match(key, names_);
+      std::string hint = match.empty() ? "" : " (did you mean '" + prefix_ + match + "'?)";
+      if (hint.empty()) {
+        // The key may belong to another section: "train.packing" -> "data.packing".
+        for (const auto& path : config_key_paths()) {
+          if (path.size() > key.size() && path.ends_with("." + key)) {
+            hint = " (did you mean '" + path + "'?)";
+            break;
+          }
+        }
+      }
+      if (hint.empty()) hint = "; valid keys here: " + join(names_, ", ");
+      throw ConfigError(location(source_, entry.first) + ": unknown key '" + prefix_ + key + "'" + hint);
+    }
+  }
+
+ private:
+  const YAML::Node& node_;
+  std::string prefix_;
+  const std::string& source_;
+  std::vector<std::string> names_;
+};
+
+// Emits every key with its description as a YAML comment.
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+
+  template <class T>
+  void operator()(const char* name, const T& field, const char* doc) {
+    out_ << YAML::Key << name << YAML::Value;
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      out_ << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : field) out_ << item;
+      out_ << YAML::EndSeq;
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      out_ << YAML::DoubleQuoted << field;
+    } else {
+      out_ << to_text(field);
+    }
+    out_ << YAML::Comment(doc);
+  }
+
+  template <class S>
+  void section(const char* name, S& s) {
+    out_ << YAML::Newline << YAML::Key << name << YAML::Value << YAML::BeginMap;
+    s.visit(*this);
+    out_ << YAML::EndMap;
+  }
+
+ private:
+  YAML::Emitter& out_;
+};
+
+// Collects key paths.
+class KeyLister {
+ public:
+  template <class T>
+  void operator()(const char* name, const T&, const char*) { paths.push_back(prefix + name); }
+  template <class S>
+  void section(const char* name, S& s) {
+    const std::string saved = prefix;
+    prefix += std::string(name) + ".";
+    s.visit(*this);
+    prefix = saved;
+  }
+  std::vector<std::string> paths;
+  std::string prefix;
+};
+
+void read_into(Config& config, const YAML::Node& root, const std::string& source) {
+  if (!root.IsDefined() || root.IsNull()) return;
+  if (!root.IsMap()) {
+    throw ConfigError(location(source, root) + ": a config must be a mapping of sections (model:, train:, ...)");
+  }
+  Reader reader(root, "", source);
+  config.visit(reader);
+  reader.reject_unknown();
+}
+
+YAML::Node load_yaml(std::string_view text, const std::string& source) {
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": syntax error: " + e.msg);
+  }
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError("invalid config: " + message);
+}
+
+}  // namespace
+
+std::vector<std::string> config_key_paths() {
+  static const std::vector<std::string> paths = [] {
+    KeyLister lister;
+    Config config;
+    config.visit(lister);
+    return lister.paths;
+  }();
+  return paths;
+}
+
+Config parse_config(std::string_view text, const std::string& source) {
+  Config config;
+  read_into(config, load_yaml(text, source), source);
+  return config;
+}
+
+void apply_override(Config& config, std::string_view assignment) {
+  const std::string source = "--set " + std::string(assignment);
+  const size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    throw ConfigError(source + ": expected section.key=value, e.g. --set train.learning_rate=1e-4");
+  }
+  const std::string key = trim(assignment.substr(0, eq));
+  const std::string value_text(assignment.substr(eq + 1));
+
+  // The value is read as YAML so that lists ("[q_proj, v_proj]") work; text YAML rejects is a string.
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::Exception&) {
+    value = YAML::Node(value_text);
+  }
+  if (!value.IsDefined() || (value.IsNull() && !value_text.empty() && trim(value_text) != "null" &&
+                             trim(value_text) != "~")) {
+    value = YAML::Node(value_text);
+  }
+
+  // Build the sparse tree {a: {b: value}} and read it like a file.
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  YAML::Node root = value;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (it->empty()) throw ConfigError(source + ": empty key segment in '" + key + "'");
+    YAML::Node parent(YAML::NodeType::Map);
+    parent[*it] = root;
+    root = parent;
+  }
+  read_into(config, root, source);
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Config config;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) {
+      throw ConfigError("config file '" + path + "' cannot be read (does it exist? paths are relative to " +
+                        std::filesystem::current_path().string() + ")");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    config = parse_config(text.str(), path);
+  }
+  for (const auto& assignment : overrides) apply_override(config, assignment);
+  validate_config(config);
+  return config;
+}
+
+void validate_config(const Config& c) {
+  const auto& t = c.train;
+  require(t.learning_rate > 0, "train.learning_rate must be > 0 (got " + to_text(t.learning_rate) + ")");
+  require(t.micro_batch_size >= 1, "train.micro_batch_size must be >= 1 (got " + to_text(t.micro_batch_size) + ")");
+  require(t.grad_accumulation >= 1, "train.grad_accumulation must be >= 1 (got " + to_text(t.grad_accumulation) + ")");
+  require(t.max_steps == -1 || t.max_steps >= 1, "train.max_steps must be -1 (use epochs) or >= 1");
+  require(t.epochs >= 1, "train.epochs must be >= 1");
+  require(t.warmup_steps >= 0, "train.warmup_steps must be >= 0");
+  require(t.min_lr_ratio >= 0 && t.min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1]");
+  require(t.weight_decay >= 0, "train.weight_decay must be >= 0");
+  require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "train.adam_beta1 must be in [0, 1)");
+  require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "train.adam_beta2 must be in [0, 1)");
+  require(t.adam_eps > 0, "train.adam_eps must be > 0");
+  require(t.max_grad_norm >= 0, "train.max_grad_norm must be >= 0 (0 disables clipping)");
+  require(t.eval_every >= 0 && t.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
+  require(t.fp16_initial_scale > 0, "train.fp16_initial_scale must be > 0");
+  require(c.data.max_length >= 2, "data.max_length must be >= 2");
+  require(c.data.eval_fraction >= 0 && c.data.eval_fraction < 1, "data.eval_fraction must be in [0, 1)");
+  require(c.data.max_samples >= 0, "data.max_samples must be >= 0 (0: all)");
+  require(c.lora.rank >= 0, "lora.rank must be >= 0 (0: full fine-tuning)");
+  require(c.lora.rank == 0 || c.lora.alpha > 0, "lora.alpha must be > 0");
+  require(c.lora.dropout >= 0 && c.lora.dropout < 1, "lora.dropout must be in [0, 1)");
+  static const std::vector<std::string> kLoraTargets{"q_proj", "k_proj", "v_proj", "o_proj",
+                                                      "gate_proj", "up_proj", "down_proj"};
+  for (const auto& m : c.lora.target_modules) {
+    require(std::find(kLoraTargets.begin(), kLoraTargets.end(), m) != kLoraTargets.end(),
+            "lora.target_modules: unknown module '" + m + "'" + did_you_mean(m, kLoraTargets) +
+                "; valid: " + join(kLoraTargets, ", "));
+  }
+  require(c.offload.cpu_threads >= 0, "offload.cpu_threads must be >= 0 (0: all cores)");
+  require(c.offload.prefetch >= 0, "offload.prefetch must be >= 0");
+  require(c.offload.pcie_bandwidth_gbps >= 0, "offload.pcie_bandwidth_gbps must be >= 0 (0: measure)");
+  const auto& g = c.generation;
+  require(g.max_new_tokens >= 1, "generation.max_new_tokens must be >= 1");
+  require(g.temperature > 0, "generation.temperature must be > 0 (use generation.greedy: true for greedy)");
+  require(g.top_k >= 0, "generation.top_k must be >= 0 (0: no limit)");
+  require(g.top_p > 0 && g.top_p <= 1, "generation.top_p must be in (0, 1]");
+  const auto& p = c.ppo;
+  require(p.rollout_batch_size >= 1 && p.ppo_epochs >= 1 && p.num_episodes >= 1,
+          "ppo.rollout_batch_size, ppo.ppo_epochs and ppo.num_episodes must be >= 1");
+  require(p.clip_eps > 0 && p.value_clip_eps > 0, "ppo.clip_eps and ppo.value_clip_eps must be > 0");
+  require(p.kl_coef >= 0, "ppo.kl_coef must be >= 0");
+  require(p.gamma > 0 && p.gamma <= 1 && p.lam >= 0 && p.lam <= 1, "ppo.gamma must be in (0, 1] and ppo.lam in [0, 1]");
+  require(p.critic_learning_rate > 0, "ppo.critic_learning_rate must be > 0");
+  require(!c.output.dir.empty(), "output.dir must not be empty");
+  require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
+  require(c.logging.log_every >= 1, "logging.log_every must be >= 1");
+}
+
+std::string config_to_yaml(const Config& config) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out << YAML::BeginMap;
+  Writer writer(out);
+  const_cast<Config&>(config).visit(writer);  // visit() is shared with the readers; Writer only reads.
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void save_resolved_config(const Config& config, const std::string& dir) {
+  write_file_atomic(std::filesystem::path(dir) / "config.yaml",
+                    "# Resolved Ferry config (every key, defaults included)\n" + config_to_yaml(config));
+}
+
+}  // namespace ferry

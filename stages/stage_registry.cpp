@@ -1,0 +1,47 @@
+// The stage table and the common start of every stage run.
+#include "stages/stage_registry.h"
+
+#include <filesystem>
+
+#include "src/config/config_io.h"
+#include "src/core/error.h"
+
+namespace ferry {
+
+const std::vector<StageInfo>& all_stages() {
+  static const std::vector<StageInfo> stages{
+      {Stage::sft, "train-sft", "supervised fine-tuning", nullptr},
+      {Stage::rm, "train-rm", "reward-model training", nullptr},
+      {Stage::dpo, "train-dpo", "direct preference optimisation", nullptr},
+      {Stage::ppo, "train-ppo", "PPO from a reward model", nullptr},
+      {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", nullptr},
+  };
+  return stages;
+}
+
+const StageInfo& stage_info(Stage stage) {
+  for (const auto& info : all_stages()) {
+    if (info.stage == stage) return info;
+  }
+  throw InternalError("no stage table entry for stage '" + std::string(enum_name(stage)) + "'");
+}
+
+void check_stage_matches(const Config& config, Stage stage, const std::string& config_path) {
+  if (config.stage == Stage::any || config.stage == stage) return;
+  throw ConfigError(config_path + ": this file is for stage '" + std::string(enum_name(config.stage)) +
+                    "' (its `stage:` key) but was given to `ferry " + stage_info(stage).command +
+                    "`; use `ferry " + stage_info(config.stage).command + "` or fix `stage:`");
+}
+
+void run_stage(Stage stage, const Config& config) {
+  const StageInfo& info = stage_info(stage);
+  if (info.run == nullptr) {
+    throw NotImplementedError(std::string("`ferry ") + info.command + "` (" + info.title +
+                              ") is not implemented yet in this build; see the status table in README.md");
+  }
+  std::filesystem::create_directories(config.output.dir);
+  save_resolved_config(config, config.output.dir);
+  info.run(config);
+}
+
+}  // namespace ferry

@@ -1,0 +1,31 @@
+// The table of training stages (sft, rm, dpo, ppo, grpo) that `ferry train-*` and `ferry pipeline`
+// dispatch to. A stage is one function from a resolved Config to a finished run in output.dir; the
+// shared loop (src/train) and the offload engine (offload/) do the rest. Adding a stage means
+// writing stages/<name>.cpp and listing its function in stage_registry.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/config/config.h"
+
+namespace ferry {
+
+struct StageInfo {
+  Stage stage;
+  const char* command;  // "train-sft"
+  const char* title;    // "supervised fine-tuning"
+  void (*run)(const Config&);  // nullptr: not built yet
+};
+
+const std::vector<StageInfo>& all_stages();
+const StageInfo& stage_info(Stage stage);
+
+// Throws ConfigError when a file written for another stage is given to this one.
+void check_stage_matches(const Config& config, Stage stage, const std::string& config_path);
+
+// Saves the resolved config into output.dir and runs the stage. Throws NotImplementedError for a
+// stage that is not built yet (before touching output.dir).
+void run_stage(Stage stage, const Config& config);
+
+}  // namespace ferry
