@@ -273,16 +273,12 @@ void apply_override(Config& config, std::string_view assignment) {
   const std::string key = trim(assignment.substr(0, eq));
   const std::string value_text(assignment.substr(eq + 1));
 
-  // The value is read as YAML so that lists ("[q_proj, v_proj]") work; text YAML rejects is a string.
-  YAML::Node value;
-  try {
-    value = YAML::Load(value_text);
-  } catch (const YAML::Exception&) {
-    value = YAML::Node(value_text);
-  }
-  if (!value.IsDefined() || (value.IsNull() && !value_text.empty() && trim(value_text) != "null" &&
-                             trim(value_text) != "~")) {
-    value = YAML::Node(value_text);
+  // A value starting with [ { " or ' is read as YAML (lists, quoted strings); anything else is taken
+  // literally, so "--set model.path=dir/with: colon" needs no quoting.
+  const std::string trimmed = trim(value_text);
+  YAML::Node value(trimmed);
+  if (!trimmed.empty() && std::string_view("[{\"'").find(trimmed.front()) != std::string_view::npos) {
+    value = load_yaml(trimmed, source);
   }
 
   // Build the sparse tree {a: {b: value}} and read it like a file.

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs dependencies (scripts/deps.sh), configures once and builds Ferry into $FERRY_BUILD
+# (default: build/). Extra CMake arguments: FERRY_CMAKE_ARGS="-DFERRY_CUDA=OFF".
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${FERRY_BUILD:-$root/build}
+"$root/scripts/deps.sh"
+if [ ! -f "$build/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  cmake -S "$root" -B "$build" -G Ninja ${FERRY_CMAKE_ARGS:-} > "$build.configure.log" 2>&1 || {
+    cat "$build.configure.log" >&2; exit 1; }
+  rm -f "$build.configure.log"
+fi
+jobs=${FERRY_JOBS:-$(nproc)}
+cmake --build "$build" -j "$jobs"

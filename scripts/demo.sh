@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: installs dependencies, builds, and runs the demo pipeline (SFT -> RM -> PPO) on the
+# shipped data/ with configs/demo.yaml — on the GPU when one is visible, else on the CPU.
+# Arguments go to `ferry pipeline`, e.g. `scripts/demo.sh --set train.device=cpu`.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${FERRY_BUILD:-$root/build}
+"$root/scripts/build.sh"
+cd "$root"
+exec "$build/ferry" pipeline --config configs/demo.yaml "$@"

@@ -1,0 +1,123 @@
+// The `ferry` executable as a user runs it: help, config show with overrides, error exit codes,
+// stage/config mismatches, commands not built yet.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_ferry(const std::string& args) {
+  const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() / "ferry_cli_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
+TEST(Cli, HelpListsEveryCommand) {
+  const Result r = run_ferry("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* command : {"train-sft", "train-rm", "train-dpo", "train-ppo", "pipeline", "generate", "plan",
+                              "export", "config", "version"}) {
+    EXPECT_CONTAINS(r.output, command);
+  }
+}
+
+TEST(Cli, NoCommandIsAUsageError) {
+  const Result r = run_ferry("");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, "subcommand");
+}
+
+TEST(Cli, VersionReportsLibtorchAndGpu) {
+  const Result r = run_ferry("version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_CONTAINS(r.output, "libtorch 2.11");
+  EXPECT_CONTAINS(r.output, "gpu:");
+  EXPECT_CONTAINS(r.output, "cuda kernels:");
+}
+
+TEST(Cli, ConfigShowPrintsOverride) {
+  const Result r = run_ferry("config show --config configs/demo.yaml --set train.learning_rate=0.001");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "learning_rate: 0.001");
+}
+
+TEST(Cli, MisspeltKeyExitsTwoWithSuggestion) {
+  const Result r = run_ferry("config show --config configs/demo.yaml --set train.lerning_rate=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, "learning_rate");
+  EXPECT_CONTAINS(r.output, "did you mean");
+}
+
+TEST(Cli, BadConfigFileNamesFileAndLine) {
+  const auto path = write_temp("bad.yaml", "train:\n  seed: 1\n  epochs: many\n");
+  const Result r = run_ferry("config show --config " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, path + ":3");
+  EXPECT_CONTAINS(r.output, "train.epochs: expected an integer");
+}
+
+TEST(Cli, MissingConfigFileExitsTwo) {
+  const Result r = run_ferry("train-sft --config does/not/exist.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, "does/not/exist.yaml");
+}
+
+TEST(Cli, StageMismatchIsRejected) {
+  const auto path = write_temp("rm.yaml", "stage: rm\n");
+  const Result r = run_ferry("train-sft --config " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, "is for stage 'rm'");
+  EXPECT_CONTAINS(r.output, "ferry train-rm");
+}
+
+TEST(Cli, PipelineChecksEveryStageConfigFirst) {
+  const auto bad_stage = write_temp("stage2.yaml", "stage: rm\ntrain:\n  lerning_rate: 1\n");
+  const auto good_stage = write_temp("stage1.yaml", "stage: sft\n");
+  const auto pipeline = write_temp("pipe.yaml", "pipeline:\n  stages: [" + good_stage + ", " + bad_stage + "]\n");
+  const Result r = run_ferry("pipeline --config " + pipeline);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, bad_stage + ":3: unknown key 'train.lerning_rate'");
+  const auto empty = write_temp("empty_pipe.yaml", "train:\n  seed: 1\n");
+  EXPECT_CONTAINS(run_ferry("pipeline --config " + empty).output, "pipeline.stages is empty");
+}
+
+TEST(Cli, CommandNotBuiltYetExitsTwo) {
+  const Result r = run_ferry("train-dpo --config configs/demo.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.output, "not implemented yet");
+}
+
+TEST(Cli, ConfigKeysListsEveryKey) {
+  const Result r = run_ferry("config keys");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_CONTAINS(r.output, "train.learning_rate\n");
+  EXPECT_CONTAINS(r.output, "offload.gpu_memory\n");
+}
+
+}  // namespace
