@@ -1,0 +1,59 @@
+// The weights of a Hugging Face model folder: `model.safetensors`, or shards
+// `model-00001-of-00003.safetensors` listed by `model.safetensors.index.json`
+//   {"metadata": {"total_size": <bytes>}, "weight_map": {"<tensor name>": "<shard file>"}}.
+// Reading checks that the index and the shards agree; writing shards greedily by size.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/io/safetensors.h"
+
+namespace ferry::io {
+
+inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfWeightsIndexFile = "model.safetensors.index.json";
+
+// "model-00002-of-00005.safetensors" for index 2 (1-based) of 5, as transformers names shards.
+std::string hf_shard_file_name(int index, int count);
+
+// Every weight of a model folder, opened (mapped and validated) but not copied. The offload
+// engine takes zero-copy views from it; load_hf_weights copies everything.
+class HfWeights {
+ public:
+  // Throws InputError naming the folder/file: no weights, bad index, missing shard, a tensor the
+  // index lists but its shard lacks. Prefers model.safetensors when both layouts exist, as
+  // transformers does.
+  explicit HfWeights(const std::filesystem::path& model_dir);
+
+  const std::vector<std::string>& names() const { return names_; }  // sorted
+  bool contains(const std::string& name) const { return file_of_.count(name) != 0; }
+  const TensorInfo& info(const std::string& name) const;
+  at::Tensor tensor(const std::string& name) const;  // zero-copy view (see SafetensorsFile::tensor)
+  at::Tensor load(const std::string& name) const;    // owned copy
+  TensorMap load_all() const;
+  // The weight files, in shard order (one entry for model.safetensors).
+  const std::vector<SafetensorsFile>& files() const { return files_; }
+
+ private:
+  const SafetensorsFile& file_of(const std::string& name) const;
+
+  std::filesystem::path model_dir_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> file_of_;  // tensor name -> index into files_
+  std::vector<std::string> names_;
+};
+
+// All weights of `model_dir` as owned CPU tensors, dtype as stored.
+TensorMap load_hf_weights(const std::filesystem::path& model_dir);
+
+// Writes `tensors` into `model_dir` (created if needed). max_shard_bytes == 0, or everything fits
+// in one shard: model.safetensors. Otherwise shards of at most max_shard_bytes each (a larger
+// tensor gets a shard of its own) plus the index, which is written last. Weight files of the other
+// layout or of an older sharding left in the folder are removed, so the folder has one layout.
+void save_hf_weights(const std::filesystem::path& model_dir, const TensorMap& tensors, uint64_t max_shard_bytes = 0);
+
+}  // namespace ferry::io

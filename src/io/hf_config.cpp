@@ -1,0 +1,310 @@
+// config.json reading and writing (see hf_config.h). Defaults follow transformers' LlamaConfig
+// and Qwen2Config; keys Ferry does not use are ignored.
+#include "src/io/hf_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+
+namespace ferry::io {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to one JSON object with errors that name the file and the key path.
+class Keys {
+ public:
+  Keys(const json& object, std::string source, std::string prefix = "")
+      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  // Present and not null.
+  bool has(const std::string& key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw ConfigError(source_ + ": '" + prefix_ + key + "' " + problem);
+  }
+
+  int64_t positive_int(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    const int64_t value = integer(key, fallback);
+    if (value <= 0) fail(key, "must be a positive integer, got " + std::to_string(value));
+    return value;
+  }
+
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      fail(key, "is missing; a Llama-family config.json needs it");
+    }
+    const json& value = object_.at(key);
+    if (!value.is_number_integer()) fail(key, "must be an integer, got " + value.dump());
+    if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      fail(key, "is too large: " + value.dump());
+    }
+    return value.get<int64_t>();
+  }
+
+  double positive_number(const std::string& key, std::optional<double> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      fail(key, "is missing");
+    }
+    const json& value = object_.at(key);
+    if (!value.is_number()) fail(key, "must be a number, got " + value.dump());
+    const double number = value.get<double>();
+    if (!(number > 0) || !std::isfinite(number)) fail(key, "must be a positive number, got " + value.dump());
+    return number;
+  }
+
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& value = object_.at(key);
+    if (!value.is_boolean()) fail(key, "must be true or false, got " + value.dump());
+    return value.get<bool>();
+  }
+
+  std::optional<std::string> string(const std::string& key) const {
+    if (!has(key)) return std::nullopt;
+    const json& value = object_.at(key);
+    if (!value.is_string()) fail(key, "must be a string, got " + value.dump());
+    return value.get<std::string>();
+  }
+
+  // A token id: an integer, or null / absent -> -1 (none).
+  int64_t token_id(const std::string& key, int64_t fallback) const {
+    if (!object_.contains(key)) return fallback;
+    if (object_.at(key).is_null()) return -1;
+    const int64_t value = integer(key);
+    if (value < 0) fail(key, "must be a non-negative token id or null, got " + std::to_string(value));
+    return value;
+  }
+
+  const json& object() const { return object_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& object_;
+  std::string source_;
+  std::string prefix_;
+};
+
+// Fills rope_theta and rope_scaling from either `rope_parameters` (transformers >= 5) or
+// `rope_theta` + `rope_scaling` (older files).
+void read_rope(const Keys& top, LlamaConfig& config) {
+  const double legacy_theta = top.positive_number("rope_theta", 10000.0);
+  std::string container = "rope_scaling";
+  if (top.has("rope_parameters")) container = "rope_parameters";
+  if (!top.has(container)) {
+    config.rope_theta = legacy_theta;
+    return;
+  }
+  const json& rope = top.object().at(container);
+  if (!rope.is_object()) top.fail(container, "must be an object or null, got " + rope.dump());
+  for (const auto& [key, value] : rope.items()) {
+    if (value.is_object()) {
+      top.fail(container + "." + key, "is a per-layer-type rope setting, which Ferry does not support (one rope for all layers)");
+    }
+  }
+  const Keys keys(rope, top.source(), container + ".");
+  config.rope_theta = keys.positive_number("rope_theta", legacy_theta);
+
+  std::string type_key = keys.has("rope_type") ? "rope_type" : "type";
+  const std::string type = keys.string(type_key).value_or("default");
+  RopeScaling& scaling = config.rope_scaling;
+  if (type == "default") {
+    scaling = RopeScaling{};
+  } else if (type == "linear") {
+    scaling.type = RopeScalingType::linear;
+    scaling.factor = keys.positive_number("factor");
+  } else if (type == "llama3") {
+    scaling.type = RopeScalingType::llama3;
+    scaling.factor = keys.positive_number("factor");
+    scaling.low_freq_factor = keys.positive_number("low_freq_factor");
+    scaling.high_freq_factor = keys.positive_number("high_freq_factor");
+    // transformers falls back to max_position_embeddings when the key is absent.
+    scaling.original_max_position_embeddings =
+        keys.positive_int("original_max_position_embeddings", config.max_position_embeddings);
+    if (scaling.high_freq_factor <= scaling.low_freq_factor) {
+      keys.fail("high_freq_factor", "must be larger than low_freq_factor");
+    }
+  } else {
+    keys.fail(type_key, "is '" + type + "', which Ferry does not support (supported: default, linear, llama3)");
+  }
+}
+
+std::string read_dtype(const Keys& top) {
+  const std::string key = top.has("dtype") ? "dtype" : "torch_dtype";
+  const std::string dtype = top.string(key).value_or("float32");
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16" && dtype != "float64") {
+    top.fail(key, "is '" + dtype + "'; expected float32, float16, bfloat16 or float64");
+  }
+  return dtype;
+}
+
+}  // namespace
+
+LlamaConfig parse_hf_config(std::string_view json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw ConfigError(source + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!root.is_object()) throw ConfigError(source + ": must be a JSON object");
+  const Keys top(root, source);
+
+  LlamaConfig config;
+  config.model_type = top.string("model_type").value_or("llama");
+  const bool qwen2 = config.model_type == "qwen2";
+  if (config.model_type != "llama" && !qwen2) {
+    top.fail("model_type", "is '" + config.model_type + "', which Ferry does not support (supported: llama, qwen2)");
+  }
+  if (const auto act = top.string("hidden_act"); act && *act != "silu") {
+    top.fail("hidden_act", "is '" + *act + "'; Llama-family models use silu, and Ferry supports only that");
+  }
+
+  config.vocab_size = top.positive_int("vocab_size");
+  config.hidden_size = top.positive_int("hidden_size");
+  config.intermediate_size = top.positive_int("intermediate_size");
+  config.num_hidden_layers = top.positive_int("num_hidden_layers");
+  config.num_attention_heads = top.positive_int("num_attention_heads");
+  config.num_key_value_heads = top.positive_int("num_key_value_heads", config.num_attention_heads);
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    top.fail("num_key_value_heads", "(" + std::to_string(config.num_key_value_heads) + ") must divide num_attention_heads (" +
+                                        std::to_string(config.num_attention_heads) + ")");
+  }
+  if (!top.has("head_dim") && config.hidden_size % config.num_attention_heads != 0) {
+    top.fail("hidden_size", "(" + std::to_string(config.hidden_size) + ") is not a multiple of num_attention_heads (" +
+                                std::to_string(config.num_attention_heads) + ") and no head_dim is given");
+  }
+  config.head_dim = top.positive_int("head_dim", config.hidden_size / config.num_attention_heads);
+  config.max_position_embeddings = top.positive_int("max_position_embeddings", qwen2 ? 32768 : 2048);
+  config.rms_norm_eps = top.positive_number("rms_norm_eps", 1e-6);
+  read_rope(top, config);
+
+  config.tie_word_embeddings = top.boolean("tie_word_embeddings", false);
+  if (qwen2) {
+    // Qwen2 always has q/k/v biases and no o_proj or MLP bias.
+    config.attention_bias = true;
+    config.attention_output_bias = false;
+    config.mlp_bias = false;
+    if (top.boolean("use_sliding_window", false)) {
+      top.fail("use_sliding_window", "is true; Ferry supports full attention only (set it to false to train with full attention)");
+    }
+  } else {
+    config.attention_bias = top.boolean("attention_bias", false);
+    config.attention_output_bias = config.attention_bias;
+    config.mlp_bias = top.boolean("mlp_bias", false);
+  }
+
+  config.bos_token_id = top.token_id("bos_token_id", qwen2 ? -1 : 1);
+  config.pad_token_id = top.token_id("pad_token_id", -1);
+  config.eos_token_ids.clear();
+  if (!root.contains("eos_token_id")) {
+    if (!qwen2) config.eos_token_ids = {2};
+  } else if (root["eos_token_id"].is_array()) {
+    for (size_t i = 0; i < root["eos_token_id"].size(); ++i) {
+      const json& id = root["eos_token_id"][i];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        top.fail("eos_token_id", "must be a token id or a list of them, got " + root["eos_token_id"].dump());
+      }
+      config.eos_token_ids.push_back(id.get<int64_t>());
+    }
+  } else if (!root["eos_token_id"].is_null()) {
+    const int64_t id = top.token_id("eos_token_id", -1);
+    config.eos_token_ids.push_back(id);
+  }
+  config.torch_dtype = read_dtype(top);
+  return config;
+}
+
+LlamaConfig read_hf_config(const std::filesystem::path& config_json) {
+  return parse_hf_config(read_file(config_json), config_json.string());
+}
+
+std::string format_hf_config(const LlamaConfig& config) {
+  const bool qwen2 = config.model_type == "qwen2";
+  if (!qwen2 && config.model_type != "llama") {
+    throw UserError("cannot write config.json for model_type '" + config.model_type + "' (supported: llama, qwen2)");
+  }
+  if (qwen2 && !(config.attention_bias && !config.attention_output_bias && !config.mlp_bias)) {
+    throw UserError("cannot write a qwen2 config.json: Qwen2 models have q/k/v biases and no o_proj or MLP biases");
+  }
+  if (!qwen2 && config.attention_bias != config.attention_output_bias) {
+    throw UserError("cannot write a llama config.json with q/k/v biases but no o_proj bias; transformers' LlamaConfig "
+                    "has one attention_bias switch for all four (use model_type qwen2 for q/k/v-only biases)");
+  }
+  json out;
+  out["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  out["model_type"] = config.model_type;
+  out["vocab_size"] = config.vocab_size;
+  out["hidden_size"] = config.hidden_size;
+  out["intermediate_size"] = config.intermediate_size;
+  out["num_hidden_layers"] = config.num_hidden_layers;
+  out["num_attention_heads"] = config.num_attention_heads;
+  out["num_key_value_heads"] = config.num_key_value_heads;
+  out["head_dim"] = config.head_dim;
+  out["hidden_act"] = "silu";
+  out["max_position_embeddings"] = config.max_position_embeddings;
+  out["rms_norm_eps"] = config.rms_norm_eps;
+  out["initializer_range"] = 0.02;
+  out["attention_dropout"] = 0.0;
+  out["use_cache"] = true;
+  out["tie_word_embeddings"] = config.tie_word_embeddings;
+  if (qwen2) {
+    out["use_sliding_window"] = false;
+    out["sliding_window"] = nullptr;
+  } else {
+    out["attention_bias"] = config.attention_bias;
+    out["mlp_bias"] = config.mlp_bias;
+  }
+
+  // transformers 5 keeps everything rope in `rope_parameters`; older readers (transformers 4,
+  // conversion scripts) look for `rope_theta` and `rope_scaling`, so both forms are written.
+  json rope = {{"rope_theta", config.rope_theta}};
+  json legacy_scaling = nullptr;
+  const RopeScaling& scaling = config.rope_scaling;
+  switch (scaling.type) {
+    case RopeScalingType::none:
+      rope["rope_type"] = "default";
+      break;
+    case RopeScalingType::linear:
+      rope["rope_type"] = "linear";
+      rope["factor"] = scaling.factor;
+      legacy_scaling = {{"rope_type", "linear"}, {"factor", scaling.factor}};
+      break;
+    case RopeScalingType::llama3:
+      rope["rope_type"] = "llama3";
+      rope["factor"] = scaling.factor;
+      rope["low_freq_factor"] = scaling.low_freq_factor;
+      rope["high_freq_factor"] = scaling.high_freq_factor;
+      rope["original_max_position_embeddings"] = scaling.original_max_position_embeddings;
+      legacy_scaling = rope;
+      legacy_scaling.erase("rope_theta");
+      break;
+  }
+  out["rope_parameters"] = rope;
+  out["rope_theta"] = config.rope_theta;
+  out["rope_scaling"] = legacy_scaling;
+
+  const auto token = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
+  out["bos_token_id"] = token(config.bos_token_id);
+  out["pad_token_id"] = token(config.pad_token_id);
+  if (config.eos_token_ids.empty()) {
+    out["eos_token_id"] = nullptr;
+  } else if (config.eos_token_ids.size() == 1) {
+    out["eos_token_id"] = config.eos_token_ids[0];
+  } else {
+    out["eos_token_id"] = config.eos_token_ids;
+  }
+  out["dtype"] = config.torch_dtype;
+  return out.dump(2) + "\n";
+}
+
+void write_hf_config(const std::filesystem::path& config_json, const LlamaConfig& config) {
+  write_file_atomic(config_json, format_hf_config(config));
+}
+
+}  // namespace ferry::io

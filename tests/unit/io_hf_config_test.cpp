@@ -1,0 +1,174 @@
+// config.json reading: every accepted rope form, GQA, qwen2 biases, defaults, and a ConfigError
+// naming the key for each bad or unsupported value. (Agreement with transformers itself is
+// checked by tests/parity/io_hf_config_parity_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/core/error.h"
+#include "src/io/hf_config.h"
+
+namespace ferry::io {
+namespace {
+
+const std::string kBase = R"("vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
+                             "num_hidden_layers": 2, "num_attention_heads": 4)";
+
+LlamaConfig parse(const std::string& extra) {
+  return parse_hf_config("{" + kBase + (extra.empty() ? "" : ", " + extra) + "}", "config.json");
+}
+
+std::string error_of(const std::string& extra) {
+  try {
+    parse(extra);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError for " << extra;
+  return "";
+}
+
+TEST(HfConfig, DefaultsFollowTransformers) {
+  const LlamaConfig c = parse("");
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.vocab_size, 128);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::none);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.attention_output_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(c.pad_token_id, -1);
+  EXPECT_EQ(c.torch_dtype, "float32");
+}
+
+TEST(HfConfig, GqaHeadDimTokensAndFlags) {
+  const LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
+      "attention_bias": true, "mlp_bias": true, "bos_token_id": 5, "eos_token_id": [6, 7], "pad_token_id": 0,
+      "torch_dtype": "bfloat16", "max_position_embeddings": 512, "rms_norm_eps": 1e-5)");
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_output_bias);
+  EXPECT_TRUE(c.mlp_bias);
+  EXPECT_EQ(c.bos_token_id, 5);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(c.pad_token_id, 0);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(parse(R"("dtype": "float16", "torch_dtype": "float32")").torch_dtype, "float16");
+  EXPECT_EQ(parse(R"("eos_token_id": 9, "pad_token_id": null, "bos_token_id": null)").eos_token_ids, std::vector<int64_t>{9});
+  EXPECT_EQ(parse(R"("bos_token_id": null)").bos_token_id, -1);
+  EXPECT_TRUE(parse(R"("eos_token_id": null)").eos_token_ids.empty());
+}
+
+TEST(HfConfig, LegacyRopeScalingLinear) {
+  const LlamaConfig c = parse(R"("rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2})");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::linear);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 2.0);
+  EXPECT_EQ(parse(R"("rope_scaling": null)").rope_scaling.type, RopeScalingType::none);
+}
+
+TEST(HfConfig, LegacyRopeScalingLlama3) {
+  const LlamaConfig c = parse(R"("rope_theta": 500000, "max_position_embeddings": 131072, "rope_scaling": {
+      "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192})");
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::llama3);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  // Without original_max_position_embeddings transformers uses max_position_embeddings.
+  const LlamaConfig d = parse(R"("max_position_embeddings": 1024, "rope_scaling": {"rope_type": "llama3", "factor": 4,
+      "low_freq_factor": 1, "high_freq_factor": 4})");
+  EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, 1024);
+}
+
+TEST(HfConfig, RopeParameters) {
+  const LlamaConfig c = parse(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 250000.0, "factor": 32.0,
+      "low_freq_factor": 2.0, "high_freq_factor": 8.0, "original_max_position_embeddings": 4096})");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 250000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 2.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  const LlamaConfig d = parse(R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000.0})");
+  EXPECT_DOUBLE_EQ(d.rope_theta, 1000.0);
+  EXPECT_EQ(d.rope_scaling.type, RopeScalingType::none);
+  // rope_parameters wins over the legacy keys.
+  EXPECT_DOUBLE_EQ(parse(R"("rope_theta": 7.0, "rope_parameters": {"rope_type": "default", "rope_theta": 9.0})").rope_theta, 9.0);
+  // ... and borrows rope_theta from the top level when it has none.
+  EXPECT_DOUBLE_EQ(parse(R"("rope_theta": 7.0, "rope_parameters": {"rope_type": "default"})").rope_theta, 7.0);
+}
+
+TEST(HfConfig, Qwen2HasQkvBiasOnly) {
+  const LlamaConfig c = parse(R"("model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": false)");
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.attention_output_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_TRUE(c.eos_token_ids.empty());
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+}
+
+TEST(HfConfig, BadValuesNameTheKey) {
+  EXPECT_NE(error_of(R"("model_type": "gpt2")").find("config.json: 'model_type' is 'gpt2'"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_scaling": {"type": "yarn", "factor": 4})").find("'rope_scaling.type' is 'yarn'"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_parameters": {"rope_type": "dynamic", "factor": 4})").find("'rope_parameters.rope_type' is 'dynamic'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("rope_scaling": {"type": "linear"})").find("'rope_scaling.factor' is missing"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1})")
+                .find("high_freq_factor"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("rope_parameters": {"full_attention": {"rope_type": "default"}})").find("per-layer-type"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("num_key_value_heads": 3)").find("'num_key_value_heads' (3) must divide"), std::string::npos);
+  EXPECT_NE(error_of(R"("head_dim": "16")").find("'head_dim' must be an integer"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_theta": -1)").find("'rope_theta' must be a positive number"), std::string::npos);
+  EXPECT_NE(error_of(R"("hidden_act": "gelu")").find("'hidden_act'"), std::string::npos);
+  EXPECT_NE(error_of(R"("tie_word_embeddings": "yes")").find("'tie_word_embeddings' must be true or false"), std::string::npos);
+  EXPECT_NE(error_of(R"("eos_token_id": [1, "x"])").find("'eos_token_id'"), std::string::npos);
+  EXPECT_NE(error_of(R"("torch_dtype": "int8")").find("'torch_dtype' is 'int8'"), std::string::npos);
+  EXPECT_NE(error_of(R"("model_type": "qwen2", "use_sliding_window": true)").find("'use_sliding_window'"), std::string::npos);
+  EXPECT_NE(error_of(R"("vocab_size": 0)").find("'vocab_size' must be a positive integer"), std::string::npos);
+  EXPECT_THROW(parse_hf_config(R"({"hidden_size": 64})", "c.json"), ConfigError);  // vocab_size missing
+  EXPECT_THROW(parse_hf_config("{not json", "c.json"), ConfigError);
+  EXPECT_THROW(parse_hf_config("[]", "c.json"), ConfigError);
+  EXPECT_THROW(read_hf_config("/nonexistent/config.json"), InputError);
+}
+
+TEST(HfConfig, FormatParsesBackToTheSameConfig) {
+  LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": true, "eos_token_id": [3, 4],
+      "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8, "low_freq_factor": 1,
+      "high_freq_factor": 4, "original_max_position_embeddings": 1024}, "dtype": "bfloat16", "pad_token_id": 0)");
+  const LlamaConfig back = parse_hf_config(format_hf_config(c), "written");
+  EXPECT_EQ(back.num_key_value_heads, 2);
+  EXPECT_EQ(back.head_dim, 8);
+  EXPECT_TRUE(back.tie_word_embeddings);
+  EXPECT_EQ(back.eos_token_ids, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(back.rope_scaling.type, RopeScalingType::llama3);
+  EXPECT_EQ(back.rope_scaling.original_max_position_embeddings, 1024);
+  EXPECT_DOUBLE_EQ(back.rope_theta, 5e5);
+  EXPECT_EQ(back.torch_dtype, "bfloat16");
+  EXPECT_EQ(back.pad_token_id, 0);
+  const std::string text = format_hf_config(c);
+  EXPECT_NE(text.find("\"LlamaForCausalLM\""), std::string::npos);
+
+  c.attention_output_bias = !c.attention_bias;
+  EXPECT_THROW(format_hf_config(c), UserError);
+}
+
+}  // namespace
+}  // namespace ferry::io
