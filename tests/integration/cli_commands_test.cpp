@@ -113,6 +113,16 @@ TEST(Cli, CommandNotBuiltYetExitsTwo) {
   EXPECT_CONTAINS(r.output, "not implemented yet");
 }
 
+TEST(Cli, DocumentedDefaultsMatchTheCode) {
+  // configs/README.md embeds `ferry config show`; keep it true to the code.
+  std::ifstream in(std::string(FERRY_SOURCE_DIR) + "/configs/README.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Result r = run_ferry("config show");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(doc.find("```yaml\n" + r.output + "```"), std::string::npos)
+      << "configs/README.md is out of date: replace its yaml block with the output of `ferry config show`";
+}
+
 TEST(Cli, ConfigKeysListsEveryKey) {
   const Result r = run_ferry("config keys");
   EXPECT_EQ(r.exit_code, 0);
