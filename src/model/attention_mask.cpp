@@ -1,0 +1,33 @@
+// Attention masks and position ids from a padding mask.
+#include "src/model/attention_mask.h"
+
+#include <ATen/ATen.h>
+
+#include "src/core/error.h"
+
+namespace ferry {
+
+at::Tensor position_ids_from_attention_mask(const at::Tensor& attention_mask) {
+  const at::Tensor mask = attention_mask.to(at::kLong);
+  return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0);
+}
+
+at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_length, int64_t past_length) {
+  const int64_t key_length = past_length + query_length;
+  const bool has_padding = attention_mask.defined() && !attention_mask.to(at::kBool).all().item<bool>();
+  if (!has_padding && (past_length == 0 || query_length == 1)) return {};
+  const auto device = attention_mask.defined() ? attention_mask.device() : at::Device(at::kCPU);
+  const auto index = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor query_pos = (at::arange(query_length, index) + past_length).unsqueeze(1);  // (Tq, 1)
+  const at::Tensor key_pos = at::arange(key_length, index).unsqueeze(0);                      // (1, Tk)
+  at::Tensor allowed = (key_pos <= query_pos).view({1, 1, query_length, key_length});
+  if (has_padding) {
+    FERRY_CHECK(attention_mask.dim() == 2 && attention_mask.size(1) == key_length,
+                "attention mask must cover past and new tokens");
+    const at::Tensor key_is_token = attention_mask.to(at::kBool).view({attention_mask.size(0), 1, 1, key_length});
+    allowed = at::logical_or(at::logical_and(allowed, key_is_token), (key_pos == query_pos).view({1, 1, query_length, key_length}));
+  }
+  return allowed;
+}
+
+}  // namespace ferry

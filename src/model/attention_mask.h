@@ -1,0 +1,25 @@
+// From a (B, T) attention mask of 1 (token) / 0 (padding) to what attention needs: position ids
+// (left padding starts each row at position 0) and the boolean (B, 1, T_query, T_key) mask for
+// scaled_dot_product_attention (causal AND key is not padding).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace ferry {
+
+// (B, T) 1/0 mask -> (B, T) int64 positions: cumsum - 1 at tokens, 0 at padding, exactly as
+// transformers' generate derives them.
+at::Tensor position_ids_from_attention_mask(const at::Tensor& attention_mask);
+
+// The attention mask for `query_length` new tokens that follow `past_length` cached ones.
+// attention_mask: (B, past_length + query_length) 1/0, or undefined (no padding).
+// Returns bool (B or 1, 1, T_query, T_key), true where a query may attend a key, or an undefined
+// tensor when plain causal attention (or, for a single query, no mask at all) is exact; the caller
+// then passes is_causal = (T_query > 1) to scaled_dot_product_attention.
+// A padding query sees at least itself: with every key masked, softmax would give NaN, which
+// would then leak through 0 * NaN into other rows' attention outputs.
+at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_length, int64_t past_length);
+
+}  // namespace ferry

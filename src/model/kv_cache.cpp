@@ -1,0 +1,41 @@
+// Preallocated KV cache.
+#include "src/model/kv_cache.h"
+
+#include <ATen/ATen.h>
+
+#include "src/core/error.h"
+
+namespace ferry {
+
+KvCache::KvCache(const LlamaConfig& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype,
+                 c10::Device device)
+    : batch_size_(batch_size), capacity_(max_length) {
+  if (batch_size <= 0 || max_length <= 0) {
+    throw UserError(detail::concat("KV cache: batch size and length must be positive, got ", batch_size, " and ", max_length));
+  }
+  const auto options = at::TensorOptions().dtype(dtype).device(device);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    keys_.push_back(at::empty({batch_size, config.num_key_value_heads, max_length, config.head_dim}, options));
+    values_.push_back(at::empty({batch_size, config.num_key_value_heads, max_length, config.head_dim}, options));
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t layer, const at::Tensor& key, const at::Tensor& value) {
+  FERRY_CHECK(layer >= 0 && layer < num_layers(), "KV cache has no layer ", layer);
+  const int64_t tokens = key.size(2);
+  if (length_ + tokens > capacity_) {
+    throw UserError(detail::concat("KV cache is full: ", length_, " + ", tokens, " tokens exceed its capacity of ",
+                                   capacity_, "; make the cache longer (prompt length + max new tokens)"));
+  }
+  FERRY_CHECK(key.size(0) == batch_size_, "KV cache holds ", batch_size_, " rows, got ", key.size(0));
+  keys_[layer].narrow(2, length_, tokens).copy_(key);
+  values_[layer].narrow(2, length_, tokens).copy_(value);
+  return {keys_[layer].narrow(2, 0, length_ + tokens), values_[layer].narrow(2, 0, length_ + tokens)};
+}
+
+void KvCache::advance(int64_t tokens) {
+  FERRY_CHECK(length_ + tokens <= capacity_, "KV cache advanced past its capacity");
+  length_ += tokens;
+}
+
+}  // namespace ferry

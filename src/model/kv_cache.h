@@ -1,0 +1,48 @@
+// Key/value cache for incremental decoding: per layer one preallocated key and one value buffer
+// of (B, n_kv_heads, T_max, head_dim), filled left to right. All rows share one length (prompts
+// are left-padded to a common length; padding is masked, not skipped).
+//
+// Protocol: during one model forward every layer calls append() with that step's keys/values;
+// the model then calls advance() with the step's token count.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "src/model/llama_config.h"
+
+namespace ferry {
+
+class KvCache {
+ public:
+  KvCache(const LlamaConfig& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype, c10::Device device);
+
+  int64_t length() const { return length_; }    // tokens stored so far
+  int64_t capacity() const { return capacity_; }
+  int64_t batch_size() const { return batch_size_; }
+  int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
+
+  // key/value: (B, n_kv, T, D) for positions [length, length + T) of `layer`. Returns views of the
+  // layer's keys and values for positions [0, length + T). Throws UserError when the cache is full.
+  std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& key, const at::Tensor& value);
+
+  // Marks `tokens` more positions as stored (after every layer has appended them).
+  void advance(int64_t tokens);
+
+  // Forgets the contents (buffers are kept for reuse).
+  void reset() { length_ = 0; }
+
+ private:
+  std::vector<at::Tensor> keys_;    // per layer (B, n_kv, T_max, D)
+  std::vector<at::Tensor> values_;  // per layer (B, n_kv, T_max, D)
+  int64_t batch_size_ = 0;
+  int64_t capacity_ = 0;
+  int64_t length_ = 0;
+};
+
+}  // namespace ferry

@@ -1,0 +1,47 @@
+// Language-model and scalar heads on the Llama backbone.
+#include "src/model/llama_heads.h"
+
+#include "src/core/error.h"
+
+namespace ferry {
+
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config) {
+  model = register_module("model", LlamaModel(config));
+  if (!config.tie_word_embeddings) {
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
+  }
+}
+
+torch::Tensor LlamaForCausalLMImpl::logits(const torch::Tensor& hidden) {
+  return lm_head ? lm_head(hidden) : torch::nn::functional::linear(hidden, model->embed_tokens->weight);
+}
+
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                            const torch::Tensor& position_ids, KvCache* cache) {
+  return logits(model(input_ids, attention_mask, position_ids, cache));  // (B, T, V)
+}
+
+LlamaForScoreImpl::LlamaForScoreImpl(const LlamaConfig& config) {
+  model = register_module("model", LlamaModel(config));
+  score = register_module("score", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, 1).bias(false)));
+}
+
+torch::Tensor LlamaForScoreImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         const torch::Tensor& position_ids, KvCache* cache) {
+  return score(model(input_ids, attention_mask, position_ids, cache)).squeeze(-1);  // (B, T)
+}
+
+torch::Tensor last_token_values(const torch::Tensor& values, const torch::Tensor& attention_mask) {
+  if (values.dim() != 2 || !attention_mask.defined() || attention_mask.sizes() != values.sizes()) {
+    throw InputError("last_token_values: values and attention_mask must both be (B, T)");
+  }
+  const torch::Tensor mask = attention_mask.to(values.device(), torch::kLong);
+  if (!(mask.sum(1) > 0).all().item<bool>()) {
+    throw InputError("last_token_values: a row of attention_mask has no tokens (all padding)");
+  }
+  // Position of the last 1 in each row: argmax of mask * (1 .. T) picks the largest such index.
+  const torch::Tensor index = (mask * torch::arange(1, mask.size(1) + 1, mask.options())).argmax(1);  // (B)
+  return values.gather(1, index.unsqueeze(1)).squeeze(1);
+}
+
+}  // namespace ferry

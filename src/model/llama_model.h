@@ -1,0 +1,58 @@
+// The Llama backbone (Hugging Face `LlamaModel`, parameters under `model.` in a checkpoint):
+// token embedding, decoder layers, final RMSNorm. Returns hidden states; the heads
+// (llama_heads.h) turn them into logits or scalar scores.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "src/model/llama_block.h"
+#include "src/model/llama_config.h"
+#include "src/model/rms_norm.h"
+#include "src/model/rotary_embedding.h"
+
+namespace ferry {
+
+class KvCache;
+
+// What every decoder layer of one forward shares.
+struct LayerInputs {
+  torch::Tensor cos, sin;  // (B, T, D) in the activation dtype
+  torch::Tensor mask;      // bool (B|1, 1, T, T_key), or undefined: causal
+};
+
+class LlamaModelImpl : public torch::nn::Module {
+ public:
+  explicit LlamaModelImpl(const LlamaConfig& config);
+
+  // input_ids: (B, T) int64 token ids.
+  // attention_mask: (B, T_past + T) 1/0 (int64 or bool), or undefined (no padding). Left padding
+  //   is supported; with a cache it covers the cached tokens too.
+  // position_ids: (B, T) int64, or undefined: derived from attention_mask (cumsum, as transformers'
+  //   generate does) or, without a mask, T_past .. T_past + T - 1.
+  // cache: optional; this forward's keys/values are appended to it and it advances by T.
+  // Returns hidden states after the final norm: (B, T, C).
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                        const torch::Tensor& position_ids = {}, KvCache* cache = nullptr);
+
+  // The pieces of forward(), for callers that run the layers themselves (offload engine,
+  // activation checkpointing): checks inputs and builds RoPE tables and the mask.
+  LayerInputs layer_inputs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                           const torch::Tensor& position_ids, const KvCache* cache, at::ScalarType dtype) const;
+
+  const LlamaConfig& config() const { return config_; }
+  int64_t num_layers() const { return static_cast<int64_t>(decoder_layers.size()); }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  std::vector<LlamaDecoderLayer> decoder_layers;  // the same modules as `layers`, typed
+  RMSNorm norm{nullptr};
+
+ private:
+  LlamaConfig config_;
+  RotaryEmbedding rotary_;
+};
+TORCH_MODULE(LlamaModel);
+
+}  // namespace ferry

@@ -1,0 +1,37 @@
+// A model's parameters <-> a name->tensor map with Hugging Face names (what safetensors files
+// hold), and initialisation from scratch.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/io/safetensors.h"
+#include "src/model/llama_config.h"
+
+namespace ferry {
+
+struct LoadStateOptions {
+  std::string source = "checkpoint";       // named in error messages (a folder or file)
+  std::vector<std::string> allow_missing;  // parameter names that may be absent (kept as they are)
+  std::vector<std::string> ignore_unexpected;  // tensor names in the map that are not parameters
+};
+
+// Copies every tensor of `tensors` into the parameter of the same name, converting dtype and
+// device to the parameter's. Checks everything first and reports ALL missing, unexpected and
+// shape-mismatched names together in one InputError; nothing is copied then. Always ignored:
+// `*.rotary_emb.inv_freq` buffers, and `lm_head.weight` when the model ties it to the embedding.
+void load_state(torch::nn::Module& model, const io::TensorMap& tensors, const LoadStateOptions& options = {});
+
+// Every parameter by its Hugging Face name: detached tensors sharing the parameters' storage
+// (copy or save them before changing the model).
+io::TensorMap state_of(const torch::nn::Module& model);
+
+// Hugging Face's initialisation: Linear and Embedding weights ~ N(0, std), biases 0, norm weights
+// 1, and the embedding row of pad_token_id (if any) 0. Deterministic for a given seed on any
+// device (drawn on the CPU).
+void init_llama_weights(torch::nn::Module& model, const LlamaConfig& config, double std = 0.02, uint64_t seed = 0);
+
+}  // namespace ferry

@@ -1,0 +1,64 @@
+// RoPE tables and rotation, following transformers' modeling_rope_utils.py step by step so that
+// fp32 results agree to rounding.
+#include "src/model/rotary_embedding.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "src/core/error.h"
+
+namespace ferry {
+
+at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
+  const int64_t dim = config.head_dim;
+  if (dim <= 0 || dim % 2 != 0) {
+    throw ConfigError(detail::concat("model config: head_dim must be a positive even number for RoPE, got ", dim));
+  }
+  // inv_freq = 1 / theta^(2i / dim), i = 0 .. dim/2 - 1
+  const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  at::Tensor inv_freq = at::reciprocal(at::pow(config.rope_theta, exponents));
+  const RopeScaling& scaling = config.rope_scaling;
+  switch (scaling.type) {
+    case RopeScalingType::none:
+      return inv_freq;
+    case RopeScalingType::linear:
+      return inv_freq / scaling.factor;
+    case RopeScalingType::llama3: {
+      // Long wavelengths are divided by `factor`, short ones kept, the band between interpolated.
+      const double factor = scaling.factor;
+      const double low = scaling.low_freq_factor, high = scaling.high_freq_factor;
+      const double old_context = static_cast<double>(scaling.original_max_position_embeddings);
+      if (high == low) throw ConfigError("model config: rope_scaling high_freq_factor must differ from low_freq_factor");
+      const double low_freq_wavelen = old_context / low;
+      const double high_freq_wavelen = old_context / high;
+      const at::Tensor wavelen = 2 * M_PI / inv_freq;
+      at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq);
+      const at::Tensor smooth = (old_context / wavelen - low) / (high - low);
+      const at::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+      const at::Tensor is_medium = at::logical_not(wavelen < high_freq_wavelen) * at::logical_not(wavelen > low_freq_wavelen);
+      return at::where(is_medium, smoothed, scaled);
+    }
+  }
+  FERRY_CHECK(false, "unknown rope scaling type");
+  return {};
+}
+
+RotaryEmbedding::RotaryEmbedding(const LlamaConfig& config) : inv_freq_(rope_inverse_frequencies(config)) {}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& position_ids, at::ScalarType dtype) const {
+  const at::Tensor inv_freq = inv_freq_.to(position_ids.device());
+  const at::Tensor freqs = position_ids.unsqueeze(-1).to(at::kFloat) * inv_freq;  // (B, T, D/2)
+  const at::Tensor angles = at::cat({freqs, freqs}, -1);                           // (B, T, D)
+  return {angles.cos().to(dtype), angles.sin().to(dtype)};
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor x1 = x.narrow(-1, 0, half);
+  const at::Tensor x2 = x.narrow(-1, half, half);
+  const at::Tensor rotated = at::cat({-x2, x1}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);  // cos/sin broadcast over heads
+}
+
+}  // namespace ferry

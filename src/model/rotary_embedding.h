@@ -1,0 +1,38 @@
+// Rotary position embedding (RoPE), rotate-half convention as in Hugging Face Llama: the inverse
+// frequencies for plain, linear-scaled and llama3-scaled RoPE, the cos/sin tables for given
+// position ids, and their application to queries and keys.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <utility>
+
+#include "src/model/llama_config.h"
+
+namespace ferry {
+
+// (head_dim / 2) fp32 inverse frequencies, exactly as transformers computes them
+// (`compute_default_rope_parameters`, `_compute_linear_scaling_rope_parameters`,
+// `_compute_llama3_parameters`).
+at::Tensor rope_inverse_frequencies(const LlamaConfig& config);
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const LlamaConfig& config);
+
+  // position_ids: (B, T) int64 -> cos, sin: (B, T, head_dim) in `dtype`. The angles are computed
+  // in fp32 and only the result is cast, so bf16 models keep exact positions.
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& position_ids, at::ScalarType dtype) const;
+
+  const at::Tensor& inverse_frequencies() const { return inv_freq_; }
+
+ private:
+  // Kept outside the module's buffers on purpose: `module.to(bf16)` must not round it.
+  at::Tensor inv_freq_;  // (head_dim / 2) fp32, CPU
+};
+
+// x: (B, H, T, D), cos/sin: (B, T, D) -> x * cos + rotate_half(x) * sin, same shape as x.
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+}  // namespace ferry

@@ -1,0 +1,201 @@
+// Llama model unit tests that need no files: parameter names, KV-cache decoding against the full
+// forward, left-padding invariance, tied heads, score head, load_state error reporting.
+// Agreement with transformers itself is checked in tests/parity/model_llama_parity_test.cpp.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "src/core/error.h"
+#include "src/model/kv_cache.h"
+#include "src/model/llama_heads.h"
+#include "src/model/model_state.h"
+
+namespace ferry {
+namespace {
+
+LlamaConfig tiny_config() {
+  LlamaConfig c;
+  c.vocab_size = 101;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+LlamaForCausalLM tiny_model(const LlamaConfig& c, uint64_t seed = 1) {
+  torch::manual_seed(static_cast<int64_t>(seed));  // for the random inputs the tests draw
+  LlamaForCausalLM model(c);
+  init_llama_weights(*model, c, 0.2, seed);  // larger than 0.02 so that logits differ visibly
+  model->eval();
+  return model;
+}
+
+TEST(ModelLlama, ParameterNamesMatchHuggingFace) {
+  LlamaConfig c = tiny_config();
+  c.attention_bias = true;
+  c.attention_output_bias = true;
+  c.mlp_bias = true;
+  LlamaForCausalLM model(c);
+  const auto names = model->named_parameters().keys();
+  const std::set<std::string> got(names.begin(), names.end());
+  for (const char* expected :
+       {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.bias",
+        "model.layers.1.self_attn.k_proj.bias", "model.layers.1.self_attn.v_proj.weight",
+        "model.layers.1.self_attn.o_proj.bias", "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.bias",
+        "model.layers.1.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight",
+        "model.layers.1.post_attention_layernorm.weight", "model.norm.weight", "lm_head.weight"}) {
+    EXPECT_TRUE(got.count(expected)) << expected;
+  }
+  EXPECT_EQ(got.size(), 3u + 2u * (7u + 4u + 3u + 2u));
+  EXPECT_EQ(model->named_buffers().size(), 0u);  // RoPE frequencies are not state
+  LlamaForCausalLM plain(tiny_config());
+  int64_t count = 0;
+  for (const auto& p : plain->parameters()) count += p.numel();
+  EXPECT_EQ(count, tiny_config().num_parameters());
+}
+
+TEST(ModelLlama, KvCacheDecodingMatchesFullForward) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c);
+  const int64_t pad = 0;
+  // Row 0 left-padded by 3, row 1 unpadded; 5 prompt columns then 6 decoded tokens.
+  const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 11}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 3)}, pad);
+  torch::Tensor mask = torch::ones({2, 11}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(0, 3)}, 0);
+  const torch::Tensor full = model(ids, mask);  // (2, 11, V)
+
+  KvCache cache(c, 2, 11, torch::kFloat, torch::kCPU);
+  const int64_t prompt = 5;
+  const torch::Tensor first = model(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), torch::Tensor(), &cache);
+  EXPECT_EQ(cache.length(), prompt);
+  EXPECT_LT((first.narrow(1, 3, 2) - full.narrow(1, 3, 2)).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((first[1] - full[1].narrow(0, 0, prompt)).abs().max().item<double>(), 1e-5);
+  for (int64_t t = prompt; t < 11; ++t) {
+    const torch::Tensor step = model(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), torch::Tensor(), &cache);  // (2, 1, V)
+    EXPECT_LT((step.squeeze(1) - full.select(1, t)).abs().max().item<double>(), 1e-5) << "position " << t;
+  }
+  EXPECT_THROW(model(ids.narrow(1, 0, 1), mask, torch::Tensor(), &cache), InputError);  // mask no longer covers the cache
+}
+
+TEST(ModelLlama, LeftPaddingDoesNotChangeLogits) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c, 7);
+  const torch::Tensor alone = torch::randint(1, c.vocab_size, {1, 6}, torch::kLong);
+  const torch::Tensor padded = torch::cat({torch::zeros({1, 4}, torch::kLong), alone}, 1);
+  const torch::Tensor mask = torch::cat({torch::zeros({1, 4}, torch::kLong), torch::ones({1, 6}, torch::kLong)}, 1);
+  const torch::Tensor expected = model(alone);
+  const torch::Tensor got = model(padded, mask).narrow(1, 4, 6);
+  EXPECT_LT((got - expected).abs().max().item<double>(), 1e-5);
+  EXPECT_FALSE(model(padded, mask).isnan().any().item<bool>());  // padding queries stay finite
+}
+
+TEST(ModelLlama, TiedHeadUsesTheEmbedding) {
+  torch::NoGradGuard no_grad;
+  LlamaConfig c = tiny_config();
+  c.tie_word_embeddings = true;
+  LlamaForCausalLM model = tiny_model(c);
+  EXPECT_TRUE(model->tied());
+  EXPECT_FALSE(model->named_parameters().contains("lm_head.weight"));
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 5}, torch::kLong);
+  const torch::Tensor expected = torch::matmul(model->model(ids), model->model->embed_tokens->weight.t());
+  EXPECT_LT((model(ids) - expected).abs().max().item<double>(), 1e-5);
+  // A checkpoint that still carries lm_head.weight loads into the tied model.
+  io::TensorMap state = state_of(*model);
+  state["lm_head.weight"] = model->model->embed_tokens->weight.clone();
+  EXPECT_NO_THROW(load_state(*model, state));
+}
+
+TEST(ModelLlama, LoadStateReportsEveryProblemAtOnce) {
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM source = tiny_model(c, 3);
+  LlamaForCausalLM target(c);
+  io::TensorMap state;
+  for (const auto& [name, tensor] : state_of(*source)) state[name] = tensor.clone();
+  state.erase("model.layers.1.mlp.up_proj.weight");
+  state["model.layers.7.mlp.up_proj.weight"] = torch::zeros({2});
+  state["model.norm.weight"] = torch::ones({3});
+  state["model.rotary_emb.inv_freq"] = torch::ones({8});  // ignored, as transformers does
+  try {
+    load_state(*target, state, {.source = "some/model"});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("some/model"), std::string::npos) << message;
+    EXPECT_NE(message.find("missing (1): model.layers.1.mlp.up_proj.weight"), std::string::npos) << message;
+    EXPECT_NE(message.find("unexpected (1): model.layers.7.mlp.up_proj.weight"), std::string::npos) << message;
+    EXPECT_NE(message.find("shape mismatch (1): model.norm.weight"), std::string::npos) << message;
+    EXPECT_EQ(message.find("inv_freq"), std::string::npos) << message;
+  }
+  // Nothing was copied: the target still differs from the source.
+  EXPECT_FALSE(torch::equal(target->model->embed_tokens->weight, source->model->embed_tokens->weight));
+
+  // A correct map loads, converting dtype (bf16 checkpoint into an fp32 model).
+  io::TensorMap good;
+  for (const auto& [name, tensor] : state_of(*source)) good[name] = tensor.to(torch::kBFloat16);
+  load_state(*target, good);
+  EXPECT_TRUE(torch::equal(target->model->norm->weight, source->model->norm->weight.to(torch::kBFloat16).to(torch::kFloat)));
+}
+
+TEST(ModelLlama, BadInputsAreInputErrors) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c);
+  EXPECT_THROW(model(torch::full({1, 3}, c.vocab_size, torch::kLong)), InputError);
+  EXPECT_THROW(model(torch::full({1, 3}, -1, torch::kLong)), InputError);
+  EXPECT_THROW(model(torch::ones({3}, torch::kLong)), InputError);
+  EXPECT_THROW(model(torch::ones({1, 3}, torch::kFloat)), InputError);
+  EXPECT_THROW(model(torch::ones({2, 3}, torch::kLong), torch::ones({2, 4}, torch::kLong)), InputError);
+  LlamaConfig bad = c;
+  bad.num_key_value_heads = 3;
+  EXPECT_THROW(LlamaForCausalLM{bad}, ConfigError);
+}
+
+TEST(ModelLlama, ScoreHeadTakesTheLastToken) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForScore scorer(c);
+  init_llama_weights(*scorer, c, 0.2, 5);
+  EXPECT_TRUE(scorer->named_parameters().contains("score.weight"));
+  const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 6}, torch::kLong);
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1}, torch::kLong).view({2, 6});
+  const torch::Tensor values = scorer(ids, mask);  // (2, 6)
+  ASSERT_EQ(values.sizes(), (std::vector<int64_t>{2, 6}));
+  const torch::Tensor last = last_token_values(values, mask);
+  EXPECT_EQ(last[0].item<float>(), values[0][3].item<float>());  // right padding
+  EXPECT_EQ(last[1].item<float>(), values[1][5].item<float>());  // left padding
+  EXPECT_THROW(last_token_values(values, torch::zeros({2, 6}, torch::kLong)), InputError);
+}
+
+TEST(ModelLlama, HalfPrecisionForwardIsCloseToFloat) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c);
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 7}, torch::kLong);
+  const torch::Tensor reference = model(ids);
+  model->to(torch::kBFloat16);
+  const torch::Tensor low = model(ids);
+  EXPECT_EQ(low.scalar_type(), torch::kBFloat16);
+  // bf16 keeps 8 mantissa bits: errors of ~1% of the logit scale after two layers.
+  EXPECT_LT((low.to(torch::kFloat) - reference).abs().max().item<double>(), 0.05 * reference.abs().max().item<double>());
+}
+
+TEST(ModelLlama, GradientsReachEveryParameter) {
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c);
+  model->train();
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 5}, torch::kLong);
+  model(ids).sum().backward();
+  for (const auto& item : model->named_parameters()) {
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+  }
+}
+
+}  // namespace
+}  // namespace ferry
