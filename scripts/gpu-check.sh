@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
+# CUDA tests and the GPU benchmarks, and writes the results under $OUT (default ./gpu-check-out).
+#
+# Two steps, one script:
+#   scripts/gpu-check.sh --prepare   here (a machine with apt): downloads the Debian packages for
+#                                    the C++ libraries into .gpu-debs/ (ignored by git)
+#   scripts/gpu-check.sh             there (the GPU machine; no network): unpacks .gpu-debs/ into
+#                                    .gpu-deps/ (never into /), builds build-gpu/, runs the checks
+# With the device tool: run(command="bash scripts/gpu-check.sh", carry=[".gpu-debs"]).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+debs_dir=$root/.gpu-debs
+packages=(libyaml-cpp-dev libyaml-cpp0.7 libsentencepiece-dev libsentencepiece0 libprotobuf-lite32
+          libcli11-dev nlohmann-json3-dev libgtest-dev)
+
+if [ "${1:-}" = "--prepare" ]; then
+  mkdir -p "$debs_dir"
+  grep -qxF '/.gpu-debs/' .git/info/exclude 2>/dev/null || echo '/.gpu-debs/' >> .git/info/exclude
+  (cd "$debs_dir" && apt-get download "${packages[@]}" >/dev/null) || { echo "apt-get download failed" >&2; exit 1; }
+  ls -la "$debs_dir"
+  exit 0
+fi
+
+out=${OUT:-$root/gpu-check-out}
+mkdir -p "$out"
+log=$out/gpu-check.log
+exec > >(tee "$log") 2>&1
+summary=$out/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+python=${FERRY_GPU_PYTHON:-python3}
+
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+nvcc --version | tail -1 || true
+"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())'
+
+echo "== C++ packages from .gpu-debs (unpacked into .gpu-deps, not into /)"
+prefix=$root/.gpu-deps
+if [ -d "$debs_dir" ]; then
+  mkdir -p "$prefix"
+  for f in "$debs_dir"/*.deb; do dpkg -x "$f" "$prefix"; done
+else
+  echo "no .gpu-debs folder: assuming the C++ packages are installed system-wide"
+fi
+libdir=$prefix/usr/lib/x86_64-linux-gnu
+export PKG_CONFIG_SYSROOT_DIR=$prefix PKG_CONFIG_PATH=$libdir/pkgconfig
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+echo "== configure + build"
+torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+start=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/lib/x86_64-linux-gnu/cmake" \
+  -DTORCH_CUDA_ARCH_LIST="9.0" -DFERRY_PYTHON="$(command -v "$python")" > "$out/configure.log" 2>&1 \
+  || { tail -40 "$out/configure.log"; note "configure: FAILED"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -40; note "build: FAILED"; exit 1; }
+note "build: ok in $(( $(date +%s) - start )) s"
+build-gpu/ferry version | tee -a "$summary"
+
+echo "== tests: gpu and unit"
+(cd build-gpu && ctest -L 'gpu|unit' --output-on-failure -j 8) > "$out/ctest.log" 2>&1
+rc=$?
+grep -E 'tests passed|tests failed|Failed|Skipped' "$out/ctest.log" | tee -a "$summary"
+note "ctest gpu|unit exit: $rc"
+
+echo "== GPU benchmarks"
+for bench in scripts/bench-*-gpu.sh; do
+  [ -e "$bench" ] || continue
+  echo "-- $bench"
+  FERRY_BUILD=$root/build-gpu FERRY_PYTHON=$python bash "$bench" 2>&1 | tee -a "$summary"
+done
+exit $rc
