@@ -1,0 +1,233 @@
+// Chat templates: strict loading from YAML/JSON, rendering, tokenisation with exact loss masks.
+#include "src/tokenizer/chat_template.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/core/text.h"
+#include "src/tokenizer/chat_template_path.h"
+#include "src/tokenizer/tokenizer.h"
+
+namespace ferry {
+namespace {
+
+// What a rendered piece of text is, which decides how it is tokenised and masked.
+enum class PieceKind {
+  marker,         // a template string: control pieces spelled in it become ids; loss 0
+  content,        // system or user text; loss 0
+  answer,         // assistant text; loss 1
+  answer_marker,  // assistant_suffix; loss 1
+  round_end,      // no text: a round ends here
+};
+
+using Emit = std::function<void(std::string_view text, PieceKind kind)>;
+
+std::string location(const std::string& source, const YAML::Node& node) {
+  if (node.Mark().line >= 0) return source + ":" + std::to_string(node.Mark().line + 1);
+  return source;
+}
+
+std::string read_string(const YAML::Node& node, const std::string& where, const std::string& key) {
+  if (node.IsNull()) return "";
+  if (!node.IsScalar()) throw ConfigError(where + ": " + key + ": expected a string");
+  return node.Scalar();
+}
+
+bool read_bool(const YAML::Node& node, const std::string& where, const std::string& key) {
+  bool value = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+    throw ConfigError(where + ": " + key + ": expected true or false" +
+                      (node.IsScalar() ? ", got '" + node.Scalar() + "'" : std::string()));
+  }
+  return value;
+}
+
+std::vector<std::string> read_string_list(const YAML::Node& node, const std::string& where, const std::string& key) {
+  if (node.IsNull()) return {};
+  if (node.IsScalar()) return {node.Scalar()};
+  if (!node.IsSequence()) throw ConfigError(where + ": " + key + ": expected a list of strings");
+  std::vector<std::string> out;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) throw ConfigError(location(where, item) + ": " + key + ": expected a list of strings");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& chat_template_keys() {
+  static const std::vector<std::string> keys{
+      "name",          "system_prefix",    "system_suffix",  "user_prefix", "user_suffix",
+      "assistant_prefix", "assistant_suffix", "generation_prefix", "default_system", "stop_strings", "bos",
+      "system_in_first_user"};
+  return keys;
+}
+
+ChatTemplate parse_chat_template(std::string_view text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML/JSON: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    throw ConfigError(source + ": a chat template must be a mapping of keys (" + join(chat_template_keys(), ", ") +
+                      ")");
+  }
+  ChatTemplate tmpl;
+  tmpl.source = source;
+  tmpl.name = std::filesystem::path(source).stem().string();
+  for (const auto& entry : root) {
+    const std::string key = entry.first.Scalar();
+    const std::string where = location(source, entry.first);
+    const YAML::Node& value = entry.second;
+    if (key == "name") {
+      tmpl.name = read_string(value, where, key);
+    } else if (key == "system_prefix") {
+      tmpl.system_prefix = read_string(value, where, key);
+    } else if (key == "system_suffix") {
+      tmpl.system_suffix = read_string(value, where, key);
+    } else if (key == "user_prefix") {
+      tmpl.user_prefix = read_string(value, where, key);
+    } else if (key == "user_suffix") {
+      tmpl.user_suffix = read_string(value, where, key);
+    } else if (key == "assistant_prefix") {
+      tmpl.assistant_prefix = read_string(value, where, key);
+    } else if (key == "assistant_suffix") {
+      tmpl.assistant_suffix = read_string(value, where, key);
+    } else if (key == "generation_prefix") {
+      tmpl.generation_prefix = read_string(value, where, key);
+    } else if (key == "default_system") {
+      tmpl.default_system = read_string(value, where, key);
+    } else if (key == "stop_strings") {
+      tmpl.stop_strings = read_string_list(value, where, key);
+    } else if (key == "bos") {
+      tmpl.bos = read_bool(value, where, key);
+    } else if (key == "system_in_first_user") {
+      tmpl.system_in_first_user = read_bool(value, where, key);
+    } else {
+      throw ConfigError(where + ": unknown chat template key '" + key + "'" + did_you_mean(key, chat_template_keys()) +
+                        "; valid keys: " + join(chat_template_keys(), ", "));
+    }
+  }
+  if (tmpl.assistant_suffix.empty()) {
+    throw ConfigError(source + ": assistant_suffix must not be empty: it is the end-of-assistant marker the model "
+                      "learns to stop at (e.g. \"</s>\" or \"<|end|>\")");
+  }
+  return tmpl;
+}
+
+ChatTemplate load_chat_template(const std::string& name_or_path) {
+  const std::string path = find_chat_template(name_or_path);
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const InputError& e) {
+    throw ConfigError(e.what());
+  }
+  return parse_chat_template(text, path);
+}
+
+// Walks the conversation in template order, handing each piece of text to `emit`. Shared by
+// render_text and tokenisation so that the two can never disagree.
+static void render(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt, const Emit& emit) {
+  check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
+  size_t next = 0;
+  const std::string* system = t.default_system.empty() ? nullptr : &t.default_system;
+  if (conversation[0].role == ChatRole::system) {
+    system = &conversation[0].content;
+    next = 1;
+  }
+  auto emit_system = [&] {
+    emit(t.system_prefix, PieceKind::marker);
+    emit(*system, PieceKind::content);
+    emit(t.system_suffix, PieceKind::marker);
+  };
+  if (system && !t.system_in_first_user) emit_system();
+  bool first_round = true;
+  for (size_t i = next; i < conversation.size(); i += 2) {
+    emit(t.user_prefix, PieceKind::marker);
+    if (system && t.system_in_first_user && first_round) emit_system();
+    emit(conversation[i].content, PieceKind::content);
+    emit(t.user_suffix, PieceKind::marker);
+    if (i + 1 < conversation.size()) {
+      emit(t.assistant_prefix, PieceKind::marker);
+      emit(conversation[i + 1].content, PieceKind::answer);
+      emit(t.assistant_suffix, PieceKind::answer_marker);
+    } else {  // a generation prompt: the model writes the answer
+      emit(t.generation_prefix.value_or(t.assistant_prefix), PieceKind::marker);
+    }
+    emit({}, PieceKind::round_end);
+    first_round = false;
+  }
+}
+
+std::string ChatTemplate::render_text(const Conversation& conversation, bool generation_prompt) const {
+  std::string out;
+  render(*this, conversation, generation_prompt, [&](std::string_view text, PieceKind) { out += text; });
+  return out;
+}
+
+static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt,
+                                      const Tokenizer& tokenizer) {
+  TokenizedConversation out;
+  if (t.bos) {
+    if (tokenizer.bos_id() < 0) {
+      throw ConfigError(t.source + ": bos: true, but tokenizer '" + tokenizer.path() +
+                        "' has no BOS token; set bos: false in the template");
+    }
+    out.ids.push_back(tokenizer.bos_id());
+    out.loss_mask.push_back(0);
+  }
+  render(t, conversation, generation_prompt, [&](std::string_view text, PieceKind kind) {
+    if (kind == PieceKind::round_end) {
+      out.round_ends.push_back(out.ids.size());
+      return;
+    }
+    if (text.empty()) return;
+    const bool is_marker = kind == PieceKind::marker || kind == PieceKind::answer_marker;
+    const auto ids = is_marker ? tokenizer.encode_with_control_pieces(text) : tokenizer.encode(text);
+    const uint8_t mask = kind == PieceKind::answer || kind == PieceKind::answer_marker ? 1 : 0;
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.loss_mask.insert(out.loss_mask.end(), ids.size(), mask);
+  });
+  return out;
+}
+
+TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer) const {
+  return tokenize(*this, conversation, /*generation_prompt=*/false, tokenizer);
+}
+
+std::vector<int64_t> ChatTemplate::render_prompt(const Conversation& conversation, const Tokenizer& tokenizer) const {
+  return tokenize(*this, conversation, /*generation_prompt=*/true, tokenizer).ids;
+}
+
+std::vector<int64_t> ChatTemplate::stop_token_ids(const Tokenizer& tokenizer) const {
+  std::vector<int64_t> ids;
+  if (tokenizer.eos_id() >= 0) ids.push_back(tokenizer.eos_id());
+  auto add = [&](const std::string& text) {
+    const auto encoded = tokenizer.encode_with_control_pieces(text);
+    if (encoded.size() == 1 && std::find(ids.begin(), ids.end(), encoded[0]) == ids.end()) ids.push_back(encoded[0]);
+  };
+  add(assistant_suffix);
+  for (const auto& s : stop_strings) add(s);
+  return ids;
+}
+
+TokenizedConversation TokenizedConversation::first_rounds(size_t rounds) const {
+  FERRY_CHECK(rounds > 0 && rounds <= round_ends.size(), "rounds=", rounds, " of ", round_ends.size());
+  TokenizedConversation out;
+  const size_t end = round_ends[rounds - 1];
+  out.ids.assign(ids.begin(), ids.begin() + end);
+  out.loss_mask.assign(loss_mask.begin(), loss_mask.begin() + end);
+  out.round_ends.assign(round_ends.begin(), round_ends.begin() + rounds);
+  return out;
+}
+
+}  // namespace ferry

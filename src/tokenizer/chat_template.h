@@ -1,0 +1,95 @@
+// Chat templates: how a conversation becomes token ids, and which of them the loss is taken on.
+//
+// A template is a small YAML or JSON file (configs/templates/*.yaml) of plain strings around each
+// message:
+//
+//   [BOS] system_prefix SYSTEM system_suffix
+//         user_prefix USER user_suffix assistant_prefix ANSWER assistant_suffix   (one per round)
+//
+// With `system_in_first_user` (Llama-2-chat) the system block goes inside the first user turn,
+// right after user_prefix. Template strings may name control pieces literally ("<s>", "</s>"):
+// they become those ids. Message contents never do: a user who types "</s>" gets text.
+//
+// Each piece (prefix, content, suffix) is tokenised on its own and the ids are concatenated.
+// That is what makes the loss mask exact: a token never straddles a marker and the content next
+// to it. Tokenising the whole rendered string at once can merge tokens across a boundary; with
+// the demo tokenizer both give the same ids, because every marker is one user-defined piece and
+// no dummy prefix is added. With a tokenizer that adds a dummy prefix (Llama's), every piece
+// starts with its own "▁", so where a template puts a space at a piece boundary (Llama-2-chat's
+// "[INST] " + USER) the ids differ from Meta's whole-string encoding; the masks stay exact.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/tokenizer/chat_message.h"
+
+namespace ferry {
+
+class Tokenizer;
+
+// A conversation as ids, with the loss mask and the round boundaries a data loader needs to
+// truncate without cutting a round in half.
+struct TokenizedConversation {
+  std::vector<int64_t> ids;
+  // 1 exactly on the tokens of each assistant message's content and of the assistant_suffix
+  // after it (the end-of-assistant marker, so the model learns to stop); 0 on BOS, system and
+  // user messages and all other template strings.
+  std::vector<uint8_t> loss_mask;
+  // ids.size() after each round (a user message and the assistant answer to it). The first round
+  // also holds BOS and the system message. Keeping ids[0, round_ends[k]) keeps whole rounds.
+  std::vector<size_t> round_ends;
+
+  // The first `rounds` rounds (0 < rounds <= round_ends.size()).
+  TokenizedConversation first_rounds(size_t rounds) const;
+};
+
+struct ChatTemplate {
+  std::string name;
+  std::string system_prefix, system_suffix;
+  std::string user_prefix, user_suffix;
+  std::string assistant_prefix, assistant_suffix;  // assistant_suffix: the end-of-assistant marker
+  // What a generation prompt ends with, when it differs from assistant_prefix: Llama-2-chat
+  // trains on "[/INST] answer" but prompts end at "[/INST]" (the answer's first token carries
+  // the space).
+  std::optional<std::string> generation_prefix;
+  std::string default_system;                      // used when a conversation has no system message
+  std::vector<std::string> stop_strings;           // generation stops at any of these
+  bool bos = true;                                 // prepend the tokenizer's BOS id
+  bool system_in_first_user = false;               // Llama-2-chat: system block inside the first [INST]
+  std::string source;                              // the file it was read from, for messages
+
+  // Ids, loss mask and round ends of a training conversation (it must end with an assistant
+  // message). Throws InputError for a conversation in the wrong order (see check_conversation).
+  TokenizedConversation apply(const Conversation& conversation, const Tokenizer& tokenizer) const;
+
+  // Ids of a prompt for generation: the conversation (ending with a user message) followed by
+  // generation_prefix (default: assistant_prefix), so the model's next token starts the answer.
+  std::vector<int64_t> render_prompt(const Conversation& conversation, const Tokenizer& tokenizer) const;
+
+  // The rendered text, for debugging and tests: what apply() tokenises piece by piece, without
+  // the BOS id (`bos`), which is a token rather than text. With `generation_prompt` the
+  // conversation must end with a user message and generation_prefix is appended.
+  std::string render_text(const Conversation& conversation, bool generation_prompt = false) const;
+
+  // Ids that end generation: EOS and every stop string that is a single token.
+  std::vector<int64_t> stop_token_ids(const Tokenizer& tokenizer) const;
+};
+
+// Parses template text (YAML or JSON). Strict: an unknown key is a ConfigError naming `source`,
+// the line and the closest valid key. `source` names the file in messages; the template's name
+// defaults to the file's stem.
+ChatTemplate parse_chat_template(std::string_view text, const std::string& source);
+
+// Loads a shipped template by name ("demo", "llama2", "chatml") or a .yaml/.yml/.json file
+// (see find_chat_template). Throws ConfigError.
+ChatTemplate load_chat_template(const std::string& name_or_path);
+
+// The keys a template file may have, for documentation and suggestions.
+const std::vector<std::string>& chat_template_keys();
+
+}  // namespace ferry

@@ -1,0 +1,73 @@
+// Tokenizer: a SentencePiece model (the `tokenizer.model` of Llama-family checkpoints and of
+// data/tokenizer.model) behind a small interface with Ferry's errors and int64 token ids.
+//
+// encode() never adds BOS/EOS; callers (chat templates, data loaders, generation) decide where
+// they go. Encoding and decoding are const and safe to call from several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace ferry {
+
+class Tokenizer {
+ public:
+  // Loads a SentencePiece model file, or `<dir>/tokenizer.model` when `path` is a folder.
+  // Throws InputError naming the file when it is missing, unreadable or not a SentencePiece model.
+  explicit Tokenizer(const std::string& path);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Token ids of `text`, without BOS or EOS. Text that spells a control piece ("<s>", "</s>")
+  // stays text; user-defined pieces (chat markers such as "<|end|>") become their one id.
+  std::vector<int64_t> encode(std::string_view text) const;
+
+  // As encode(), except that control pieces written literally in `text` ("<s>", "</s>") become
+  // their ids. For chat-template markers only, never for user content (a user who types "</s>"
+  // must not end the sequence).
+  std::vector<int64_t> encode_with_control_pieces(std::string_view text) const;
+
+  // Text of `ids`; control ids (BOS, EOS, pad) decode to nothing, byte pieces to their bytes.
+  // Throws InputError when an id is outside the vocabulary (a model/tokenizer mismatch).
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+  // Special ids; -1 when the model has none (Llama's tokenizer has no pad).
+  int64_t bos_id() const { return bos_id_; }
+  int64_t eos_id() const { return eos_id_; }
+  int64_t pad_id() const { return pad_id_; }
+  int64_t unk_id() const { return unk_id_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+  // The id of a piece ("▁the", "<|end|>", "<0x0A>"), or nullopt when it is not in the vocabulary.
+  std::optional<int64_t> find_piece(std::string_view piece) const;
+  // As find_piece, but throws InputError naming the tokenizer file when the piece is absent.
+  int64_t piece_to_id(std::string_view piece) const;
+  // The piece of an id; throws InputError when the id is outside the vocabulary.
+  std::string id_to_piece(int64_t id) const;
+
+  // True for control pieces (<s>, </s>, <pad>), which never come out of encode().
+  bool is_control(int64_t id) const;
+
+  // The file the model was loaded from, for error messages.
+  const std::string& path() const { return path_; }
+
+ private:
+  void check_id(int64_t id) const;
+
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::string path_;
+  int64_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, unk_id_ = -1, vocab_size_ = 0;
+  // Control pieces by text, longest first, for encode_with_control_pieces.
+  std::vector<std::pair<std::string, int64_t>> control_pieces_;
+};
+
+}  // namespace ferry

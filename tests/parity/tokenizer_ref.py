@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Reference ids for tests/parity/tokenizer_parity_test.cpp, from the Python `sentencepiece` package.
+
+Writes OUTDIR/cases.json:
+  - encode: for two tokenizers (data/tokenizer.model, and a Llama-style unigram model trained here
+    with the library defaults: NFKC, dummy prefix, whitespace folding), the ids, pieces and decoded
+    text of strings that stress tokenisers (Unicode, whitespace runs, digits, markers, "");
+  - conversations: demo-template conversations rendered by hand here and encoded *as one string*
+    (not piece by piece as Ferry does), with the loss mask derived from byte offsets: an
+    independent check that Ferry's per-piece ids and masks are right;
+  - renders: Llama-2-chat and ChatML texts from the official Jinja chat templates.
+Texts are stored as hex of their UTF-8 bytes too, so invalid UTF-8 survives the trip.
+"""
+import io
+import json
+import pathlib
+import sys
+
+import jinja2
+import sentencepiece as spm
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEMO_MODEL = ROOT / "data" / "tokenizer.model"
+
+STRINGS = [
+    "",
+    " ",
+    "   ",
+    "hello",
+    " hello",
+    "hello ",
+    "  leading and trailing  ",
+    "What is 37 + 48 - 12?",
+    "Sort from smallest to largest: 99 20 81 27",
+    "1234567890 007 3.14159 -42 1e10",
+    "a\nb",
+    "\n\n\nthree newlines",
+    "tab\tand\r\ncarriage return",
+    "many     spaces   between",
+    "café naïve résumé Ünïcödé ÅÄÖ",
+    "e\u0301 (e + combining acute) vs \u00e9",
+    "日本語のテキスト 中文 한국어",
+    "emoji 🙂👍🏽 family 👨‍👩‍👧 flag 🇫🇷",
+    "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３",
+    "non\u00a0breaking\u2009thin\u200bzero-width",
+    "مرحبا بالعالم नमस्ते",
+    "<|system|>sys<|end|>\n<|user|>\nhi<|end|>\n<|assistant|>\nok<|end|>",
+    "<s>spelled bos</s> <pad> <unk>",
+    "<0x41> ▁ ▁▁x",
+    "GARDEN nedrag garden Garden gArDeN",
+    "x" * 300,
+    "The quick brown fox jumps over the lazy dog. " * 4,
+]
+INVALID_UTF8 = [b"a\xffb", b"\xc3", b"ok\xe2\x82"]
+
+SYSTEM = "You are a careful assistant. Reply with the answer only."
+CONVERSATIONS = [
+    [("system", SYSTEM), ("user", "What is 37 + 48 - 12?"), ("assistant", "73")],
+    [("user", "Spell the word backwards: garden"), ("assistant", "nedrag")],
+    [("system", SYSTEM), ("user", "Sort: 5 2 9"), ("assistant", "2 5 9"),
+     ("user", "Now the largest?"), ("assistant", "9")],
+    [("user", "Unicode: café 日本 🙂"), ("assistant", " spaces  around ")],
+    [("user", "empty answer"), ("assistant", "")],
+]
+
+# Demo template, spelled out independently of configs/templates/demo.yaml.
+DEMO = {"system": ("<|system|>\n", "<|end|>\n"), "user": ("<|user|>\n", "<|end|>\n"),
+        "assistant": ("<|assistant|>\n", "<|end|>")}
+
+# Official Jinja templates (Hugging Face tokenizer_config.json of Llama-2-chat; ChatML).
+LLAMA2_JINJA = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+    "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+    "{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
+    "{% endfor %}")
+CHATML_JINJA = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+RENDERS = [
+    [("system", SYSTEM), ("user", "What is 2 + 2?"), ("assistant", "4")],
+    [("user", "Hi"), ("assistant", "Hello!"), ("user", "Sort: 3 1 2"), ("assistant", "1 2 3")],
+    [("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello."), ("user", "Bye")],
+    [("user", "Only a question")],
+]
+
+
+def train_llama_style(sentences):
+    """A unigram model with the library's default normaliser (as many Llama-family tokenizers)."""
+    spm.set_random_generator_seed(7)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, model_type="unigram", vocab_size=600,
+        byte_fallback=True, split_digits=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        character_coverage=1.0, num_threads=1, input_sentence_size=0, shuffle_input_sentence=False,
+        hard_vocab_limit=False, minloglevel=2)
+    return model.getvalue()
+
+
+def encode_cases(sp):
+    cases = []
+    for raw in [s.encode() for s in STRINGS] + INVALID_UTF8:
+        ids = sp.encode(raw)
+        cases.append({
+            "text_hex": raw.hex(),
+            "valid_utf8": raw not in INVALID_UTF8,
+            "ids": ids,
+            "pieces": [sp.id_to_piece(i) for i in ids],
+            "decoded_hex": sp.decode(ids).encode().hex(),
+        })
+    return cases
+
+
+def demo_conversation_case(sp, conversation):
+    """Renders with the demo template, encodes the whole text at once, masks by byte offsets."""
+    text = b""
+    answer_spans = []  # byte ranges of assistant content + end marker
+    for role, content in conversation:
+        prefix, suffix = DEMO[role]
+        text += prefix.encode()
+        start = len(text)
+        text += content.encode() + suffix.encode()
+        if role == "assistant":
+            answer_spans.append((start, len(text)))
+    proto = sp.encode(text, return_type="proto")
+    ids = [sp.bos_id()] + [p.id for p in proto.pieces]
+    mask = [0] + [int(any(b <= p.begin and p.end <= e for b, e in answer_spans)) for p in proto.pieces]
+    # Round ends: after each assistant end marker, in tokens (+1 for BOS).
+    round_ends = [1 + sum(1 for p in proto.pieces if p.end <= e) for _, e in answer_spans]
+    return {"messages": [{"role": r, "content": c} for r, c in conversation], "ids": ids, "mask": mask,
+            "round_ends": round_ends, "text_hex": text.hex()}
+
+
+def render_cases():
+    env = jinja2.Environment()
+    out = []
+    for name, source in (("llama2", LLAMA2_JINJA), ("chatml", CHATML_JINJA)):
+        template = env.from_string(source)
+        for conversation in RENDERS:
+            messages = [{"role": r, "content": c} for r, c in conversation]
+            generation_prompt = conversation[-1][0] == "user"
+            text = template.render(messages=messages, bos_token="<s>", eos_token="</s>",
+                                   add_generation_prompt=generation_prompt)
+            out.append({"template": name, "messages": messages, "generation_prompt": generation_prompt,
+                        "text": text})
+    return out
+
+
+def main() -> int:
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    demo = spm.SentencePieceProcessor(model_file=str(DEMO_MODEL))
+
+    sentences = [json.loads(line)["messages"][1]["content"]
+                 for line in (ROOT / "data" / "sft_train.jsonl").read_text().splitlines()[:2000]]
+    sentences += ["café naïve 日本語 🙂", "The quick brown fox jumps over the lazy dog."]
+    llama_style_bytes = train_llama_style(sentences)
+    llama_style_path = out / "llama_style.model"
+    llama_style_path.write_bytes(llama_style_bytes)
+    llama_style = spm.SentencePieceProcessor(model_file=str(llama_style_path))
+
+    cases = {
+        "sentencepiece_version": spm.__version__,
+        "tokenizers": [
+            {"model": str(DEMO_MODEL), "cases": encode_cases(demo)},
+            {"model": str(llama_style_path), "cases": encode_cases(llama_style)},
+        ],
+        "conversations": [demo_conversation_case(demo, c) for c in CONVERSATIONS],
+        "renders": render_cases(),
+    }
+    (out / "cases.json").write_text(json.dumps(cases, ensure_ascii=False, indent=1))
+    print(f"tokenizer_ref: {sum(len(t['cases']) for t in cases['tokenizers'])} encode cases, "
+          f"{len(cases['conversations'])} conversations, {len(cases['renders'])} renders -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
