@@ -1,0 +1,43 @@
+// Choosing the next token from logits: greedy, or sampling after transformers' logits warpers in
+// their order — temperature, then top-k, then top-p (each keeps at least one token) — with a
+// seeded generator so that runs repeat exactly.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace ferry {
+
+struct SamplingOptions {
+  bool greedy = true;        // argmax; the other fields are ignored
+  double temperature = 1.0;  // > 0
+  int64_t top_k = 0;         // 0: off
+  double top_p = 1.0;        // in (0, 1]; 1: off
+};
+
+// Throws UserError for a temperature <= 0, top_k < 0 or top_p outside (0, 1] (unless greedy).
+void check_sampling_options(const SamplingOptions& options);
+
+// logits: (B, V) -> (B, V) with the tokens outside the k largest set to -inf (ties at the k-th
+// value are kept, as transformers does). k <= 0 or k >= V: unchanged.
+at::Tensor top_k_filter(const at::Tensor& logits, int64_t k);
+
+// logits: (B, V) -> (B, V) keeping the most likely tokens that together hold probability p, as
+// transformers' TopPLogitsWarper: sort ascending, drop tokens while the cumulative probability
+// stays <= 1 - p, always keep the most likely one. p >= 1: unchanged.
+at::Tensor top_p_filter(const at::Tensor& logits, double p);
+
+// temperature -> top-k -> top-p, on fp32 logits (B, V). The policy log-probabilities PPO needs are
+// log_softmax(logits / temperature), before top-k/top-p.
+at::Tensor warp_logits(const at::Tensor& logits, const SamplingOptions& options);
+
+// The next token per row: (B, V) logits -> (B) int64 on the logits' device. Sampling draws on the
+// CPU from `generator` (a CPU generator), so a seed gives the same tokens on every device.
+at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options, at::Generator& generator);
+
+// A CPU generator seeded with `seed`.
+at::Generator make_sampling_generator(uint64_t seed);
+
+}  // namespace ferry
