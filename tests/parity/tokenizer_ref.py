@@ -2,9 +2,10 @@
 """Reference ids for tests/parity/tokenizer_parity_test.cpp, from the Python `sentencepiece` package.
 
 Writes OUTDIR/cases.json:
-  - encode: for two tokenizers (data/tokenizer.model, and a Llama-style unigram model trained here
-    with the library defaults: NFKC, dummy prefix, whitespace folding), the ids, pieces and decoded
-    text of strings that stress tokenisers (Unicode, whitespace runs, digits, markers, "");
+  - encode: for data/tokenizer.model and two models trained here with other normalisers (Llama's:
+    BPE, identity, dummy prefix; the library defaults: unigram, NFKC, whitespace folding), the ids,
+    pieces and decoded text of strings that stress tokenisers (Unicode, whitespace runs, digits,
+    markers, "", invalid UTF-8) and of seeded random mixes of such characters;
   - conversations: demo-template conversations rendered by hand here and encoded *as one string*
     (not piece by piece as Ferry does), with the loss mask derived from byte offsets: an
     independent check that Ferry's per-piece ids and masks are right;
@@ -89,21 +90,39 @@ RENDERS = [
 ]
 
 
-def train_llama_style(sentences):
-    """A unigram model with the library's default normaliser (as many Llama-family tokenizers)."""
+def train_fixture_model(sentences, **options):
     spm.set_random_generator_seed(7)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model, model_type="unigram", vocab_size=600,
-        byte_fallback=True, split_digits=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        character_coverage=1.0, num_threads=1, input_sentence_size=0, shuffle_input_sentence=False,
-        hard_vocab_limit=False, minloglevel=2)
+        sentence_iterator=iter(sentences), model_writer=model, vocab_size=600, byte_fallback=True,
+        split_digits=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, character_coverage=1.0, num_threads=1,
+        input_sentence_size=0, shuffle_input_sentence=False, hard_vocab_limit=False, minloglevel=2, **options)
     return model.getvalue()
+
+
+# Normaliser settings of real tokenizers, beyond the demo one (BPE, identity, no dummy prefix):
+FIXTURE_MODELS = {
+    # Llama / Llama-2 / Mistral: BPE, identity, dummy prefix, whitespace kept.
+    "llama_style": dict(model_type="bpe", normalization_rule_name="identity", add_dummy_prefix=True,
+                        remove_extra_whitespaces=False),
+    # The library defaults (T5-like): unigram, NFKC, dummy prefix, whitespace folded.
+    "nfkc_unigram": dict(model_type="unigram"),
+}
+
+
+def random_strings(count, seed=11):
+    """Seeded random mixes of the characters tokenisers trip over."""
+    import random
+    rng = random.Random(seed)
+    pool = (list("abcxyzABC0123456789 .,!?-+*/") + [" ", "  ", "\n", "\t", "\r", "\u2581", "\u00a0", "\u3000",
+            "\u200b", "\u0301", "\x00", "\x7f", "é", "ß", "ﬁ", "Ω", "日", "本", "語", "한", "ب", "न", "🙂", "👍🏽",
+            "👨‍👩‍👧", "１", "ｆ", "<|end|>", "<|user|>", "<s>", "</s>", "<unk>", "<0x41>", "garden", "▁the"])
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 24))) for _ in range(count)]
 
 
 def encode_cases(sp):
     cases = []
-    for raw in [s.encode() for s in STRINGS] + INVALID_UTF8:
+    for raw in [s.encode() for s in STRINGS + random_strings(150)] + INVALID_UTF8:
         ids = sp.encode(raw)
         cases.append({
             "text_hex": raw.hex(),
@@ -157,18 +176,16 @@ def main() -> int:
 
     sentences = [json.loads(line)["messages"][1]["content"]
                  for line in (ROOT / "data" / "sft_train.jsonl").read_text().splitlines()[:2000]]
-    sentences += ["café naïve 日本語 🙂", "The quick brown fox jumps over the lazy dog."]
-    llama_style_bytes = train_llama_style(sentences)
-    llama_style_path = out / "llama_style.model"
-    llama_style_path.write_bytes(llama_style_bytes)
-    llama_style = spm.SentencePieceProcessor(model_file=str(llama_style_path))
+    sentences += ["café naïve 日本語 🙂", "The quick brown fox jumps over the lazy dog.", "  two  spaces\n"]
+    tokenizers = [{"model": str(DEMO_MODEL), "cases": encode_cases(demo)}]
+    for name, options in FIXTURE_MODELS.items():
+        path = out / f"{name}.model"
+        path.write_bytes(train_fixture_model(sentences, **options))
+        tokenizers.append({"model": str(path), "cases": encode_cases(spm.SentencePieceProcessor(model_file=str(path)))})
 
     cases = {
         "sentencepiece_version": spm.__version__,
-        "tokenizers": [
-            {"model": str(DEMO_MODEL), "cases": encode_cases(demo)},
-            {"model": str(llama_style_path), "cases": encode_cases(llama_style)},
-        ],
+        "tokenizers": tokenizers,
         "conversations": [demo_conversation_case(demo, c) for c in CONVERSATIONS],
         "renders": render_cases(),
     }
