@@ -1,0 +1,27 @@
+// Streams a jsonl file one JSON object per line, with the line number, so that every data error
+// can name file:line. Blank lines are skipped. Malformed lines either stop the run (InputError
+// "file:line: ...") or, with skip_bad_lines, are counted and skipped; the same policy applies
+// to errors the per-line callback throws (a missing field, a wrong role).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ferry {
+
+struct JsonlStats {
+  int64_t lines = 0;    // non-blank lines read
+  int64_t skipped = 0;  // malformed lines skipped (skip_bad_lines)
+  std::string first_skipped_error;  // the first skipped line's message, for the summary
+};
+
+// Calls `on_line(line_number, object)` for every non-blank line (1-based line numbers). An
+// InputError thrown by `on_line` gets the "file:line: " prefix added. Throws InputError when the
+// file cannot be read.
+JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
+                      const std::function<void(int64_t line, const nlohmann::json& object)>& on_line);
+
+}  // namespace ferry
