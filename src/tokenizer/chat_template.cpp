@@ -65,7 +65,7 @@ const std::vector<std::string>& chat_template_keys() {
   static const std::vector<std::string> keys{
       "name",          "system_prefix",    "system_suffix",  "user_prefix", "user_suffix",
       "assistant_prefix", "assistant_suffix", "generation_prefix", "default_system", "stop_strings", "bos",
-      "system_in_first_user"};
+      "system_in_first_user", "tokenization"};
   return keys;
 }
 
@@ -111,6 +111,15 @@ ChatTemplate parse_chat_template(std::string_view text, const std::string& sourc
       tmpl.bos = read_bool(value, where, key);
     } else if (key == "system_in_first_user") {
       tmpl.system_in_first_user = read_bool(value, where, key);
+    } else if (key == "tokenization") {
+      const std::string mode = read_string(value, where, key);
+      if (mode == "pieces") {
+        tmpl.tokenization = TemplateTokenization::pieces;
+      } else if (mode == "whole") {
+        tmpl.tokenization = TemplateTokenization::whole;
+      } else {
+        throw ConfigError(where + ": tokenization: expected pieces or whole, got '" + mode + "'");
+      }
     } else {
       throw ConfigError(where + ": unknown chat template key '" + key + "'" + did_you_mean(key, chat_template_keys()) +
                         "; valid keys: " + join(chat_template_keys(), ", "));
@@ -174,17 +183,21 @@ std::string ChatTemplate::render_text(const Conversation& conversation, bool gen
   return out;
 }
 
-static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt,
-                                      const Tokenizer& tokenizer) {
-  TokenizedConversation out;
-  if (t.bos) {
-    if (tokenizer.bos_id() < 0) {
-      throw ConfigError(t.source + ": bos: true, but tokenizer '" + tokenizer.path() +
-                        "' has no BOS token; set bos: false in the template");
-    }
-    out.ids.push_back(tokenizer.bos_id());
-    out.loss_mask.push_back(0);
+static void push_bos(const ChatTemplate& t, const Tokenizer& tokenizer, TokenizedConversation& out) {
+  if (!t.bos) return;
+  if (tokenizer.bos_id() < 0) {
+    throw ConfigError(t.source + ": bos: true, but tokenizer '" + tokenizer.path() +
+                      "' has no BOS token; set bos: false in the template");
   }
+  out.ids.push_back(tokenizer.bos_id());
+  out.loss_mask.push_back(0);
+}
+
+// tokenization: pieces. Each piece is encoded on its own; its mask is its kind's.
+static TokenizedConversation tokenize_pieces(const ChatTemplate& t, const Conversation& conversation,
+                                             bool generation_prompt, const Tokenizer& tokenizer) {
+  TokenizedConversation out;
+  push_bos(t, tokenizer, out);
   render(t, conversation, generation_prompt, [&](std::string_view text, PieceKind kind) {
     if (kind == PieceKind::round_end) {
       out.round_ends.push_back(out.ids.size());
@@ -198,6 +211,91 @@ static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation&
     out.loss_mask.insert(out.loss_mask.end(), ids.size(), mask);
   });
   return out;
+}
+
+// tokenization: whole. The rendered text is cut only at control pieces written in template
+// strings; each stretch between them is encoded at once and its tokens masked by the bytes they
+// stand for.
+static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Conversation& conversation,
+                                            bool generation_prompt, const Tokenizer& tokenizer) {
+  std::string text;
+  std::vector<uint8_t> byte_mask;                      // per byte of text: 1 inside an answer or its end marker
+  std::vector<std::pair<size_t, size_t>> markers;      // byte ranges of template strings
+  std::vector<size_t> round_end_bytes;
+  render(t, conversation, generation_prompt, [&](std::string_view piece, PieceKind kind) {
+    if (kind == PieceKind::round_end) {
+      round_end_bytes.push_back(text.size());
+      return;
+    }
+    const uint8_t mask = kind == PieceKind::answer || kind == PieceKind::answer_marker ? 1 : 0;
+    if (kind == PieceKind::marker || kind == PieceKind::answer_marker) markers.emplace_back(text.size(), text.size() + piece.size());
+    text += piece;
+    byte_mask.insert(byte_mask.end(), piece.size(), mask);
+  });
+
+  struct ControlCut {
+    size_t begin, end;
+    int64_t id;
+  };
+  std::vector<ControlCut> cuts;
+  for (const auto& [begin, end] : markers) {
+    size_t pos = begin;
+    while (pos < end) {
+      bool matched = false;
+      for (const auto& [piece, id] : tokenizer.control_pieces()) {
+        if (pos + piece.size() <= end && text.compare(pos, piece.size(), piece) == 0) {
+          cuts.push_back({pos, pos + piece.size(), id});
+          pos += piece.size();
+          matched = true;
+          break;
+        }
+      }
+      if (!matched) ++pos;
+    }
+  }
+
+  TokenizedConversation out;
+  push_bos(t, tokenizer, out);
+  std::vector<size_t> token_starts(out.ids.size(), 0);  // first byte of each token, for round ends
+  auto encode_stretch = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
+    uint8_t last_mask = byte_mask[begin];
+    for (const TokenSpan& span : tokenizer.encode_with_offsets(std::string_view(text).substr(begin, end - begin))) {
+      uint8_t mask = last_mask;  // a token owning no bytes (dummy prefix, byte-fallback tail) follows its neighbour
+      if (span.end > span.begin) {
+        mask = 0;
+        for (size_t b = begin + span.begin; b < begin + span.end && b < end; ++b) mask |= byte_mask[b];
+      }
+      out.ids.push_back(span.id);
+      out.loss_mask.push_back(mask);
+      token_starts.push_back(begin + span.begin);
+      last_mask = mask;
+    }
+  };
+  size_t cursor = 0;
+  for (const ControlCut& cut : cuts) {
+    encode_stretch(cursor, cut.begin);
+    out.ids.push_back(cut.id);
+    out.loss_mask.push_back(byte_mask[cut.begin]);
+    token_starts.push_back(cut.begin);
+    cursor = cut.end;
+  }
+  encode_stretch(cursor, text.size());
+
+  // A round ends after the last token that starts inside it; the BOS belongs to the first round.
+  for (const size_t end_byte : round_end_bytes) {
+    size_t n = t.bos ? 1 : 0;
+    while (n < token_starts.size() && token_starts[n] < end_byte) ++n;
+    out.round_ends.push_back(n);
+  }
+  return out;
+}
+
+static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt,
+                                      const Tokenizer& tokenizer) {
+  return t.tokenization == TemplateTokenization::whole
+             ? tokenize_whole(t, conversation, generation_prompt, tokenizer)
+             : tokenize_pieces(t, conversation, generation_prompt, tokenizer);
 }
 
 TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer) const {

@@ -12,11 +12,15 @@
 //
 // Each piece (prefix, content, suffix) is tokenised on its own and the ids are concatenated.
 // That is what makes the loss mask exact: a token never straddles a marker and the content next
-// to it. Tokenising the whole rendered string at once can merge tokens across a boundary; with
-// the demo tokenizer both give the same ids, because every marker is one user-defined piece and
-// no dummy prefix is added. With a tokenizer that adds a dummy prefix (Llama's), every piece
-// starts with its own "▁", so where a template puts a space at a piece boundary (Llama-2-chat's
-// "[INST] " + USER) the ids differ from Meta's whole-string encoding; the masks stay exact.
+// to it. With the demo tokenizer this gives the same ids as encoding the whole rendered text,
+// because every marker is one user-defined piece and no dummy prefix is added.
+//
+// `tokenization: whole` instead encodes each stretch of text between control pieces at once, as
+// Meta's and Hugging Face's Llama code do, and masks by bytes: a token is trained when any byte
+// it stands for belongs to an assistant answer or its end marker. Use it for tokenizers that add a
+// dummy prefix (Llama's): piece by piece, every piece would start with its own "▁", so where a
+// template puts a space at a piece boundary (Llama-2-chat's "[INST] " + USER) the ids would
+// differ from what the model was trained on.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +52,11 @@ struct TokenizedConversation {
   TokenizedConversation first_rounds(size_t rounds) const;
 };
 
+enum class TemplateTokenization {
+  pieces,  // each prefix, message and suffix on its own (exact masks by construction)
+  whole,   // each stretch of text between control pieces at once; masks by byte ownership
+};
+
 struct ChatTemplate {
   std::string name;
   std::string system_prefix, system_suffix;
@@ -61,6 +70,7 @@ struct ChatTemplate {
   std::vector<std::string> stop_strings;           // generation stops at any of these
   bool bos = true;                                 // prepend the tokenizer's BOS id
   bool system_in_first_user = false;               // Llama-2-chat: system block inside the first [INST]
+  TemplateTokenization tokenization = TemplateTokenization::pieces;
   std::string source;                              // the file it was read from, for messages
 
   // Ids, loss mask and round ends of a training conversation (it must end with an assistant

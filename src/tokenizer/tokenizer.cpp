@@ -66,6 +66,21 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
+std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) const {
+  const sentencepiece::ImmutableSentencePieceText encoded = processor_->EncodeAsImmutableProto(text);
+  std::vector<TokenSpan> out;
+  out.reserve(encoded.pieces_size());
+  for (size_t i = 0; i < encoded.pieces_size(); ++i) {
+    const auto piece = encoded.pieces(static_cast<int>(i));
+    out.push_back({static_cast<int64_t>(piece.id()), piece.begin(), piece.end()});
+  }
+  // EncodeAsImmutableProto reports no status; an encoding that lost text is an error, not silence.
+  if (out.empty() && !text.empty() && !encode(text).empty()) {
+    throw InputError("tokenizer '" + path_ + "' cannot encode text with offsets");
+  }
+  return out;
+}
+
 std::vector<int64_t> Tokenizer::encode_with_control_pieces(std::string_view text) const {
   std::vector<int64_t> out;
   size_t start = 0;  // start of the plain text not yet encoded

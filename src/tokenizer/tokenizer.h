@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sentencepiece {
@@ -17,6 +18,14 @@ class SentencePieceProcessor;
 }
 
 namespace ferry {
+
+// One token of an encoding and the bytes of the input it stands for, [begin, end). A dummy
+// prefix "▁" owns no bytes; byte-fallback pieces of one character may share its span.
+struct TokenSpan {
+  int64_t id = 0;
+  size_t begin = 0;
+  size_t end = 0;
+};
 
 class Tokenizer {
  public:
@@ -35,6 +44,13 @@ class Tokenizer {
   // their ids. For chat-template markers only, never for user content (a user who types "</s>"
   // must not end the sequence).
   std::vector<int64_t> encode_with_control_pieces(std::string_view text) const;
+
+  // As encode(), with the input bytes each token came from.
+  std::vector<TokenSpan> encode_with_offsets(std::string_view text) const;
+
+  // Control pieces by text ("<s>", "</s>", ...), longest first: what encode_with_control_pieces
+  // recognises.
+  const std::vector<std::pair<std::string, int64_t>>& control_pieces() const { return control_pieces_; }
 
   // Text of `ids`; control ids (BOS, EOS, pad) decode to nothing, byte pieces to their bytes.
   // Throws InputError when an id is outside the vocabulary (a model/tokenizer mismatch).

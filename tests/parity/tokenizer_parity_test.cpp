@@ -1,7 +1,7 @@
 // Ferry's tokenizer (Debian's libsentencepiece) against the Python sentencepiece package, and
 // Ferry's chat templates against an independent rendering (tests/parity/tokenizer_ref.py):
-// demo conversations encoded as one string with masks from byte offsets, and the official
-// Llama-2-chat and ChatML Jinja templates.
+// demo conversations encoded as one string with masks from byte offsets, Llama-2-chat as Meta's
+// reference code encodes it, and the official Llama-2-chat and ChatML Jinja templates.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +74,26 @@ TEST(TokenizerParity, DemoTemplateIdsAndMasksMatchWholeStringEncoding) {
     SCOPED_TRACE(from_hex(c["text_hex"]));
     EXPECT_EQ(demo.render_text(conversation), from_hex(c["text_hex"]));
     const auto tokenized = demo.apply(conversation, tokenizer);
+    EXPECT_EQ(tokenized.ids, c["ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(tokenized.loss_mask, c["mask"].get<std::vector<uint8_t>>());
+    EXPECT_EQ(tokenized.round_ends, c["round_ends"].get<std::vector<size_t>>());
+  }
+}
+
+TEST(TokenizerParity, Llama2TokensAndMasksMatchMetasReferenceEncoding) {
+  // A tokenizer with Llama's normaliser (dummy prefix): `tokenization: whole` must give the ids
+  // of Meta's whole-string encoding, with the loss on the tokens that own answer bytes.
+  const auto& llama2 = cases()["llama2"];
+  const Tokenizer tokenizer(llama2["model"].get<std::string>());
+  const ChatTemplate tmpl = load_chat_template(kTemplates + "llama2.yaml");
+  for (const auto& c : llama2["cases"]) {
+    Conversation conversation = to_conversation(c["messages"]);
+    SCOPED_TRACE(tmpl.render_text(conversation, conversation.back().role == ChatRole::user));
+    if (conversation.back().role == ChatRole::user) {
+      EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer), c["prompt_ids"].get<std::vector<int64_t>>());
+      conversation.pop_back();
+    }
+    const auto tokenized = tmpl.apply(conversation, tokenizer);
     EXPECT_EQ(tokenized.ids, c["ids"].get<std::vector<int64_t>>());
     EXPECT_EQ(tokenized.loss_mask, c["mask"].get<std::vector<uint8_t>>());
     EXPECT_EQ(tokenized.round_ends, c["round_ends"].get<std::vector<size_t>>());

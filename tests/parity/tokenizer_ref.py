@@ -154,6 +154,43 @@ def demo_conversation_case(sp, conversation):
             "round_ends": round_ends, "text_hex": text.hex()}
 
 
+def meta_llama2_case(sp, conversation):
+    """Llama-2-chat as Meta's reference code (llama/generation.py) tokenises it: per round
+    [BOS] encode("[INST] {user} [/INST] {answer} ") [EOS], the system block inside the first
+    user message; a prompt ends with [BOS] encode("[INST] {user} [/INST]"). The loss mask covers
+    tokens owning any byte of "{answer} " and the EOS."""
+    system = None
+    messages = list(conversation)
+    if messages[0][0] == "system":
+        system = messages.pop(0)[1]
+    ids, mask, round_ends = [], [], []
+    prompt_ids = None
+    for i in range(0, len(messages), 2):
+        user = messages[i][1]
+        if i == 0 and system is not None:
+            user = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + user
+        head = f"[INST] {user} [/INST]"
+        if i + 1 == len(messages):  # generation prompt
+            prompt_ids = ids + [sp.bos_id()] + sp.encode(head)
+            break
+        text = (head + " " + messages[i + 1][1] + " ").encode()
+        answer_start = len((head + " ").encode())
+        proto = sp.encode(text, return_type="proto")
+        ids += [sp.bos_id()] + [p.id for p in proto.pieces] + [sp.eos_id()]
+        mask += [0] + [int(p.end > answer_start) for p in proto.pieces] + [1]
+        round_ends.append(len(ids))
+    return {"messages": [{"role": r, "content": c} for r, c in conversation], "ids": ids, "mask": mask,
+            "round_ends": round_ends, "prompt_ids": prompt_ids}
+
+
+LLAMA2_CONVERSATIONS = [
+    [("system", SYSTEM), ("user", "What is 37 + 48 - 12?"), ("assistant", "73")],
+    [("user", "Reverse the order of these words: red cat sun"), ("assistant", "sun cat red"),
+     ("user", "How many letters are in the word garden?"), ("assistant", "6")],
+    [("system", "Be brief."), ("user", "Sort: 5 2 9"), ("assistant", "2 5 9"), ("user", "café 日本 🙂?")],
+]
+
+
 def render_cases():
     env = jinja2.Environment()
     out = []
@@ -183,11 +220,14 @@ def main() -> int:
         path.write_bytes(train_fixture_model(sentences, **options))
         tokenizers.append({"model": str(path), "cases": encode_cases(spm.SentencePieceProcessor(model_file=str(path)))})
 
+    llama_style = spm.SentencePieceProcessor(model_file=tokenizers[1]["model"])
     cases = {
         "sentencepiece_version": spm.__version__,
         "tokenizers": tokenizers,
         "conversations": [demo_conversation_case(demo, c) for c in CONVERSATIONS],
         "renders": render_cases(),
+        "llama2": {"model": tokenizers[1]["model"],
+                   "cases": [meta_llama2_case(llama_style, c) for c in LLAMA2_CONVERSATIONS]},
     }
     (out / "cases.json").write_text(json.dumps(cases, ensure_ascii=False, indent=1))
     print(f"tokenizer_ref: {sum(len(t['cases']) for t in cases['tokenizers'])} encode cases, "

@@ -163,6 +163,33 @@ TEST(ChatTemplate, Llama2WritesBosPerRoundAndTrainsEos) {
   EXPECT_EQ(masked, cat({tok.encode("A1"), {space, 2}, tok.encode("A2"), {space, 2}}));
 }
 
+TEST(ChatTemplate, WholeTokenizationTrainsTokensThatOwnAnswerBytes) {
+  // llama2 uses `tokenization: whole`: "[INST] U1 [/INST] the answer " is encoded at once, so
+  // the prefix space and "the" become one token "▁the", trained because it owns answer bytes.
+  const Tokenizer& tok = demo_tokenizer();
+  const auto out = shipped("llama2").apply({{ChatRole::user, "U1"}, {ChatRole::assistant, "the answer"}}, tok);
+  const auto expected = cat({{1}, tok.encode("[INST] U1 [/INST] the answer "), {2}});
+  ASSERT_EQ(out.ids, expected);
+  const std::vector<int64_t> trained{tok.piece_to_id("▁the"), tok.piece_to_id("▁answer"), tok.piece_to_id("▁"), 2};
+  ASSERT_EQ(std::vector<int64_t>(out.ids.end() - 4, out.ids.end()), trained);
+  std::vector<uint8_t> mask(expected.size(), 0);
+  std::fill(mask.end() - 4, mask.end(), 1);
+  EXPECT_EQ(out.loss_mask, mask);
+  EXPECT_EQ(out.round_ends, std::vector<size_t>{expected.size()});
+  // Piece by piece, the prefix space would be a token of its own, untrained.
+  ChatTemplate pieces = shipped("llama2");
+  pieces.tokenization = TemplateTokenization::pieces;
+  const auto by_piece = pieces.apply({{ChatRole::user, "U1"}, {ChatRole::assistant, "the answer"}}, tok);
+  EXPECT_NE(by_piece.ids, out.ids);
+}
+
+TEST(ChatTemplate, TokenizationKeyIsChecked) {
+  const fs::path good = scratch_file("whole.yaml", "assistant_suffix: x\ntokenization: whole\n");
+  EXPECT_EQ(load_chat_template(good.string()).tokenization, TemplateTokenization::whole);
+  const fs::path bad = scratch_file("joined.yaml", "assistant_suffix: x\ntokenization: joined\n");
+  EXPECT_CONTAINS(error_message<ConfigError>([&] { load_chat_template(bad.string()); }), "expected pieces or whole");
+}
+
 TEST(ChatTemplate, Llama2PromptEndsAtInstWithoutTheAnswerSpace) {
   const Tokenizer& tok = demo_tokenizer();
   const auto ids = shipped("llama2").render_prompt({{ChatRole::user, "U1"}}, tok);
