@@ -1,0 +1,63 @@
+// Loading and saving Hugging Face model folders.
+#include "src/model/pretrained.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "src/core/error.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_config.h"
+#include "src/model/model_state.h"
+
+namespace ferry {
+namespace {
+
+LlamaConfig read_config(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw InputError("model folder " + dir.string() + " does not exist (expected config.json and *.safetensors)");
+  }
+  return io::read_hf_config(dir / "config.json");
+}
+
+}  // namespace
+
+LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device) {
+  const LlamaConfig config = read_config(dir);
+  LlamaForCausalLM model(config);
+  model->to(dtype);
+  load_state(*model, io::load_hf_weights(dir), {.source = "model folder " + dir.string()});
+  model->to(device);
+  model->eval();
+  return model;
+}
+
+LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device,
+                                          bool from_causal_lm, uint64_t seed) {
+  const LlamaConfig config = read_config(dir);
+  LlamaForScore model(config);
+  model->to(dtype);
+  const io::TensorMap weights = io::load_hf_weights(dir);
+  LoadStateOptions options{.source = "model folder " + dir.string()};
+  const bool init_score = from_causal_lm && weights.count("score.weight") == 0;
+  if (from_causal_lm) {
+    options.allow_missing = {"score.weight"};
+    options.ignore_unexpected = {"lm_head.weight"};
+  }
+  load_state(*model, weights, options);
+  if (init_score) {
+    torch::NoGradGuard no_grad;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+    model->score->weight.copy_(torch::empty(model->score->weight.sizes(), torch::kFloat).normal_(0.0, 0.02, generator));
+  }
+  model->to(device);
+  model->eval();
+  return model;
+}
+
+void save_pretrained(const torch::nn::Module& model, const LlamaConfig& config, const std::filesystem::path& dir,
+                     uint64_t max_shard_bytes) {
+  std::filesystem::create_directories(dir);
+  io::save_hf_weights(dir, state_of(model), max_shard_bytes);
+  io::write_hf_config(dir / "config.json", config);
+}
+
+}  // namespace ferry

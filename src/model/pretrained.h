@@ -1,0 +1,30 @@
+// Models from and to Hugging Face folders (config.json + model.safetensors or shards).
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <filesystem>
+
+#include "src/model/llama_heads.h"
+
+namespace ferry {
+
+// Reads <dir>/config.json and the weights; the model is in `dtype` on `device`, in eval mode.
+// Throws InputError/ConfigError naming the folder when files are missing or do not fit.
+LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat,
+                                           c10::Device device = c10::Device(c10::kCPU));
+
+// As above for a score model (reward model, critic). With `from_causal_lm`, the folder may hold a
+// causal LM instead: its lm_head is dropped and score.weight is initialised ~ N(0, 0.02) from
+// `seed`, as transformers does when a sequence classifier starts from a base model.
+LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat,
+                                          c10::Device device = c10::Device(c10::kCPU), bool from_causal_lm = false,
+                                          uint64_t seed = 0);
+
+// Writes config.json and the parameters (safetensors, sharded above max_shard_bytes if non-zero).
+void save_pretrained(const torch::nn::Module& model, const LlamaConfig& config, const std::filesystem::path& dir,
+                     uint64_t max_shard_bytes = 0);
+
+}  // namespace ferry

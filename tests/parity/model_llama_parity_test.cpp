@@ -1,0 +1,78 @@
+// The Llama model against transformers: tiny random LlamaForCausalLM folders written by
+// model_llama_ref.py (plain; GQA + tied embeddings + llama3 RoPE + head_dim != hidden/heads;
+// q/k/v/o + MLP biases + linear RoPE), loaded with causal_lm_from_pretrained, on left-padded input.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "src/io/hf_config.h"
+#include "src/io/safetensors.h"
+#include "src/model/pretrained.h"
+#include "src/model/rotary_embedding.h"
+
+namespace ferry {
+namespace {
+
+std::filesystem::path fixture(const std::string& model) {
+  const auto folder = std::filesystem::path(FERRY_FIXTURES_DIR) / "model_llama" / model;
+  if (!std::filesystem::exists(folder / "logits.safetensors")) {
+    ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixtures` first";
+  }
+  return folder;
+}
+
+// Largest |a - b| over the positions where mask (B, T) is 1; a, b: (B, T, V).
+double max_error_on_tokens(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& mask) {
+  const torch::Tensor keep = mask.to(torch::kBool).unsqueeze(-1);
+  return ((a.to(torch::kFloat) - b.to(torch::kFloat)).abs() * keep).max().item<double>();
+}
+
+class ModelParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelParity, RopeFrequenciesMatch) {
+  const auto folder = fixture(GetParam());
+  const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
+  const LlamaConfig config = io::read_hf_config(folder / "model" / "config.json");
+  const torch::Tensor got = rope_inverse_frequencies(config);
+  ASSERT_EQ(got.sizes(), expected.at("inv_freq").sizes());
+  EXPECT_TRUE(torch::allclose(got, expected.at("inv_freq"), 1e-6, 0.0)) << got << expected.at("inv_freq");
+}
+
+TEST_P(ModelParity, Fp32LogitsMatchTransformers) {
+  torch::NoGradGuard no_grad;
+  const auto folder = fixture(GetParam());
+  const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
+  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
+  const torch::Tensor& mask = expected.at("attention_mask");
+  const torch::Tensor logits = model(expected.at("input_ids"), mask);
+  ASSERT_EQ(logits.sizes(), expected.at("logits").sizes());
+  const double error = max_error_on_tokens(logits, expected.at("logits"), mask);
+  EXPECT_LE(error, 1e-4) << "max |ferry - transformers| over non-pad positions";
+  std::cout << GetParam() << ": fp32 max error " << error << "\n";
+  EXPECT_FALSE(logits.isnan().any().item<bool>());
+}
+
+// bf16 keeps 8 bits of mantissa and the two implementations round in different places (fused
+// SDPA kernels, order of additions), so agreement is judged relative to the logit scale: within
+// 2% of max |logit| (one or two bf16 ulps of the largest logits), where fp32 gets 1e-4 absolute.
+TEST_P(ModelParity, Bf16LogitsMatchTransformersBf16) {
+  torch::NoGradGuard no_grad;
+  const auto folder = fixture(GetParam());
+  const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
+  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model", torch::kBFloat16);
+  const torch::Tensor& mask = expected.at("attention_mask");
+  const torch::Tensor logits = model(expected.at("input_ids"), mask);
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  const double scale = expected.at("logits").abs().max().item<double>();
+  const double error = max_error_on_tokens(logits, expected.at("logits_bf16"), mask);
+  EXPECT_LE(error, 0.02 * scale) << "max |ferry bf16 - transformers bf16|, logit scale " << scale;
+  RecordProperty("bf16_max_error_relative", std::to_string(error / scale));
+  std::cout << GetParam() << ": bf16 max error " << error << " (" << error / scale << " of the logit scale)\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama, ModelParity, ::testing::Values("plain", "gqa_tied_llama3", "bias_linear"));
+
+}  // namespace
+}  // namespace ferry

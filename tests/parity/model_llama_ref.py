@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Reference outputs of tiny random Hugging Face Llama models, for the model and generation parity tests.
+
+Usage: model_llama_ref.py OUTDIR. For each model below, OUTDIR/<name>/ gets:
+  model/               save_pretrained (config.json + model.safetensors)
+  logits.safetensors   input_ids, attention_mask (B, T) left-padded; logits (fp32 model) and
+                       logits_bf16 (the same weights run in bf16), both (B, T, V); the RoPE
+                       inverse frequencies inv_freq (head_dim / 2)
+  generate.safetensors prompt_ids, prompt_mask; greedy_free (20 new tokens, no EOS) and
+                       greedy_free_logprobs (log_softmax of the raw logits at the chosen tokens);
+                       greedy_eos (EOS set to a token that row 0 produces midway), eos_id
+The models: `plain`; `gqa_tied_llama3` (grouped-query attention, tied embeddings, llama3 rope
+scaling, head_dim != hidden/heads); `bias_linear` (q/k/v/o and MLP biases, linear rope scaling).
+"""
+import pathlib
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+PAD = 0
+VOCAB = 128
+
+MODELS = {
+    "plain": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=4, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+    "gqa_tied_llama3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=32, tie_word_embeddings=True,
+                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                             "original_max_position_embeddings": 64}),
+    "bias_linear": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, attention_bias=True, mlp_bias=True,
+                        rope_parameters={"rope_type": "linear", "rope_theta": 500000.0, "factor": 2.0}),
+}
+
+
+def make_inputs(generator):
+    # 3 rows of 12 columns, left padding of 0, 3 and 7 tokens.
+    ids = torch.randint(1, VOCAB, (3, 12), generator=generator)
+    mask = torch.ones(3, 12, dtype=torch.long)
+    for row, pad in enumerate([0, 3, 7]):
+        ids[row, :pad] = PAD
+        mask[row, :pad] = 0
+    return ids, mask
+
+
+def positions(mask):
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+
+
+def main() -> int:
+    out = pathlib.Path(sys.argv[1])
+    torch.set_num_threads(1)
+    for seed, (name, shape) in enumerate(MODELS.items()):
+        torch.manual_seed(100 + seed)
+        config = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5, pad_token_id=PAD,
+                             bos_token_id=1, eos_token_id=2, initializer_range=0.2, **shape)
+        model = LlamaForCausalLM(config).eval()
+        folder = out / name
+        model.save_pretrained(folder / "model", safe_serialization=True)
+
+        generator = torch.Generator().manual_seed(7 + seed)
+        ids, mask = make_inputs(generator)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
+            low = LlamaForCausalLM.from_pretrained(folder / "model", dtype=torch.bfloat16).eval()
+            logits_bf16 = low(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
+        save_file({"input_ids": ids, "attention_mask": mask, "logits": logits.contiguous(),
+                   "logits_bf16": logits_bf16.contiguous(),
+                   "inv_freq": model.model.rotary_emb.inv_freq.float().contiguous()},
+                  str(folder / "logits.safetensors"))
+
+        prompt_ids, prompt_mask = make_inputs(torch.Generator().manual_seed(70 + seed))
+        prompt_ids, prompt_mask = prompt_ids[:, :9], prompt_mask[:, :9]
+        with torch.no_grad():
+            free = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
+                                  pad_token_id=PAD, eos_token_id=None, return_dict_in_generate=True,
+                                  output_logits=True)
+            chosen = free.sequences[:, 9:]
+            logprobs = torch.stack([step.float().log_softmax(-1).gather(1, chosen[:, i:i + 1]).squeeze(1)
+                                    for i, step in enumerate(free.logits)], 1)
+            eos = int(free.sequences[0, 9 + 6])  # row 0 stops after 7 new tokens (others may stop too)
+            stopped = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
+                                     pad_token_id=PAD, eos_token_id=eos)
+        save_file({"prompt_ids": prompt_ids.contiguous(), "prompt_mask": prompt_mask.contiguous(),
+                   "greedy_free": free.sequences.contiguous(), "greedy_free_logprobs": logprobs.contiguous(),
+                   "greedy_eos": stopped.contiguous(), "eos_id": torch.tensor([eos])},
+                  str(folder / "generate.safetensors"))
+        print(f"{name}: logits {tuple(logits.shape)}, greedy {tuple(free.sequences.shape)}, "
+              f"with eos {eos}: {tuple(stopped.shape)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
