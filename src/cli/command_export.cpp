@@ -1,10 +1,14 @@
-// `ferry export`: a checkpoint to a Hugging Face folder (LoRA merged or as a PEFT adapter).
+// `ferry export`: a checkpoint to a Hugging Face model folder (LoRA merged or as a PEFT adapter).
+// The work is io::export_hf_model (src/io/hf_export.h); this file parses flags and reports.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/io/hf_export.h"
 
 namespace ferry::cli {
 namespace {
@@ -16,6 +20,26 @@ struct ExportArgs {
   int64_t max_shard_size_mb = 0;
 };
 
+void run_export(const ExportArgs& args) {
+  if (args.max_shard_size_mb < 0) {
+    throw UserError("--max-shard-size-mb must be 0 (one file) or a positive size in MiB, got " +
+                    std::to_string(args.max_shard_size_mb));
+  }
+  io::HfExportOptions options;
+  options.checkpoint = args.checkpoint;
+  options.output = args.output;
+  options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_size_mb) << 20;
+  options.lora = args.lora == "adapter" ? io::LoraExport::adapter : io::LoraExport::merged;
+  const io::HfExportSummary summary = io::export_hf_model(options);
+  std::cout << "exported " << summary.tensors << " tensors (" << format_bytes_approx(summary.weight_bytes) << ") in "
+            << summary.weight_files << (summary.weight_files == 1 ? " file" : " shards") << " to " << args.output << "\n";
+  if (!summary.copied_files.empty()) {
+    std::cout << "copied:";
+    for (const auto& file : summary.copied_files) std::cout << " " << file;
+    std::cout << "\n";
+  }
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app) {
@@ -26,9 +50,7 @@ void add_export_command(CLI::App& app) {
   command->add_option("--lora", args->lora, "merged (default) or adapter (PEFT format)")
       ->check(CLI::IsMember({"merged", "adapter"}));
   command->add_option("--max-shard-size-mb", args->max_shard_size_mb, "split weights into shards of this size (0: one file)");
-  command->callback([] {
-    throw NotImplementedError("`ferry export` is not implemented yet in this build; see the status table in README.md");
-  });
+  command->callback([args] { run_export(*args); });
 }
 
 }  // namespace ferry::cli

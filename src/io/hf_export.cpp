@@ -1,0 +1,86 @@
+// `ferry export` work: config, weights and side files from one folder to another (see hf_export.h).
+#include "src/io/hf_export.h"
+
+#include <ATen/ATen.h>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_config.h"
+
+namespace ferry::io {
+namespace fs = std::filesystem;
+namespace {
+
+// LoRA weights are named "...q_proj.lora_A.weight" (PEFT) or sit in a PEFT adapter folder.
+bool has_lora(const fs::path& checkpoint, const HfWeights& weights) {
+  if (fs::exists(checkpoint / "adapter_config.json") || fs::exists(checkpoint / "adapter_model.safetensors")) return true;
+  for (const auto& name : weights.names()) {
+    if (name.find("lora_A") != std::string::npos || name.find("lora_B") != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool same_folder(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return fs::exists(b) && fs::equivalent(a, b, ec);
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_side_files() {
+  static const std::vector<std::string> files{"tokenizer.model",         "tokenizer.json", "tokenizer_config.json",
+                                              "special_tokens_map.json", "generation_config.json"};
+  return files;
+}
+
+HfExportSummary export_hf_model(const HfExportOptions& options) {
+  const fs::path& in = options.checkpoint;
+  const fs::path& out = options.output;
+  if (!fs::is_directory(in)) throw InputError("checkpoint folder '" + in.string() + "' does not exist or is not a folder");
+  if (!fs::exists(in / "config.json")) {
+    throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Hugging Face model folder or a "
+                     "Ferry checkpoint (output.dir/step-N or output.dir/final)");
+  }
+  if (same_folder(in, out)) {
+    throw UserError("--output '" + out.string() + "' is the checkpoint folder itself; choose a new folder");
+  }
+
+  const LlamaConfig config = read_hf_config(in / "config.json");
+  const HfWeights weights(in);
+  const bool lora = has_lora(in, weights);
+  if (options.lora == LoraExport::adapter && !lora) {
+    throw UserError("--lora adapter: checkpoint '" + in.string() + "' has no LoRA weights to save as an adapter; "
+                    "export the full model with --lora merged (the default)");
+  }
+  if (lora) {
+    throw NotImplementedError("checkpoint '" + in.string() + "' has LoRA weights; exporting LoRA (merged or as a PEFT "
+                              "adapter) is not built yet in this build");
+  }
+
+  // Zero-copy views of the mapped input: the writer streams them out one tensor at a time.
+  TensorMap tensors;
+  HfExportSummary summary;
+  for (const auto& name : weights.names()) {
+    at::Tensor view = weights.tensor(name);
+    summary.weight_bytes += static_cast<uint64_t>(view.numel()) * view.element_size();
+    tensors.emplace(name, std::move(view));
+  }
+  summary.tensors = static_cast<int64_t>(tensors.size());
+
+  fs::create_directories(out);
+  save_hf_weights(out, tensors, options.max_shard_bytes);
+  write_hf_config(out / "config.json", config);
+  // Reopening validates what was written (headers, index, every tensor present).
+  const HfWeights written(out);
+  FERRY_CHECK(written.names().size() == tensors.size(), "export wrote ", written.names().size(), " of ", tensors.size(), " tensors");
+  summary.weight_files = static_cast<int>(written.files().size());
+  for (const auto& name : hf_side_files()) {
+    if (!fs::exists(in / name)) continue;
+    write_file_atomic(out / name, read_file(in / name));
+    summary.copied_files.push_back(name);
+  }
+  return summary;
+}
+
+}  // namespace ferry::io

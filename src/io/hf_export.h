@@ -1,0 +1,36 @@
+// Writing a checkpoint folder out as a Hugging Face model folder (`ferry export`): config.json
+// through Ferry's config reader/writer, the weights (optionally re-sharded), and the tokenizer and
+// generation files beside them. Weights are streamed from the mapped input, never held twice.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ferry::io {
+
+enum class LoraExport { merged, adapter };
+
+struct HfExportOptions {
+  std::filesystem::path checkpoint;  // folder with config.json and safetensors weights
+  std::filesystem::path output;      // folder to write (created; Ferry's files in it are replaced)
+  uint64_t max_shard_bytes = 0;      // 0: one model.safetensors
+  LoraExport lora = LoraExport::merged;
+};
+
+struct HfExportSummary {
+  int64_t tensors = 0;
+  uint64_t weight_bytes = 0;
+  int weight_files = 0;                  // 1, or the number of shards
+  std::vector<std::string> copied_files; // tokenizer / generation files found and copied
+};
+
+// Files copied unchanged when the checkpoint has them.
+const std::vector<std::string>& hf_side_files();
+
+// Throws UserError for an impossible request (output == checkpoint, --lora adapter without LoRA
+// weights), InputError for a missing or corrupt checkpoint, ConfigError for a bad config.json.
+HfExportSummary export_hf_model(const HfExportOptions& options);
+
+}  // namespace ferry::io
