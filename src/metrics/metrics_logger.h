@@ -23,6 +23,9 @@
 // resume_step + 1 (0 on a fresh start), which makes TensorBoard hide the older files' events from
 // that step on. So a crashed-and-resumed run, or a rerun into the same output.dir, shows each step
 // once.
+//
+// One logger per run, used from the training thread (it is not thread-safe). With several
+// processes (data parallel), only rank 0 should create one: they would share output.dir.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Progress text, in-place redraw and the ETA moving average.
 #include "src/metrics/progress_display.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
