@@ -50,8 +50,8 @@ void check_conversation(const Conversation& conversation, ConversationEnd end) {
       const std::string position = i == 0       ? std::string("first")
                                    : i == first ? std::string("after the system message")
                                                 : "after " + where(i - 1, conversation[i - 1].role);
-      throw InputError(where(i, role) + ": expected " + (expected == ChatRole::user ? "a user" : "an assistant") + " message " + position +
-                       "; user and assistant messages must alternate, user first");
+      throw InputError(where(i, role) + ": expected " + (expected == ChatRole::user ? "a user" : "an assistant") +
+                       " message " + position + "; user and assistant messages must alternate, user first");
     }
   }
   const ChatRole last = conversation.back().role;

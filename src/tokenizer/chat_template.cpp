@@ -62,10 +62,19 @@ std::vector<std::string> read_string_list(const YAML::Node& node, const std::str
 }  // namespace
 
 const std::vector<std::string>& chat_template_keys() {
-  static const std::vector<std::string> keys{
-      "name",          "system_prefix",    "system_suffix",  "user_prefix", "user_suffix",
-      "assistant_prefix", "assistant_suffix", "generation_prefix", "default_system", "stop_strings", "bos",
-      "system_in_first_user", "tokenization"};
+  static const std::vector<std::string> keys{"name",
+                                             "system_prefix",
+                                             "system_suffix",
+                                             "user_prefix",
+                                             "user_suffix",
+                                             "assistant_prefix",
+                                             "assistant_suffix",
+                                             "generation_prefix",
+                                             "default_system",
+                                             "stop_strings",
+                                             "bos",
+                                             "system_in_first_user",
+                                             "tokenization"};
   return keys;
 }
 
@@ -126,7 +135,8 @@ ChatTemplate parse_chat_template(std::string_view text, const std::string& sourc
     }
   }
   if (tmpl.assistant_suffix.empty()) {
-    throw ConfigError(source + ": assistant_suffix must not be empty: it is the end-of-assistant marker the model "
+    throw ConfigError(source +
+                      ": assistant_suffix must not be empty: it is the end-of-assistant marker the model "
                       "learns to stop at (e.g. \"</s>\" or \"<|end|>\")");
   }
   return tmpl;
@@ -219,8 +229,8 @@ static TokenizedConversation tokenize_pieces(const ChatTemplate& t, const Conver
 static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Conversation& conversation,
                                             bool generation_prompt, const Tokenizer& tokenizer) {
   std::string text;
-  std::vector<uint8_t> byte_mask;                      // per byte of text: 1 inside an answer or its end marker
-  std::vector<std::pair<size_t, size_t>> markers;      // byte ranges of template strings
+  std::vector<uint8_t> byte_mask;                  // per byte of text: 1 inside an answer or its end marker
+  std::vector<std::pair<size_t, size_t>> markers;  // byte ranges of template strings
   std::vector<size_t> round_end_bytes;
   render(t, conversation, generation_prompt, [&](std::string_view piece, PieceKind kind) {
     if (kind == PieceKind::round_end) {
@@ -228,7 +238,8 @@ static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Convers
       return;
     }
     const uint8_t mask = kind == PieceKind::answer || kind == PieceKind::answer_marker ? 1 : 0;
-    if (kind == PieceKind::marker || kind == PieceKind::answer_marker) markers.emplace_back(text.size(), text.size() + piece.size());
+    if (kind == PieceKind::marker || kind == PieceKind::answer_marker)
+      markers.emplace_back(text.size(), text.size() + piece.size());
     text += piece;
     byte_mask.insert(byte_mask.end(), piece.size(), mask);
   });
@@ -293,9 +304,8 @@ static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Convers
 
 static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt,
                                       const Tokenizer& tokenizer) {
-  return t.tokenization == TemplateTokenization::whole
-             ? tokenize_whole(t, conversation, generation_prompt, tokenizer)
-             : tokenize_pieces(t, conversation, generation_prompt, tokenizer);
+  return t.tokenization == TemplateTokenization::whole ? tokenize_whole(t, conversation, generation_prompt, tokenizer)
+                                                       : tokenize_pieces(t, conversation, generation_prompt, tokenizer);
 }
 
 TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer) const {

@@ -61,17 +61,23 @@ struct ChatTemplate {
   std::string name;
   std::string system_prefix, system_suffix;
   std::string user_prefix, user_suffix;
-  std::string assistant_prefix, assistant_suffix;  // assistant_suffix: the end-of-assistant marker
+  // assistant_suffix is the end-of-assistant marker: trained, and where generation stops.
+  std::string assistant_prefix, assistant_suffix;
   // What a generation prompt ends with, when it differs from assistant_prefix: Llama-2-chat
   // trains on "[/INST] answer" but prompts end at "[/INST]" (the answer's first token carries
   // the space).
   std::optional<std::string> generation_prefix;
-  std::string default_system;                      // used when a conversation has no system message
-  std::vector<std::string> stop_strings;           // generation stops at any of these
-  bool bos = true;                                 // prepend the tokenizer's BOS id
-  bool system_in_first_user = false;               // Llama-2-chat: system block inside the first [INST]
+  // Used when a conversation has no system message (empty: none).
+  std::string default_system;
+  // Generation stops at any of these (EOS always stops it).
+  std::vector<std::string> stop_strings;
+  // Prepend the tokenizer's BOS id.
+  bool bos = true;
+  // Llama-2-chat: the system block goes inside the first user turn, after user_prefix.
+  bool system_in_first_user = false;
   TemplateTokenization tokenization = TemplateTokenization::pieces;
-  std::string source;                              // the file it was read from, for messages
+  // The file it was read from, for messages.
+  std::string source;
 
   // Ids, loss mask and round ends of a training conversation (it must end with an assistant
   // message). Throws InputError for a conversation in the wrong order (see check_conversation).

@@ -28,7 +28,9 @@ const Tokenizer& demo_tokenizer() {
   return tok;
 }
 
-ChatTemplate shipped(const std::string& name) { return load_chat_template(kSource + "/configs/templates/" + name + ".yaml"); }
+ChatTemplate shipped(const std::string& name) {
+  return load_chat_template(kSource + "/configs/templates/" + name + ".yaml");
+}
 
 std::vector<int64_t> cat(std::initializer_list<std::vector<int64_t>> parts) {
   std::vector<int64_t> out;
@@ -57,24 +59,28 @@ std::string error_message(F&& f) {
   return "";
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 // --- The demo template: ids and masks -------------------------------------------------------
 
 TEST(ChatTemplate, DemoIdsAndMaskForOneRound) {
   const Tokenizer& tok = demo_tokenizer();
-  const Conversation conversation{{ChatRole::system, kSystem}, {ChatRole::user, "What is 2 + 2?"}, {ChatRole::assistant, "4"}};
+  const Conversation conversation{
+      {ChatRole::system, kSystem}, {ChatRole::user, "What is 2 + 2?"}, {ChatRole::assistant, "4"}};
   const auto out = shipped("demo").apply(conversation, tok);
   const int64_t four = tok.piece_to_id("4");
-  const auto expected = cat({{1, 4, 8}, tok.encode(kSystem), {7, 8, 5, 8}, tok.encode("What is 2 + 2?"), {7, 8, 6, 8, four, 7}});
+  const auto expected =
+      cat({{1, 4, 8}, tok.encode(kSystem), {7, 8, 5, 8}, tok.encode("What is 2 + 2?"), {7, 8, 6, 8, four, 7}});
   EXPECT_EQ(out.ids, expected);
   std::vector<uint8_t> mask(expected.size(), 0);
   mask[mask.size() - 2] = 1;  // "4"
   mask[mask.size() - 1] = 1;  // <|end|>
   EXPECT_EQ(out.loss_mask, mask);
   EXPECT_EQ(out.round_ends, std::vector<size_t>{expected.size()});
-  EXPECT_EQ(tok.decode(out.ids), "<|system|>\n" + kSystem + "<|end|>\n<|user|>\nWhat is 2 + 2?<|end|>\n<|assistant|>\n4<|end|>");
+  EXPECT_EQ(tok.decode(out.ids),
+            "<|system|>\n" + kSystem + "<|end|>\n<|user|>\nWhat is 2 + 2?<|end|>\n<|assistant|>\n4<|end|>");
 }
 
 TEST(ChatTemplate, DemoMaskCoversEveryAssistantAnswerAndMarkerOnly) {
@@ -138,8 +144,11 @@ TEST(ChatTemplate, UserTextThatSpellsControlPiecesStaysText) {
 
 TEST(ChatTemplate, Llama2RendersSystemInsideTheFirstInst) {
   const ChatTemplate t = shipped("llama2");
-  EXPECT_EQ(t.render_text({{ChatRole::system, "SYS"}, {ChatRole::user, "U1"}, {ChatRole::assistant, "A1"},
-                           {ChatRole::user, "U2"}, {ChatRole::assistant, "A2"}}),
+  EXPECT_EQ(t.render_text({{ChatRole::system, "SYS"},
+                           {ChatRole::user, "U1"},
+                           {ChatRole::assistant, "A1"},
+                           {ChatRole::user, "U2"},
+                           {ChatRole::assistant, "A2"}}),
             "<s>[INST] <<SYS>>\nSYS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST] A2 </s>");
   EXPECT_EQ(t.render_text({{ChatRole::user, "U1"}, {ChatRole::assistant, "A1"}}), "<s>[INST] U1 [/INST] A1 </s>");
   EXPECT_EQ(t.render_text({{ChatRole::user, "U1"}}, /*generation_prompt=*/true), "<s>[INST] U1 [/INST]");
@@ -235,7 +244,7 @@ TEST(ChatTemplate, FerryTemplatesFolderComesFirst) {
 
 TEST(ChatTemplate, JsonTemplatesWork) {
   const fs::path file = scratch_file("t.json",
-                                    R"({"user_prefix": "U:", "assistant_prefix": "A:", "assistant_suffix": "</s>",
+                                     R"({"user_prefix": "U:", "assistant_prefix": "A:", "assistant_suffix": "</s>",
                                         "stop_strings": ["</s>", "\n\n"], "bos": false})");
   const ChatTemplate t = load_chat_template(file.string());
   EXPECT_EQ(t.name, "t");
@@ -269,7 +278,8 @@ TEST(ChatTemplate, BadTemplateFilesAreConfigErrors) {
     const std::string message = error_message<ConfigError>([&] { load_chat_template(file.string()); });
     EXPECT_CONTAINS(message, name);
   }
-  EXPECT_CONTAINS(error_message<ConfigError>([] { load_chat_template("/nonexistent/t.yaml"); }), "/nonexistent/t.yaml");
+  EXPECT_CONTAINS(error_message<ConfigError>([] { load_chat_template("/nonexistent/t.yaml"); }),
+                  "/nonexistent/t.yaml");
   EXPECT_CONTAINS(error_message<ConfigError>([&] { load_chat_template("bad_bool"); }), "bad_bool");
 }
 

@@ -135,7 +135,7 @@ TEST(DemoData, SolverKnowsTheTaskKinds) {
 
 TEST(DemoData, FilesHaveTheDocumentedSizesAndEveryLabelIsRight) {
   const std::vector<std::pair<std::string, size_t>> files{
-      {"sft_train.jsonl", 4000},        {"sft_eval.jsonl", 200},      {"preference_train.jsonl", 2000},
+      {"sft_train.jsonl", 4000},      {"sft_eval.jsonl", 200},       {"preference_train.jsonl", 2000},
       {"preference_eval.jsonl", 200}, {"prompts_train.jsonl", 1000}, {"prompts_eval.jsonl", 200}};
   std::set<std::string> train, eval;
   for (const auto& [name, size] : files) {
@@ -180,7 +180,8 @@ TEST(DemoData, ConversationsAreShortUnderTheDemoTemplate) {
   for (const auto& row : read_jsonl("sft_train.jsonl")) {
     const auto tokenized = demo.apply(to_conversation(row["messages"]), tok);
     longest = std::max(longest, tokenized.ids.size());
-    longest_answer = std::max<size_t>(longest_answer, std::count(tokenized.loss_mask.begin(), tokenized.loss_mask.end(), 1));
+    longest_answer =
+        std::max<size_t>(longest_answer, std::count(tokenized.loss_mask.begin(), tokenized.loss_mask.end(), 1));
     EXPECT_EQ(std::find(tokenized.ids.begin(), tokenized.ids.end(), tok.unk_id()), tokenized.ids.end());
   }
   std::printf("demo sft_train: longest conversation %zu tokens, longest answer %zu tokens (with <|end|>)\n", longest,

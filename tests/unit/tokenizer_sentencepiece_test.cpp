@@ -3,10 +3,10 @@
 // scripts/make_demo_data.py defines (ids 0-8: <unk> <s> </s> <pad> and the chat markers).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <unistd.h>
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
@@ -25,9 +25,7 @@ fs::path scratch_dir() {
   return dir;
 }
 
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 template <class F>
 std::string input_error_message(F&& f) {
