@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Runs every tests/parity/*_ref.py reference script with the fixtures folder as its argument.
+"""Runs tests/parity/*_ref.py reference scripts (all, or those named) with OUTDIR/<stem> as argument.
+
+Usage: make_fixtures.py OUTDIR [STEM ...]
 
 Each script writes what the C++ parity tests compare against (tensors as safetensors, ids as json)
 into OUTDIR/<script name without _ref.py>/. A script that fails fails the `parity_fixtures` test,
@@ -15,7 +17,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     here = pathlib.Path(__file__).resolve().parent
     failed = []
+    wanted = set(sys.argv[2:])
     for script in sorted(here.glob("*_ref.py")):
+        if wanted and script.name[: -len("_ref.py")] not in wanted:
+            continue
         target = out / script.name[: -len("_ref.py")]
         target.mkdir(parents=True, exist_ok=True)
         print(f"parity fixtures: {script.name} -> {target}", flush=True)
