@@ -53,6 +53,15 @@ TEST(TokenizerParity, EncodeDecodeMatchPythonSentencePiece) {
   }
 }
 
+TEST(TokenizerParity, DecodeRepairsInvalidUtf8AsPythonDoes) {
+  const auto& demo = cases()["tokenizers"][0];
+  const Tokenizer tokenizer(demo["model"].get<std::string>());
+  for (const auto& c : demo["decode_cases"]) {
+    SCOPED_TRACE(c["ids"].dump());
+    EXPECT_EQ(tokenizer.decode(c["ids"].get<std::vector<int64_t>>()), from_hex(c["decoded_hex"]));
+  }
+}
+
 TEST(TokenizerParity, DemoTokenizerRoundTripsValidUtf8Exactly) {
   // Identity normalisation and byte fallback: decode(encode(text)) == text for valid UTF-8 that
   // does not itself contain U+2581 "▁", SentencePiece's space marker, which decodes as a space

@@ -134,6 +134,16 @@ def encode_cases(sp):
     return cases
 
 
+def decode_cases(sp):
+    """Id sequences whose byte pieces are not valid UTF-8 on their own: how decode repairs them."""
+    byte = lambda b: sp.piece_to_id(f"<0x{b:02X}>")
+    a, space = sp.piece_to_id("a"), sp.piece_to_id("\u2581")
+    sequences = [[byte(0xC3)], [byte(0xE6), byte(0x97)], [byte(0xFF)], [byte(0xC3), byte(0xA9)],
+                 [a, byte(0xC3), a], [space, a, space], [sp.bos_id(), a, sp.eos_id(), sp.pad_id(), a],
+                 [byte(0xF0), byte(0x9F), byte(0x99)], [byte(0xF0), byte(0x9F), byte(0x99), byte(0x82)]]
+    return [{"ids": ids, "decoded_hex": sp.decode(ids).encode().hex()} for ids in sequences]
+
+
 def demo_conversation_case(sp, conversation):
     """Renders with the demo template, encodes the whole text at once, masks by byte offsets."""
     text = b""
@@ -214,7 +224,7 @@ def main() -> int:
     sentences = [json.loads(line)["messages"][1]["content"]
                  for line in (ROOT / "data" / "sft_train.jsonl").read_text().splitlines()[:2000]]
     sentences += ["café naïve 日本語 🙂", "The quick brown fox jumps over the lazy dog.", "  two  spaces\n"]
-    tokenizers = [{"model": str(DEMO_MODEL), "cases": encode_cases(demo)}]
+    tokenizers = [{"model": str(DEMO_MODEL), "cases": encode_cases(demo), "decode_cases": decode_cases(demo)}]
     for name, options in FIXTURE_MODELS.items():
         path = out / f"{name}.model"
         path.write_bytes(train_fixture_model(sentences, **options))
