@@ -58,7 +58,7 @@ int count_shards(const fs::path& dir) {
 }
 
 // Input models are made once for the suite (transformers is slow to import).
-class ExportTest : public ::testing::Test {
+class IoExportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = fs::temp_directory_path() / ("ferry_io_export_" + std::to_string(::getpid()));
@@ -72,9 +72,9 @@ class ExportTest : public ::testing::Test {
   }
   static fs::path root_;
 };
-fs::path ExportTest::root_;
+fs::path IoExportTest::root_;
 
-TEST_F(ExportTest, SingleFileExportGivesTheSameModel) {
+TEST_F(IoExportTest, SingleFileExportGivesTheSameModel) {
   const fs::path in = root_ / "llama_f32";
   const fs::path out = root_ / "single";
   const Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + out.string() + "'");
@@ -88,7 +88,7 @@ TEST_F(ExportTest, SingleFileExportGivesTheSameModel) {
   }
 }
 
-TEST_F(ExportTest, ShardedExportRoundTrips) {
+TEST_F(IoExportTest, ShardedExportRoundTrips) {
   const fs::path in = root_ / "llama_f32";  // 3.1 MiB of weights: >= 3 shards of 1 MiB
   const fs::path sharded = root_ / "sharded";
   Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + sharded.string() + "' --max-shard-size-mb 1");
@@ -109,7 +109,7 @@ TEST_F(ExportTest, ShardedExportRoundTrips) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
-TEST_F(ExportTest, TiedBf16ModelWithBiases) {
+TEST_F(IoExportTest, TiedBf16ModelWithBiases) {
   const fs::path in = root_ / "tied_bf16";
   const fs::path out = root_ / "tied_out";
   const Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + out.string() + "'");
@@ -118,7 +118,7 @@ TEST_F(ExportTest, TiedBf16ModelWithBiases) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
-TEST_F(ExportTest, ImpossibleRequestsAreUserErrors) {
+TEST_F(IoExportTest, ImpossibleRequestsAreUserErrors) {
   const fs::path in = root_ / "tied_bf16";
   Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + (root_ / "x").string() + "' --lora adapter");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class HfCheckpointTest : public ::testing::Test {
+class IoHfCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("ferry_io_hf_checkpoint_" + std::to_string(::getpid()) + "_" +
@@ -61,12 +61,12 @@ class HfCheckpointTest : public ::testing::Test {
   TensorMap tensors_;
 };
 
-TEST_F(HfCheckpointTest, ShardFileNames) {
+TEST_F(IoHfCheckpointTest, ShardFileNames) {
   EXPECT_EQ(hf_shard_file_name(2, 5), "model-00002-of-00005.safetensors");
   EXPECT_EQ(hf_shard_file_name(12, 123), "model-00012-of-00123.safetensors");
 }
 
-TEST_F(HfCheckpointTest, SingleFile) {
+TEST_F(IoHfCheckpointTest, SingleFile) {
   save_hf_weights(dir_, tensors_);
   EXPECT_TRUE(fs::exists(dir_ / "model.safetensors"));
   EXPECT_FALSE(fs::exists(dir_ / "model.safetensors.index.json"));
@@ -76,7 +76,7 @@ TEST_F(HfCheckpointTest, SingleFile) {
   EXPECT_FALSE(fs::exists(dir_ / "model.safetensors.index.json"));
 }
 
-TEST_F(HfCheckpointTest, ShardedGreedyBySize) {
+TEST_F(IoHfCheckpointTest, ShardedGreedyBySize) {
   save_hf_weights(dir_, tensors_, 128);
   // a(64)+b(64) = 128 fits; c(96) starts shard 2; d(32) fits with c.
   const auto index = read_json(dir_ / "model.safetensors.index.json");
@@ -95,7 +95,7 @@ TEST_F(HfCheckpointTest, ShardedGreedyBySize) {
   EXPECT_TRUE(at::equal(weights.tensor("c.weight"), tensors_["c.weight"]));
 }
 
-TEST_F(HfCheckpointTest, OversizedTensorGetsItsOwnShardAndResavingCleansUp) {
+TEST_F(IoHfCheckpointTest, OversizedTensorGetsItsOwnShardAndResavingCleansUp) {
   save_hf_weights(dir_, tensors_, 50);  // every tensor but d exceeds 50 bytes
   EXPECT_TRUE(fs::exists(dir_ / "model-00004-of-00004.safetensors"));
   expect_same(load_hf_weights(dir_));
@@ -108,7 +108,7 @@ TEST_F(HfCheckpointTest, OversizedTensorGetsItsOwnShardAndResavingCleansUp) {
   expect_same(load_hf_weights(dir_));
 }
 
-TEST_F(HfCheckpointTest, MissingShard) {
+TEST_F(IoHfCheckpointTest, MissingShard) {
   save_hf_weights(dir_, tensors_, 128);
   fs::remove(dir_ / "model-00002-of-00002.safetensors");
   const auto message = error_of();
@@ -116,7 +116,7 @@ TEST_F(HfCheckpointTest, MissingShard) {
   EXPECT_NE(message.find("missing"), std::string::npos) << message;
 }
 
-TEST_F(HfCheckpointTest, TensorListedButAbsent) {
+TEST_F(IoHfCheckpointTest, TensorListedButAbsent) {
   save_hf_weights(dir_, tensors_, 128);
   auto index = read_json(dir_ / "model.safetensors.index.json");
   index["weight_map"]["e.weight"] = "model-00001-of-00002.safetensors";
@@ -125,7 +125,7 @@ TEST_F(HfCheckpointTest, TensorListedButAbsent) {
   EXPECT_NE(message.find("tensor 'e.weight' is in 'model-00001-of-00002.safetensors'"), std::string::npos) << message;
 }
 
-TEST_F(HfCheckpointTest, BadIndexAndEmptyFolder) {
+TEST_F(IoHfCheckpointTest, BadIndexAndEmptyFolder) {
   EXPECT_NE(error_of().find("has neither model.safetensors nor model.safetensors.index.json"), std::string::npos);
   std::ofstream(dir_ / "pytorch_model.bin") << "x";
   EXPECT_NE(error_of().find("PyTorch .bin"), std::string::npos);

@@ -28,7 +28,7 @@ std::string error_of(const std::string& extra) {
   return "";
 }
 
-TEST(HfConfig, DefaultsFollowTransformers) {
+TEST(IoHfConfig, DefaultsFollowTransformers) {
   const LlamaConfig c = parse("");
   EXPECT_EQ(c.model_type, "llama");
   EXPECT_EQ(c.vocab_size, 128);
@@ -48,7 +48,7 @@ TEST(HfConfig, DefaultsFollowTransformers) {
   EXPECT_EQ(c.torch_dtype, "float32");
 }
 
-TEST(HfConfig, GqaHeadDimTokensAndFlags) {
+TEST(IoHfConfig, GqaHeadDimTokensAndFlags) {
   const LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
       "attention_bias": true, "mlp_bias": true, "bos_token_id": 5, "eos_token_id": [6, 7], "pad_token_id": 0,
       "torch_dtype": "bfloat16", "max_position_embeddings": 512, "rms_norm_eps": 1e-5)");
@@ -70,7 +70,7 @@ TEST(HfConfig, GqaHeadDimTokensAndFlags) {
   EXPECT_TRUE(parse(R"("eos_token_id": null)").eos_token_ids.empty());
 }
 
-TEST(HfConfig, LegacyRopeScalingLinear) {
+TEST(IoHfConfig, LegacyRopeScalingLinear) {
   const LlamaConfig c = parse(R"("rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2})");
   EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::linear);
@@ -78,7 +78,7 @@ TEST(HfConfig, LegacyRopeScalingLinear) {
   EXPECT_EQ(parse(R"("rope_scaling": null)").rope_scaling.type, RopeScalingType::none);
 }
 
-TEST(HfConfig, LegacyRopeScalingLlama3) {
+TEST(IoHfConfig, LegacyRopeScalingLlama3) {
   const LlamaConfig c = parse(R"("rope_theta": 500000, "max_position_embeddings": 131072, "rope_scaling": {
       "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
       "original_max_position_embeddings": 8192})");
@@ -94,7 +94,7 @@ TEST(HfConfig, LegacyRopeScalingLlama3) {
   EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, 1024);
 }
 
-TEST(HfConfig, RopeParameters) {
+TEST(IoHfConfig, RopeParameters) {
   const LlamaConfig c = parse(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 250000.0, "factor": 32.0,
       "low_freq_factor": 2.0, "high_freq_factor": 8.0, "original_max_position_embeddings": 4096})");
   EXPECT_DOUBLE_EQ(c.rope_theta, 250000.0);
@@ -112,7 +112,7 @@ TEST(HfConfig, RopeParameters) {
   EXPECT_DOUBLE_EQ(parse(R"("rope_theta": 7.0, "rope_parameters": {"rope_type": "default"})").rope_theta, 7.0);
 }
 
-TEST(HfConfig, Qwen2HasQkvBiasOnly) {
+TEST(IoHfConfig, Qwen2HasQkvBiasOnly) {
   const LlamaConfig c = parse(R"("model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": false)");
   EXPECT_EQ(c.model_type, "qwen2");
   EXPECT_TRUE(c.attention_bias);
@@ -123,7 +123,7 @@ TEST(HfConfig, Qwen2HasQkvBiasOnly) {
   EXPECT_EQ(c.max_position_embeddings, 32768);
 }
 
-TEST(HfConfig, BadValuesNameTheKey) {
+TEST(IoHfConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of(R"("model_type": "gpt2")").find("config.json: 'model_type' is 'gpt2'"), std::string::npos);
   EXPECT_NE(error_of(R"("rope_scaling": {"type": "yarn", "factor": 4})").find("'rope_scaling.type' is 'yarn'"), std::string::npos);
   EXPECT_NE(error_of(R"("rope_parameters": {"rope_type": "dynamic", "factor": 4})").find("'rope_parameters.rope_type' is 'dynamic'"),
@@ -149,7 +149,7 @@ TEST(HfConfig, BadValuesNameTheKey) {
   EXPECT_THROW(read_hf_config("/nonexistent/config.json"), InputError);
 }
 
-TEST(HfConfig, FormatParsesBackToTheSameConfig) {
+TEST(IoHfConfig, FormatParsesBackToTheSameConfig) {
   LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": true, "eos_token_id": [3, 4],
       "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8, "low_freq_factor": 1,
       "high_freq_factor": 4, "original_max_position_embeddings": 1024}, "dtype": "bfloat16", "pad_token_id": 0)");

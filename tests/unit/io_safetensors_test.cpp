@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class IoSafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("ferry_io_safetensors_" + std::to_string(::getpid()) + "_" +
@@ -60,7 +60,7 @@ class SafetensorsTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
+TEST_F(IoSafetensorsTest, RoundTripsEveryDtype) {
   TensorMap tensors;
   const auto base = at::arange(-6, 6, at::kDouble).reshape({3, 4}) * 1.25;
   for (auto dtype : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort, at::kChar}) {
@@ -94,7 +94,7 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
   EXPECT_EQ(file.names().front(), "t_BFloat16");
 }
 
-TEST_F(SafetensorsTest, EmptyTensorAndScalar) {
+TEST_F(IoSafetensorsTest, EmptyTensorAndScalar) {
   TensorMap tensors{{"empty", at::zeros({0, 3}, at::kFloat)}, {"scalar", at::scalar_tensor(2.5, at::kFloat)}};
   const auto path = dir_ / "x.safetensors";
   save_safetensors(path, tensors);
@@ -104,7 +104,7 @@ TEST_F(SafetensorsTest, EmptyTensorAndScalar) {
   EXPECT_EQ(loaded.at("scalar").item<float>(), 2.5f);
 }
 
-TEST_F(SafetensorsTest, HandWrittenFileReadsAsExpected) {
+TEST_F(IoSafetensorsTest, HandWrittenFileReadsAsExpected) {
   // Two F32 values then one I16; header not padded (valid, as older writers produce).
   float floats[2] = {1.5f, -2.0f};
   int16_t shorts[1] = {-7};
@@ -124,7 +124,7 @@ TEST_F(SafetensorsTest, HandWrittenFileReadsAsExpected) {
   EXPECT_THROW(file.info("missing"), InputError);
 }
 
-TEST_F(SafetensorsTest, ViewOutlivesTheFileObject) {
+TEST_F(IoSafetensorsTest, ViewOutlivesTheFileObject) {
   const auto path = dir_ / "v.safetensors";
   save_safetensors(path, {{"w", at::arange(16, at::kFloat)}});
   at::Tensor view;
@@ -138,7 +138,7 @@ TEST_F(SafetensorsTest, ViewOutlivesTheFileObject) {
   EXPECT_EQ(view[3].item<float>(), 4.0f);
 }
 
-TEST_F(SafetensorsTest, SaveIsAtomicAndOverwrites) {
+TEST_F(IoSafetensorsTest, SaveIsAtomicAndOverwrites) {
   const auto path = dir_ / "o.safetensors";
   save_safetensors(path, {{"w", at::ones({2}, at::kFloat)}});
   save_safetensors(path, {{"w", at::zeros({3}, at::kFloat)}});
@@ -148,21 +148,21 @@ TEST_F(SafetensorsTest, SaveIsAtomicAndOverwrites) {
   EXPECT_EQ(files, 1);  // no temporary left behind
 }
 
-TEST_F(SafetensorsTest, RejectsUnstorableDtype) {
+TEST_F(IoSafetensorsTest, RejectsUnstorableDtype) {
   EXPECT_THROW(save_safetensors(dir_ / "c.safetensors", {{"c", at::zeros({2}, at::kComplexFloat)}}), InputError);
   EXPECT_FALSE(fs::exists(dir_ / "c.safetensors"));
 }
 
 const char* kOneTensor = R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
 
-TEST_F(SafetensorsTest, TruncatedData) {
+TEST_F(IoSafetensorsTest, TruncatedData) {
   const auto message = load_error(write_raw(kOneTensor, std::string(10, '\0')));
   EXPECT_NE(message.find("model.safetensors: tensor 'x' data_offsets [0, 16] exceed the data section (10 bytes)"), std::string::npos)
       << message;
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, FileShorterThanLengthField) {
+TEST_F(IoSafetensorsTest, FileShorterThanLengthField) {
   const fs::path path = dir_ / "short.safetensors";
   std::ofstream(path, std::ios::binary) << "abc";
   EXPECT_NE(load_error(path).find("too short"), std::string::npos);
@@ -170,20 +170,20 @@ TEST_F(SafetensorsTest, FileShorterThanLengthField) {
   EXPECT_NE(load_error(path).find("0 bytes"), std::string::npos);
 }
 
-TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
+TEST_F(IoSafetensorsTest, HeaderLengthPastEndOfFile) {
   const auto message = load_error(write_raw(kOneTensor, std::string(16, '\0'), 1000));
   EXPECT_NE(message.find("header length 1000 exceeds the file"), std::string::npos) << message;
   const auto huge = load_error(write_raw(kOneTensor, "", UINT64_MAX - 3));
   EXPECT_NE(huge.find("exceeds the file"), std::string::npos) << huge;
 }
 
-TEST_F(SafetensorsTest, HeaderNotJson) {
+TEST_F(IoSafetensorsTest, HeaderNotJson) {
   EXPECT_NE(load_error(write_raw("{\"x\": [1, 2", "")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(load_error(write_raw("\x89PNG\r\n\x1a\n garbage", "")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(load_error(write_raw("[1, 2]", "")).find("not a JSON object"), std::string::npos);
 }
 
-TEST_F(SafetensorsTest, MissingFields) {
+TEST_F(IoSafetensorsTest, MissingFields) {
   EXPECT_NE(load_error(write_raw(R"({"x":{"shape":[4],"data_offsets":[0,16]}})", std::string(16, '\0'))).find("no \"dtype\""),
             std::string::npos);
   EXPECT_NE(load_error(write_raw(R"({"x":{"dtype":"F32","data_offsets":[0,16]}})", std::string(16, '\0'))).find("no \"shape\""),
@@ -197,26 +197,26 @@ TEST_F(SafetensorsTest, MissingFields) {
   EXPECT_NE(load_error(write_raw(R"({"__metadata__":{"a":1}})", "")).find("'a' is not a string"), std::string::npos);
 }
 
-TEST_F(SafetensorsTest, OverlappingOffsets) {
+TEST_F(IoSafetensorsTest, OverlappingOffsets) {
   const auto message = load_error(write_raw(
       R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
       std::string(16, '\0')));
   EXPECT_NE(message.find("tensor 'b' data_offsets [8, 16] overlap tensor 'a'"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, GapBetweenTensors) {
+TEST_F(IoSafetensorsTest, GapBetweenTensors) {
   const auto message = load_error(write_raw(
       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
       std::string(20, '\0')));
   EXPECT_NE(message.find("4 unused bytes before tensor 'b'"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, TrailingBytes) {
+TEST_F(IoSafetensorsTest, TrailingBytes) {
   const auto message = load_error(write_raw(kOneTensor, std::string(20, '\0')));
   EXPECT_NE(message.find("4 bytes after the last tensor"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, WrongDtypeSize) {
+TEST_F(IoSafetensorsTest, WrongDtypeSize) {
   const auto message =
       load_error(write_raw(R"({"x":{"dtype":"F16","shape":[4],"data_offsets":[0,16]}})", std::string(16, '\0')));
   EXPECT_NE(message.find("tensor 'x' has dtype F16 and shape [4]"), std::string::npos) << message;
@@ -226,20 +226,20 @@ TEST_F(SafetensorsTest, WrongDtypeSize) {
   EXPECT_NE(overflow.find("impossibly large"), std::string::npos) << overflow;
 }
 
-TEST_F(SafetensorsTest, UnknownDtype) {
+TEST_F(IoSafetensorsTest, UnknownDtype) {
   const auto message =
       load_error(write_raw(R"({"x":{"dtype":"Q4_K","shape":[4],"data_offsets":[0,16]}})", std::string(16, '\0')));
   EXPECT_NE(message.find("dtype 'Q4_K', which Ferry cannot read"), std::string::npos) << message;
   EXPECT_NE(message.find("BF16"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, OffsetsOutOfOrder) {
+TEST_F(IoSafetensorsTest, OffsetsOutOfOrder) {
   const auto message =
       load_error(write_raw(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})", std::string(16, '\0')));
   EXPECT_NE(message.find("data_offsets [16, 0] out of order"), std::string::npos) << message;
 }
 
-TEST_F(SafetensorsTest, MissingFileNamesIt) {
+TEST_F(IoSafetensorsTest, MissingFileNamesIt) {
   const auto message = load_error(dir_ / "nope.safetensors");
   EXPECT_NE(message.find("nope.safetensors"), std::string::npos) << message;
 }
