@@ -33,14 +33,12 @@ struct ModelConfig {
 
 struct TokenizerConfig {
   std::string path;                  // tokenizer.model; empty: <model.path>/tokenizer.model
-  std::string chat_template = "demo";
-  bool add_bos = true;
+  std::string chat_template = "demo";  // the template also decides BOS (its `bos` key)
 
   template <class V>
   void visit(V& v) {
     v("path", path, "SentencePiece tokenizer.model; empty means <model.path>/tokenizer.model");
     v("chat_template", chat_template, "shipped template name (demo, llama2, chatml) or a .yaml/.json file");
-    v("add_bos", add_bos, "prepend the BOS token to every sequence");
   }
 };
 
