@@ -5,30 +5,68 @@
 #include <string_view>
 
 namespace ferry::kernels {
+namespace {
+
+CpuFeatures detect_hardware() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = f.avx512f && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  f.avx512bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
+#endif
+  return f;
+}
+
+const CpuFeatures& hardware_features() {
+  static const CpuFeatures features = detect_hardware();
+  return features;
+}
+
+}  // namespace
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = [] {
-    CpuFeatures f;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f.avx512f = __builtin_cpu_supports("avx512f");
-    f.avx512bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
-#endif
+    CpuFeatures f = hardware_features();
     // A cap from the environment lets tests and benchmarks exercise the narrower paths.
     if (const char* cap = std::getenv("FERRY_SIMD")) {
       const std::string_view c(cap);
       if (c == "scalar") f = CpuFeatures{};
-      if (c == "avx2") f.avx512f = f.avx512bf16 = false;
+      if (c == "avx2") f.avx512f = f.avx512bw = f.avx512bf16 = false;
     }
     return f;
   }();
   return features;
 }
 
-std::string simd_level() {
-  const auto& f = cpu_features();
-  return f.avx512f ? "avx512" : f.avx2 ? "avx2" : "scalar";
+bool cpu_supports(SimdLevel level) {
+  const CpuFeatures& f = hardware_features();
+  switch (level) {
+    case SimdLevel::scalar: return true;
+    case SimdLevel::avx2: return f.avx2;
+    case SimdLevel::avx512: return f.avx2 && f.avx512f && f.avx512bw;
+  }
+  return false;
 }
+
+SimdLevel best_simd_level() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx2 && f.avx512f && f.avx512bw) return SimdLevel::avx512;
+  if (f.avx2) return SimdLevel::avx2;
+  return SimdLevel::scalar;
+}
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::scalar: return "scalar";
+    case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+std::string simd_level() { return simd_level_name(best_simd_level()); }
 
 }  // namespace ferry::kernels
