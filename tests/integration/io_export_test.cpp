@@ -67,8 +67,7 @@ class IoExportTest : public ::testing::Test {
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
   static void TearDownTestSuite() {
-    // Not fs::remove_all: libtorch.so exports its own std::filesystem::remove_all, which crashes.
-    run("rm -rf '" + root_.string() + "'");
+    fs::remove_all(root_);
   }
   static fs::path root_;
 };

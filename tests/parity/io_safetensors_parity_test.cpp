@@ -59,11 +59,7 @@ class IoParityTest : public ::testing::Test {
   }
   void TearDown() override {
     if (HasFailure()) return;  // keep the files to inspect a failure
-    // Not fs::remove_all: libtorch.so exports its own std::filesystem::remove_all, which crashes.
-    std::vector<fs::path> paths;
-    for (const auto& entry : fs::recursive_directory_iterator(dir_)) paths.push_back(entry.path());
-    for (auto it = paths.rbegin(); it != paths.rend(); ++it) fs::remove(*it);
-    fs::remove(dir_);
+    fs::remove_all(dir_);
   }
   fs::path dir_;
 };

@@ -30,11 +30,7 @@ class IoHfCheckpointTest : public ::testing::Test {
     tensors_["d.bias"] = at::arange(4, at::kLong);
   }
   void TearDown() override {
-    // Not fs::remove_all: libtorch.so exports its own std::filesystem::remove_all, which crashes.
-    std::vector<fs::path> paths;
-    for (const auto& entry : fs::recursive_directory_iterator(dir_)) paths.push_back(entry.path());
-    for (auto it = paths.rbegin(); it != paths.rend(); ++it) fs::remove(*it);
-    fs::remove(dir_);
+    fs::remove_all(dir_);
   }
 
   void expect_same(const TensorMap& got) {
