@@ -21,9 +21,10 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& args) {
-  if (args.max_shard_size_mb < 0) {
-    throw UserError("--max-shard-size-mb must be 0 (one file) or a positive size in MiB, got " +
-                    std::to_string(args.max_shard_size_mb));
+  constexpr int64_t kMaxShardMiB = int64_t{1} << 30;  // 1 PiB: anything above is a typo
+  if (args.max_shard_size_mb < 0 || args.max_shard_size_mb > kMaxShardMiB) {
+    throw UserError("--max-shard-size-mb must be 0 (one file) or a size in MiB up to " + std::to_string(kMaxShardMiB) +
+                    ", got " + std::to_string(args.max_shard_size_mb));
   }
   io::HfExportOptions options;
   options.checkpoint = args.checkpoint;
