@@ -55,8 +55,16 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
   if (cache != nullptr && cache->batch_size() != batch) {
     throw UserError(detail::concat("KV cache holds ", cache->batch_size(), " rows but input_ids has ", batch));
   }
-  if (attention_mask.defined() &&
-      (attention_mask.dim() != 2 || attention_mask.size(0) != batch || attention_mask.size(1) != past + length)) {
+  const bool full_mask = attention_mask.defined() && attention_mask.dim() == 4;
+  if (full_mask) {
+    if (attention_mask.scalar_type() != torch::kBool || attention_mask.size(1) != 1 ||
+        (attention_mask.size(0) != batch && attention_mask.size(0) != 1) || attention_mask.size(2) != length ||
+        attention_mask.size(3) != past + length) {
+      throw InputError(detail::concat("model attention_mask given as a full mask must be bool (B, 1, T, T_past + T) = (",
+                                      batch, ", 1, ", length, ", ", past + length, "), got ", shape_of(attention_mask)));
+    }
+  } else if (attention_mask.defined() &&
+             (attention_mask.dim() != 2 || attention_mask.size(0) != batch || attention_mask.size(1) != past + length)) {
     throw InputError(detail::concat("model attention_mask must be (B, T_past + T) = (", batch, ", ", past + length,
                                     "), got ", shape_of(attention_mask)));
   }
@@ -67,16 +75,20 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
                                       shape_of(positions)));
     }
     positions = positions.to(input_ids.device(), torch::kLong);
-  } else if (attention_mask.defined()) {
+  } else if (attention_mask.defined() && !full_mask) {
     positions = position_ids_from_attention_mask(attention_mask.to(input_ids.device())).narrow(1, past, length);
   } else {
     positions = (torch::arange(length, input_ids.options()) + past).unsqueeze(0);  // (1, T)
   }
   LayerInputs inputs;
   std::tie(inputs.cos, inputs.sin) = rotary_.cos_sin(positions, dtype);
-  inputs.mask = build_attention_mask(attention_mask.defined() ? attention_mask.to(input_ids.device()) : attention_mask,
-                                     length, past);
-  if (inputs.mask.defined()) inputs.mask = inputs.mask.to(input_ids.device());
+  if (full_mask) {
+    inputs.mask = attention_mask.to(input_ids.device());
+  } else {
+    inputs.mask = build_attention_mask(attention_mask.defined() ? attention_mask.to(input_ids.device()) : attention_mask,
+                                       length, past);
+    if (inputs.mask.defined()) inputs.mask = inputs.mask.to(input_ids.device());
+  }
   return inputs;
 }
 

@@ -28,9 +28,11 @@ class LlamaModelImpl : public torch::nn::Module {
 
   // input_ids: (B, T) int64 token ids.
   // attention_mask: (B, T_past + T) 1/0 (int64 or bool), or undefined (no padding). Left padding
-  //   is supported; with a cache it covers the cached tokens too.
-  // position_ids: (B, T) int64, or undefined: derived from attention_mask (cumsum, as transformers'
-  //   generate does) or, without a mask, T_past .. T_past + T - 1.
+  //   is supported; with a cache it covers the cached tokens too. Or a ready bool mask
+  //   (B|1, 1, T, T_past + T), true where a query may attend a key (packed samples, see
+  //   data/token_batch.h), used as given; pass position_ids with it.
+  // position_ids: (B, T) int64, or undefined: derived from a (B, T) attention_mask (cumsum, as
+  //   transformers' generate does) or else T_past .. T_past + T - 1.
   // cache: optional; this forward's keys/values are appended to it and it advances by T.
   // Returns hidden states after the final norm: (B, T, C).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},

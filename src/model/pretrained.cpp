@@ -24,7 +24,9 @@ LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at:
   const LlamaConfig config = read_config(dir);
   LlamaForCausalLM model(config);
   model->to(dtype);
-  load_state(*model, io::load_hf_weights(dir), {.source = "model folder " + dir.string()});
+  LoadStateOptions options;
+  options.source = "model folder " + dir.string();
+  load_state(*model, io::load_hf_weights(dir), options);
   model->to(device);
   model->eval();
   return model;
@@ -36,7 +38,8 @@ LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::
   LlamaForScore model(config);
   model->to(dtype);
   const io::TensorMap weights = io::load_hf_weights(dir);
-  LoadStateOptions options{.source = "model folder " + dir.string()};
+  LoadStateOptions options;
+  options.source = "model folder " + dir.string();
   const bool init_score = from_causal_lm && weights.count("score.weight") == 0;
   if (from_causal_lm) {
     options.allow_missing = {"score.weight"};

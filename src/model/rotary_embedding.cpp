@@ -47,7 +47,10 @@ at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
 RotaryEmbedding::RotaryEmbedding(const LlamaConfig& config) : inv_freq_(rope_inverse_frequencies(config)) {}
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& position_ids, at::ScalarType dtype) const {
-  const at::Tensor inv_freq = inv_freq_.to(position_ids.device());
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != position_ids.device()) {
+    inv_freq_on_device_ = inv_freq_.to(position_ids.device());
+  }
+  const at::Tensor& inv_freq = inv_freq_on_device_;
   const at::Tensor freqs = position_ids.unsqueeze(-1).to(at::kFloat) * inv_freq;  // (B, T, D/2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1);                           // (B, T, D)
   return {angles.cos().to(dtype), angles.sin().to(dtype)};

@@ -30,6 +30,7 @@ class RotaryEmbedding {
  private:
   // Kept outside the module's buffers on purpose: `module.to(bf16)` must not round it.
   at::Tensor inv_freq_;  // (head_dim / 2) fp32, CPU
+  mutable at::Tensor inv_freq_on_device_;  // the same on the device last used (no copy per step)
 };
 
 // x: (B, H, T, D), cos/sin: (B, T, D) -> x * cos + rotate_half(x) * sin, same shape as x.

@@ -1,6 +1,9 @@
 // Llama model unit tests that need no files: parameter names, KV-cache decoding against the full
 // forward, left-padding invariance, tied heads, score head, load_state error reporting.
 // Agreement with transformers itself is checked in tests/parity/model_llama_parity_test.cpp.
+// Designated initializers below name only the options a test sets; the rest keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -94,6 +97,24 @@ TEST(ModelLlama, LeftPaddingDoesNotChangeLogits) {
   const torch::Tensor got = model(padded, mask).narrow(1, 4, 6);
   EXPECT_LT((got - expected).abs().max().item<double>(), 1e-5);
   EXPECT_FALSE(model(padded, mask).isnan().any().item<bool>());  // padding queries stay finite
+}
+
+TEST(ModelLlama, FullMaskKeepsPackedSamplesApart) {
+  torch::NoGradGuard no_grad;
+  const LlamaConfig c = tiny_config();
+  LlamaForCausalLM model = tiny_model(c, 9);
+  const torch::Tensor a = torch::randint(1, c.vocab_size, {1, 4}, torch::kLong);
+  const torch::Tensor b = torch::randint(1, c.vocab_size, {1, 3}, torch::kLong);
+  const torch::Tensor packed = torch::cat({a, b}, 1);  // (1, 7): two samples in one row
+  const torch::Tensor segment = torch::tensor({1, 1, 1, 1, 2, 2, 2}, torch::kLong);
+  const torch::Tensor causal = torch::ones({7, 7}, torch::kBool).tril();
+  const torch::Tensor same = segment.unsqueeze(0) == segment.unsqueeze(1);
+  const torch::Tensor mask = (causal & same).view({1, 1, 7, 7});
+  const torch::Tensor positions = torch::tensor({0, 1, 2, 3, 0, 1, 2}, torch::kLong).unsqueeze(0);
+  const torch::Tensor got = model(packed, mask, positions);
+  EXPECT_LT((got.narrow(1, 0, 4) - model(a)).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((got.narrow(1, 4, 3) - model(b)).abs().max().item<double>(), 1e-5);
+  EXPECT_THROW(model(packed, mask.to(torch::kLong), positions), InputError);
 }
 
 TEST(ModelLlama, TiedHeadUsesTheEmbedding) {

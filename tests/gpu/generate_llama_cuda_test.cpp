@@ -1,0 +1,85 @@
+// The Llama model and generation on CUDA against the CPU: fp32 logits, bf16 logits (fused SDPA
+// kernels, the RMSNorm kernel), and greedy generation token for token. Skipped without a GPU.
+// Designated initializers below name only the options a test sets; the rest keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "src/generate/generate.h"
+#include "src/generate/prompt_batch.h"
+#include "src/model/model_state.h"
+
+namespace ferry {
+namespace {
+
+class ModelCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    config_.vocab_size = 211;
+    config_.hidden_size = 64;
+    config_.intermediate_size = 160;
+    config_.num_hidden_layers = 3;
+    config_.num_attention_heads = 4;
+    config_.num_key_value_heads = 2;
+    config_.head_dim = 16;
+    config_.rope_scaling.type = RopeScalingType::llama3;
+    config_.rope_scaling.factor = 8.0;
+    config_.rope_scaling.original_max_position_embeddings = 64;
+    cpu_ = LlamaForCausalLM(config_);
+    init_llama_weights(*cpu_, config_, 0.2, 4);
+    cpu_->eval();
+    gpu_ = LlamaForCausalLM(config_);
+    load_state(*gpu_, state_of(*cpu_));
+    gpu_->to(torch::kCUDA);
+    gpu_->eval();
+    batch_ = left_pad({{5, 17, 33, 2, 99, 100, 7}, {8, 9}, {120, 121, 122, 123}}, 0);
+  }
+
+  LlamaConfig config_;
+  LlamaForCausalLM cpu_{nullptr}, gpu_{nullptr};
+  PromptBatch batch_;
+};
+
+double max_error_on_tokens(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& mask) {
+  return ((a.cpu().to(torch::kFloat) - b.cpu().to(torch::kFloat)).abs() * mask.cpu().unsqueeze(-1)).max().item<double>();
+}
+
+TEST_F(ModelCuda, Fp32LogitsMatchCpu) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = cpu_(batch_.input_ids, batch_.attention_mask);
+  const torch::Tensor got = gpu_(batch_.input_ids.cuda(), batch_.attention_mask.cuda());
+  EXPECT_LE(max_error_on_tokens(got, expected, batch_.attention_mask), 1e-4);  // TF32 is off by default in libtorch
+}
+
+TEST_F(ModelCuda, Bf16LogitsAreCloseToFp32) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = cpu_(batch_.input_ids, batch_.attention_mask);
+  gpu_->to(torch::kBFloat16);
+  const torch::Tensor got = gpu_(batch_.input_ids.cuda(), batch_.attention_mask.cuda());
+  EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
+  EXPECT_FALSE(got.isnan().any().item<bool>());
+  EXPECT_LE(max_error_on_tokens(got, expected, batch_.attention_mask), 0.05 * expected.abs().max().item<double>());
+}
+
+TEST_F(ModelCuda, GreedyGenerationMatchesCpu) {
+  const GenerateOptions options{.max_new_tokens = 16, .pad_token_id = 0};
+  const GenerateResult cpu = generate(*cpu_, batch_.input_ids, batch_.attention_mask, options);
+  const GenerateResult gpu = generate(*gpu_, batch_.input_ids.cuda(), batch_.attention_mask.cuda(), options);
+  EXPECT_TRUE(torch::equal(gpu.tokens.cpu(), cpu.tokens)) << gpu.tokens << cpu.tokens;
+  EXPECT_LE((gpu.logprobs.cpu() - cpu.logprobs).abs().max().item<double>(), 1e-4);
+}
+
+TEST_F(ModelCuda, SeededSamplingMatchesCpu) {
+  const GenerateOptions options{.max_new_tokens = 10, .sampling = {.greedy = false, .temperature = 0.9, .top_k = 50},
+                                .pad_token_id = 0, .seed = 3};
+  const GenerateResult cpu = generate(*cpu_, batch_.input_ids, batch_.attention_mask, options);
+  const GenerateResult gpu = generate(*gpu_, batch_.input_ids.cuda(), batch_.attention_mask.cuda(), options);
+  // Draws happen on the CPU from the same generator, so only near-ties in probability could differ.
+  EXPECT_TRUE(torch::equal(gpu.tokens.cpu(), cpu.tokens)) << gpu.tokens << cpu.tokens;
+}
+
+}  // namespace
+}  // namespace ferry
