@@ -29,8 +29,13 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   std::byte* data = nullptr;
+  bool writable = true;
   if (size > 0) {
     void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (mapped == MAP_FAILED && errno == ENOMEM) {
+      writable = false;
+      mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
     if (mapped == MAP_FAILED) {
       const std::string why = std::strerror(errno);
       ::close(fd);
@@ -39,7 +44,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
     data = static_cast<std::byte*>(mapped);
   }
   ::close(fd);  // the mapping keeps the file open
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size, writable));
 }
 
 MappedFile::~MappedFile() {

@@ -215,7 +215,7 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   std::byte* bytes = mapping_->data() + data_offset_ + entry.begin;
   const auto options = at::TensorOptions().dtype(entry.dtype).device(at::kCPU);
   if (entry.nbytes() == 0) return at::empty(entry.shape, options);
-  if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(entry.dtype) != 0) return load(name);
+  if (!mapping_->writable() || reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(entry.dtype) != 0) return load(name);
   auto keep_alive = mapping_;
   return at::from_blob(bytes, entry.shape, [keep_alive](void*) {}, options);
 }

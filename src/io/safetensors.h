@@ -53,7 +53,8 @@ class SafetensorsFile {
 
   // A CPU tensor over the mapped bytes (no copy) that keeps the mapping alive. Writes to it are
   // private copy-on-write pages, never written back. A tensor whose bytes are not aligned to its
-  // element size (possible in files from other writers) is returned as an owned copy instead.
+  // element size (possible in files from other writers), or any tensor of a file that could only
+  // be mapped read-only (see MappedFile), is returned as an owned copy instead.
   at::Tensor tensor(const std::string& name) const;
   // An owned CPU tensor (a copy of the bytes), independent of the file.
   at::Tensor load(const std::string& name) const;
