@@ -1,4 +1,4 @@
-// Persistent workers woken per call through a generation counter (spin, then a condition
+// Persistent workers that join each call's job if they are awake for it (spin, then a condition
 // variable); ranges are handed out through an atomic cursor so faster threads take more.
 #include "kernels/cpu/thread_pool.h"
 
@@ -15,11 +15,17 @@ thread_local bool inside_pool = false;
 
 // Ranges per thread: enough that a thread sharing its core with other work hands its share to
 // the others, few enough that each range stays long (hundreds of KB) and calls stay cheap.
-constexpr int64_t kRangesPerThread = 4;
+constexpr int64_t kRangesPerThread = 16;
 
 // Spin this many times on a changing atomic before sleeping: back-to-back calls (one per chunk)
 // then skip the futex round trip, while an idle pool costs no CPU.
 constexpr int kSpinsBeforeSleep = 4000;
+
+constexpr uint64_t kOpenBit = uint64_t(1) << 32;
+constexpr uint64_t kJoinedMask = kOpenBit - 1;
+constexpr int kGenerationShift = 33;
+
+inline uint64_t generation_of(uint64_t state) { return state >> kGenerationShift; }
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -36,10 +42,9 @@ ThreadPool::ThreadPool(int num_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  stopping_.store(true);
   {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
-    generation_.fetch_add(1);
+    stopping_.store(true);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
@@ -63,24 +68,26 @@ void ThreadPool::run(int64_t n, int64_t grain, void* fn, RangeFn call) {
   job_ranges_ = (n + range - 1) / range;
   next_range_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
-  workers_busy_.store(int(workers_.size()), std::memory_order_relaxed);
+  const uint64_t generation = (generation_of(state_.load(std::memory_order_relaxed)) + 1) & 0x7fffffffu;
   {
-    // Under the mutex, so a worker between its check and its sleep cannot miss the change.
-    std::lock_guard<std::mutex> lock(sleep_mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+    // Under the mutex, so a worker between its check and its sleep cannot miss the new job.
+    std::lock_guard<std::mutex> sleep_lock(sleep_mutex_);
+    state_.store((generation << kGenerationShift) | kOpenBit, std::memory_order_release);
   }
   wake_.notify_all();
 
   work_on_current_job();
 
-  // Wait for every worker to leave the job, so none touches job_* after we return.
-  for (int spin = 0; workers_busy_.load(std::memory_order_acquire) != 0; ++spin) {
+  // Every range is claimed: close the job, then wait for the workers that joined it to finish.
+  uint64_t state = state_.fetch_and(~kOpenBit, std::memory_order_acq_rel) & ~kOpenBit;
+  for (int spin = 0; (state & kJoinedMask) != 0; ++spin) {
     if (spin < kSpinsBeforeSleep) {
       cpu_relax();
     } else {
-      std::unique_lock<std::mutex> lock(sleep_mutex_);
-      done_.wait(lock, [this] { return workers_busy_.load(std::memory_order_acquire) == 0; });
+      std::unique_lock<std::mutex> sleep_lock(sleep_mutex_);
+      done_.wait(sleep_lock, [this] { return (state_.load(std::memory_order_acquire) & kJoinedMask) == 0; });
     }
+    state = state_.load(std::memory_order_acquire);
   }
   if (error_) std::rethrow_exception(error_);
 }
@@ -103,21 +110,35 @@ void ThreadPool::work_on_current_job() {
 }
 
 void ThreadPool::worker_loop() {
-  // Not generation_.load(): a job published before this thread got here must still be seen as new.
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // generations start at 1
   for (;;) {
-    for (int spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
+    // Wait for a generation this worker has not seen (or for the pool to stop).
+    uint64_t state = state_.load(std::memory_order_acquire);
+    for (int spin = 0; generation_of(state) == seen && !stopping_.load(std::memory_order_relaxed); ++spin) {
       if (spin < kSpinsBeforeSleep) {
         cpu_relax();
       } else {
         std::unique_lock<std::mutex> lock(sleep_mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        wake_.wait(lock, [&] {
+          return stopping_.load() || generation_of(state_.load(std::memory_order_acquire)) != seen;
+        });
+      }
+      state = state_.load(std::memory_order_acquire);
+    }
+    if (stopping_.load()) return;
+    seen = generation_of(state);
+    // Join if the job is still open; a closed one was finished without us.
+    bool joined = false;
+    while ((state & kOpenBit) && generation_of(state) == seen) {
+      if (state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        joined = true;
+        break;
       }
     }
-    seen = generation_.load(std::memory_order_acquire);
-    if (stopping_.load()) return;
+    if (!joined) continue;
     work_on_current_job();
-    if (workers_busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const uint64_t before = state_.fetch_sub(1, std::memory_order_acq_rel);
+    if ((before & kJoinedMask) == 1 && !(before & kOpenBit)) {
       std::lock_guard<std::mutex> lock(sleep_mutex_);  // pairs with the caller's check-then-sleep
       done_.notify_one();
     }

@@ -47,20 +47,25 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex callers_;  // one parallel_for at a time; others wait here
 
-  // The current job, published by bumping generation_. Workers spin on it briefly, then sleep on
-  // wake_ (a condition variable, not atomic::wait: GCC 12's atomic wait can miss wake-ups).
+  // The current job. Its fields are written before state_ publishes it and stay unchanged until
+  // every worker that joined it has left, so a joined worker reads them without locks.
   void* job_fn_ = nullptr;
   RangeFn job_call_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_range_ = 0;
   int64_t job_ranges_ = 0;
   std::atomic<int64_t> next_range_{0};
-  std::atomic<int> workers_busy_{0};  // workers that have not yet finished the current job
-  std::atomic<uint64_t> generation_{0};
+  // [generation: 31 bits][open: 1 bit][joined workers: 32 bits]. A worker joins only an open job
+  // of a generation it has not seen; the caller closes the job once every range is claimed and
+  // then waits only for the workers that joined, so a worker descheduled by other load on the
+  // machine never delays a call (the caller runs its share instead).
+  std::atomic<uint64_t> state_{0};
   std::atomic<bool> stopping_{false};
+  // Workers spin on state_ briefly, then sleep on wake_ (a condition variable rather than
+  // atomic::wait, whose GCC 12 implementation can miss wake-ups).
   std::mutex sleep_mutex_;
   std::condition_variable wake_;  // workers: a new job (or stop)
-  std::condition_variable done_;  // caller: the last worker left the job
+  std::condition_variable done_;  // caller: the last joined worker left a closed job
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };

@@ -1,0 +1,306 @@
+// CpuAdamW throughput: Ferry's SIMD AdamW against torch::optim::AdamW (C++ frontend) on the same
+// CPU tensors, and against the machine's memory bandwidth (a STREAM-style triad measured in the
+// same run). An fp32 AdamW step moves 28 bytes per parameter (reads master, m, v, grad: 16;
+// writes master, m, v: 12), so bandwidth / 28 is the most parameters per second any
+// implementation can update. Also times at::_fused_adamw_ (torch.optim.AdamW(fused=True)'s CPU
+// kernel) alternately with Ferry. scripts/bench-adamw.sh runs this next to the Python optimizers.
+//
+//   cpu_adamw_bench [--sizes 50,100,200] [--threads N] [--reps N] [--torch-steps N] [--no-torch]
+//
+// Prints one "RESULT <what> <millions of params> <params per second>" line per figure, plus
+// human-readable lines; every figure is the best of --reps runs (the machine may be shared).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace {
+
+using namespace ferry::kernels;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kAdamWBytesPerParam = 28;  // fp32: read p, m, v, g; write p, m, v
+constexpr double kTriadBytesPerElement = 24;  // STREAM's count: read b, c; write a
+
+struct Options {
+  std::vector<int64_t> sizes_m = {50, 100, 200};
+  int threads = 0;
+  int reps = 5;
+  int torch_steps = 2;
+  bool torch = true;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (a == "--sizes") {
+      o.sizes_m.clear();
+      std::string list = next();
+      for (size_t pos = 0; pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        o.sizes_m.push_back(std::stoll(list.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else if (a == "--threads") {
+      o.threads = std::stoi(next());
+    } else if (a == "--reps") {
+      o.reps = std::max(1, std::stoi(next()));
+    } else if (a == "--torch-steps") {
+      o.torch_steps = std::max(1, std::stoi(next()));
+    } else if (a == "--no-torch") {
+      o.torch = false;
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// 64-byte aligned, uninitialised; first touched by the pool so pages spread over the threads.
+template <class T>
+struct Buffer {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data;
+  explicit Buffer(int64_t n)
+      : data(static_cast<T*>(std::aligned_alloc(64, ((size_t(n) * sizeof(T) + 63) / 64) * 64))) {
+    if (!data) {
+      std::fprintf(stderr, "out of memory allocating %lld elements\n", (long long)n);
+      std::exit(1);
+    }
+  }
+  T* get() const { return data.get(); }
+};
+
+// Cheap deterministic values in [-1, 1): filling 200M elements with torch::randn would take longer
+// than the benchmark.
+inline float hash_to_unit(uint64_t i) {
+  i ^= i >> 33;
+  i *= 0xff51afd7ed558ccdULL;
+  i ^= i >> 33;
+  return float(int32_t(uint32_t(i))) * 0x1p-31f;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+template <class Fn>
+double best_seconds(int reps, Fn&& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
+void result(const char* what, int64_t size_m, double per_second, const char* note = "") {
+  std::printf("RESULT %s %lld %.6g\n", what, (long long)size_m, per_second);
+  std::printf("  %-28s %4lldM params: %8.1f M params/s %s\n", what, (long long)size_m, per_second / 1e6, note);
+  std::fflush(stdout);
+}
+
+// --- STREAM-style triad a[i] = b[i] + s*c[i] ------------------------------------------------------
+
+void triad_plain(float* a, const float* b, const float* c, float s, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
+}
+
+#if defined(__x86_64__)
+// Non-temporal stores skip reading a's lines before writing them, as STREAM's best builds do;
+// ranges start at multiples of 4096 elements of 64-byte aligned buffers.
+__attribute__((target("avx512f"))) void triad_streaming_avx512(float* a, const float* b, const float* c,
+                                                                float s, int64_t begin, int64_t end) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    _mm512_stream_ps(a + i, _mm512_fmadd_ps(vs, _mm512_load_ps(c + i), _mm512_load_ps(b + i)));
+  }
+  for (; i < end; ++i) a[i] = b[i] + s * c[i];
+}
+#endif
+
+// Returns the better of the plain and streaming triads, in bytes per second (STREAM's count).
+double measure_triad_bandwidth(ThreadPool& pool, int64_t n, int reps) {
+  Buffer<float> a(n), b(n), c(n);
+  pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      a.get()[i] = 0;
+      b.get()[i] = 1;
+      c.get()[i] = 2;
+    }
+  });
+  const double plain = best_seconds(reps, [&] {
+    pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) { triad_plain(a.get(), b.get(), c.get(), 3.0f, begin, end); });
+  });
+  double best = plain;
+  std::printf("  triad (plain stores)        %8.2f GB/s\n", kTriadBytesPerElement * n / plain / 1e9);
+#if defined(__x86_64__)
+  if (cpu_supports(SimdLevel::avx512)) {
+    const double streaming = best_seconds(reps, [&] {
+      pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+        triad_streaming_avx512(a.get(), b.get(), c.get(), 3.0f, begin, end);
+      });
+      _mm_sfence();
+    });
+    std::printf("  triad (streaming stores)    %8.2f GB/s\n", kTriadBytesPerElement * n / streaming / 1e9);
+    best = std::min(best, streaming);
+  }
+#endif
+  return kTriadBytesPerElement * n / best;
+}
+
+// --- per-call cost --------------------------------------------------------------------------------
+
+void measure_call_overhead(ThreadPool& pool) {
+  constexpr int kCalls = 20000;
+  const auto t = Clock::now();
+  std::atomic<int64_t> sink{0};
+  for (int i = 0; i < kCalls; ++i) {
+    pool.parallel_for(1 << 20, 4096, [&](int64_t begin, int64_t end) { sink.fetch_add(end - begin, std::memory_order_relaxed); });
+  }
+  std::printf("  parallel_for, trivial body: %8.2f us per call (%d threads)\n", seconds_since(t) / kCalls * 1e6,
+              pool.num_threads());
+}
+
+// The engine updates chunk by chunk: the same 100M parameters as one call and as 4M-param chunks.
+void measure_chunked(ThreadPool& pool, int reps) {
+  const int64_t n = 100'000'000, chunk = 4'000'000;
+  Buffer<float> p(n), m(n), v(n), g(n);
+  pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      p.get()[i] = hash_to_unit(uint64_t(i));
+      g.get()[i] = hash_to_unit(uint64_t(i) + n);
+      m.get()[i] = v.get()[i] = 0;
+    }
+  });
+  AdamWParams params;
+  const double whole = best_seconds(reps, [&] {
+    adamw_update(params, p.get(), m.get(), v.get(), g.get(), GradType::f32, 1.0f, nullptr, WeightOutType::none, n, &pool);
+  });
+  const double chunked = best_seconds(reps, [&] {
+    for (int64_t at = 0; at < n; at += chunk) {
+      adamw_update(params, p.get() + at, m.get() + at, v.get() + at, g.get() + at, GradType::f32, 1.0f, nullptr,
+                   WeightOutType::none, std::min(chunk, n - at), &pool);
+    }
+  });
+  std::printf("  100M params as one call:    %8.1f M params/s\n", n / whole / 1e6);
+  std::printf("  100M params as 4M chunks:   %8.1f M params/s (%+.1f us per call)\n", n / chunked / 1e6,
+              (chunked - whole) / double(n / chunk) * 1e6);
+}
+
+// --- AdamW at one size ------------------------------------------------------------------------------
+
+void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad_bound) {
+  const int64_t n = size_m * 1'000'000;
+  Buffer<float> p(n), m(n), v(n), g(n);
+  Buffer<uint16_t> g16(n), out16(n);
+  pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      p.get()[i] = hash_to_unit(uint64_t(i));
+      g.get()[i] = hash_to_unit(uint64_t(i) + uint64_t(n));
+      g16.get()[i] = uint16_t(std::bit_cast<uint32_t>(g.get()[i]) >> 16);
+      m.get()[i] = v.get()[i] = 0;
+      out16.get()[i] = 0;
+    }
+  });
+  AdamWParams params;
+  int64_t step = 0;
+  auto ferry_step = [&](GradType gt, WeightOutType ot) {
+    params.step = ++step;
+    const void* grad = gt == GradType::f32 ? static_cast<const void*>(g.get()) : g16.get();
+    adamw_update(params, p.get(), m.get(), v.get(), grad, gt, 1.0f, ot == WeightOutType::none ? nullptr : out16.get(), ot,
+                 n, &pool);
+  };
+  ferry_step(GradType::f32, WeightOutType::none);  // warm-up
+  // ATen's fused AdamW (what torch.optim.AdamW(fused=True) runs) on copies of the same state,
+  // timed alternately with Ferry's so both see the same load on a shared machine.
+  torch::Tensor fused_p, fused_g, fused_m, fused_v, fused_step;
+  if (o.torch) {
+    fused_p = torch::from_blob(p.get(), {n}, torch::kFloat32).clone();
+    fused_g = torch::from_blob(g.get(), {n}, torch::kFloat32).clone();
+    fused_m = torch::zeros({n});
+    fused_v = torch::zeros({n});
+    fused_step = torch::zeros({}, torch::kFloat32);
+  }
+  auto fused_once = [&] {
+    fused_step.add_(1);
+    at::_fused_adamw_({fused_p}, {fused_g}, {fused_m}, {fused_v}, {}, {fused_step}, params.lr, params.beta1,
+                      params.beta2, params.weight_decay, params.eps, false, false);
+  };
+  double f32 = 1e30, fused = 1e30;
+  if (o.torch) fused_once();  // warm-up
+  for (int r = 0; r < o.reps; ++r) {
+    f32 = std::min(f32, best_seconds(1, [&] { ferry_step(GradType::f32, WeightOutType::none); }));
+    if (o.torch) fused = std::min(fused, best_seconds(1, fused_once));
+  }
+  char note[128];
+  std::snprintf(note, sizeof note, "(%.0f%% of the triad bound, %.2f GB/s)", 100 * (n / f32) / triad_bound,
+                kAdamWBytesPerParam * n / f32 / 1e9);
+  result("ferry_f32", size_m, n / f32, note);
+  const double bf16 = best_seconds(o.reps, [&] { ferry_step(GradType::bf16, WeightOutType::bf16); });
+  result("ferry_bf16grad_bf16out", size_m, n / bf16);
+  if (o.torch) {
+    result("aten_fused_adamw", size_m, n / fused, "(same kernel as torch.optim.AdamW(fused=True))");
+    fused_p = fused_g = fused_m = fused_v = torch::Tensor();
+  }
+
+  if (!o.torch) return;
+  // torch::optim::AdamW on the same buffers (its m and v are its own, allocated at the first step).
+  torch::NoGradGuard no_grad;
+  torch::Tensor param = torch::from_blob(p.get(), {n}, torch::kFloat32);
+  param.mutable_grad() = torch::from_blob(g.get(), {n}, torch::kFloat32);
+  torch::optim::AdamW adamw({param}, torch::optim::AdamWOptions(1e-3).weight_decay(1e-2));
+  adamw.step();  // warm-up, creates the state
+  const double t = best_seconds(o.torch_steps, [&] { adamw.step(); });
+  param.mutable_grad() = torch::Tensor();
+  result("torch_cpp_adamw", size_m, n / t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  ThreadPool pool(o.threads);
+  at::set_num_threads(pool.num_threads());
+  std::printf("cpu_adamw_bench: %d threads, SIMD path %s, libtorch %s with %d threads\n", pool.num_threads(),
+              simd_level().c_str(), TORCH_VERSION, at::get_num_threads());
+
+  // 3 x 400 MB: far beyond any cache.
+  const double triad = measure_triad_bandwidth(pool, 100'000'000, o.reps);
+  const double bound = triad / kAdamWBytesPerParam;
+  std::printf("  AdamW bound = triad / %.0f B = %.1f M params/s\n", kAdamWBytesPerParam, bound / 1e6);
+  std::printf("RESULT triad_bytes_per_s 0 %.6g\n", triad);
+  std::printf("RESULT adamw_bound 0 %.6g\n", bound);
+  measure_call_overhead(pool);
+  measure_chunked(pool, o.reps);
+  for (int64_t size_m : o.sizes_m) bench_size(pool, size_m, o, bound);
+  return 0;
+}
