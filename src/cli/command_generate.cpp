@@ -1,10 +1,31 @@
 // `ferry generate`: text from a model folder, one prompt or a jsonl of prompts.
+//
+//   ferry generate --model DIR --prompt "What is 2 + 3?" --chat --greedy
+//   ferry generate --model DIR --prompts prompts.jsonl --output out.jsonl --temperature 0.7 --top-p 0.9
+//
+// The folder holds config.json, the safetensors weights and tokenizer.model. Prompt lines are
+// {"messages": [...]} (always rendered with the chat template) or {"prompt": "text"} (wrapped in
+// the template with --chat). Generation stops at EOS, the template's single-token stop strings,
+// or --max-new-tokens. Runs on the GPU (bf16) when one is visible, else on the CPU (fp32).
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iostream>
 #include <memory>
+#include <optional>
 
 #include "src/cli/commands.h"
 #include "src/core/error.h"
+#include "src/data/conversation_json.h"
+#include "src/data/jsonl_reader.h"
+#include "src/generate/generate.h"
+#include "src/generate/prompt_batch.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
 
 namespace ferry::cli {
 namespace {
@@ -15,13 +36,129 @@ struct GenerateArgs {
   std::string prompts_file;
   std::string output_file;
   bool chat = false;
+  std::string chat_template = "demo";
   int64_t max_new_tokens = 128;
   bool greedy = false;
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
   int64_t seed = 0;
+  int64_t batch_size = 8;
 };
+
+// One prompt as read from the command line or a jsonl line, and its token ids.
+struct PromptItem {
+  nlohmann::json source;  // the jsonl object (echoed into the output) or {"prompt": text}
+  std::vector<int64_t> ids;
+};
+
+std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer& tokenizer,
+                                        const ChatTemplate* chat_template) {
+  if (chat_template != nullptr) return chat_template->render_prompt({{ChatRole::user, text}}, tokenizer);
+  std::vector<int64_t> ids;
+  if (tokenizer.bos_id() >= 0) ids.push_back(tokenizer.bos_id());
+  const std::vector<int64_t> body = tokenizer.encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+std::vector<PromptItem> read_prompts(const GenerateArgs& args, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+  std::vector<PromptItem> items;
+  if (!args.prompts_file.empty()) {
+    read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
+      PromptItem item{object, {}};
+      if (object.contains("messages")) {
+        const Conversation conversation = conversation_from_json(object, "messages");
+        check_conversation(conversation, ConversationEnd::user);
+        item.ids = chat_template.render_prompt(conversation, tokenizer);
+      } else if (object.contains("prompt") && object["prompt"].is_string()) {
+        item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat ? &chat_template : nullptr);
+      } else {
+        throw InputError("expected {\"messages\": [...]} or {\"prompt\": \"text\"}");
+      }
+      if (item.ids.empty()) throw InputError("the prompt has no tokens");
+      items.push_back(std::move(item));
+    });
+    if (items.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
+  } else {
+    items.push_back({nlohmann::json{{"prompt", args.prompt}},
+                     encode_text_prompt(args.prompt, tokenizer, args.chat ? &chat_template : nullptr)});
+    if (items.back().ids.empty()) throw InputError("--prompt is empty");
+  }
+  return items;
+}
+
+void run_generate(const GenerateArgs& args) {
+  if (args.prompt.empty() && args.prompts_file.empty()) throw UserError("give --prompt TEXT or --prompts FILE.jsonl");
+  if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  if (!args.output_file.empty() && args.prompts_file.empty()) throw UserError("--output goes with --prompts");
+  const bool cuda = torch::cuda::is_available();
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  LlamaForCausalLM model = causal_lm_from_pretrained(args.model, cuda ? torch::kBFloat16 : torch::kFloat, device);
+  const Tokenizer tokenizer(args.model);
+  if (tokenizer.vocab_size() > model->config().vocab_size) {
+    throw InputError(detail::concat(tokenizer.path(), " has ", tokenizer.vocab_size(), " tokens but the model in ",
+                                    args.model, " only ", model->config().vocab_size, "; use the model's own tokenizer"));
+  }
+  const ChatTemplate chat_template = load_chat_template(args.chat_template);
+  const std::vector<PromptItem> items = read_prompts(args, tokenizer, chat_template);
+
+  GenerateOptions options;
+  options.max_new_tokens = args.max_new_tokens;
+  options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
+  options.eos_token_ids = model->config().eos_token_ids;
+  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
+  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
+  options.pad_token_id = model->config().pad_token_id >= 0 ? model->config().pad_token_id : tokenizer.pad_id();
+  at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
+  options.generator = &generator;  // one stream across batches: batches never repeat each other's draws
+  std::vector<int64_t> stops = options.eos_token_ids;
+  stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+
+  std::optional<std::ofstream> file;
+  if (!args.output_file.empty()) {
+    file.emplace(args.output_file);
+    if (!*file) throw UserError("cannot write " + args.output_file);
+  }
+  const int64_t pad_for_batch = options.pad_token_id >= 0 ? options.pad_token_id : 0;
+  for (size_t begin = 0; begin < items.size(); begin += static_cast<size_t>(args.batch_size)) {
+    const size_t end = std::min(items.size(), begin + static_cast<size_t>(args.batch_size));
+    std::vector<std::vector<int64_t>> prompts;
+    for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
+    const PromptBatch batch = left_pad(prompts, pad_for_batch);
+    const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
+    const torch::Tensor tokens = result.tokens.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length).cpu();
+    const torch::Tensor mask = result.attention_mask.narrow(1, result.prompt_length, tokens.size(1)).cpu();
+    for (size_t i = begin; i < end; ++i) {
+      const auto row = static_cast<int64_t>(i - begin);
+      std::vector<int64_t> ids;
+      bool stopped = false;
+      for (int64_t t = 0; t < tokens.size(1) && mask[row][t].item<int64_t>() == 1; ++t) {
+        const int64_t id = tokens[row][t].item<int64_t>();
+        if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
+          stopped = true;
+          break;
+        }
+        ids.push_back(id);
+      }
+      const std::string text = tokenizer.decode(ids);
+      if (args.prompts_file.empty()) {
+        std::cout << text << std::endl;
+        continue;
+      }
+      nlohmann::json line = items[i].source;
+      line["completion"] = text;
+      line["completion_tokens"] = ids.size();
+      line["stopped"] = stopped;
+      (file ? *file : std::cout) << line.dump() << "\n";
+    }
+  }
+  if (file) {
+    file->close();
+    if (!*file) throw UserError("writing " + args.output_file + " failed");
+    std::cerr << "wrote " << items.size() << " completions to " << args.output_file << "\n";
+  }
+}
 
 }  // namespace
 
@@ -34,15 +171,15 @@ void add_generate_command(CLI::App& app) {
   prompt->excludes(prompts);
   command->add_option("--output", args->output_file, "jsonl to write results to (with --prompts)");
   command->add_flag("--chat", args->chat, "wrap the prompt in the model's chat template");
+  command->add_option("--chat-template", args->chat_template, "chat template: demo, llama2, chatml or a .yaml file");
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");
   command->add_flag("--greedy", args->greedy, "greedy decoding");
   command->add_option("--temperature", args->temperature, "sampling temperature");
   command->add_option("--top-p", args->top_p, "nucleus sampling mass");
   command->add_option("--top-k", args->top_k, "top-k sampling (0: off)");
   command->add_option("--seed", args->seed, "sampling seed");
-  command->callback([] {
-    throw NotImplementedError("`ferry generate` is not implemented yet in this build; see the status table in README.md");
-  });
+  command->add_option("--batch-size", args->batch_size, "prompts generated together (with --prompts)");
+  command->callback([args] { run_generate(*args); });
 }
 
 }  // namespace ferry::cli
