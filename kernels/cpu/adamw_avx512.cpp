@@ -1,5 +1,5 @@
 // AdamW step, AVX-512 path: 16 parameters per iteration, the tail through masked loads and
-// stores (so it runs the same instructions). Compiled with a function-level target attribute, so
+// stores (the same arithmetic instructions). Compiled with a function-level target attribute, so
 // the library needs no special flags and still runs on CPUs without AVX-512 (never called there).
 #include "kernels/cpu/adamw_internal.h"
 
@@ -19,12 +19,39 @@ FERRY_AVX512 inline __m512 rounded(__m512 x) {
   return x;
 }
 
-template <GradType kGrad>
+// Loads and stores either whole vectors or, for the tail, the lanes in `mask` (masked memory
+// operations cost extra on some CPUs, so the main loop does without).
+template <bool kMasked>
+FERRY_AVX512 inline __m512 load(const float* p, __mmask16 mask) {
+  if constexpr (kMasked) return _mm512_maskz_loadu_ps(mask, p);
+  return _mm512_loadu_ps(p);
+}
+
+template <bool kMasked>
+FERRY_AVX512 inline void store(float* p, __m512 x, __mmask16 mask) {
+  if constexpr (kMasked) {
+    _mm512_mask_storeu_ps(p, mask, x);
+  } else {
+    _mm512_storeu_ps(p, x);
+  }
+}
+
+template <bool kMasked>
+FERRY_AVX512 inline void store16(uint16_t* p, __m256i x, __mmask16 mask) {
+  if constexpr (kMasked) {
+    _mm256_mask_storeu_epi16(p, mask, x);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), x);
+  }
+}
+
+template <GradType kGrad, bool kMasked>
 FERRY_AVX512 inline __m512 load_grad(const void* grad, int64_t i, __mmask16 mask) {
   if constexpr (kGrad == GradType::f32) {
-    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(grad) + i);
+    return load<kMasked>(static_cast<const float*>(grad) + i, mask);
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(grad) + i);
+    const uint16_t* p = static_cast<const uint16_t*>(grad) + i;
+    const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(mask, p) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (kGrad == GradType::bf16) {
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     } else {
@@ -44,38 +71,52 @@ FERRY_AVX512 inline __m256i to_bf16(__m512 x) {
   return _mm512_cvtepi32_epi16(r);
 }
 
+// The coefficients, broadcast once per call.
+struct Vectors {
+  __m512 grad_scale, decay_factor, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
+      neg_step_size;
+};
+
+// Updates the 16 (or, masked, fewer) parameters at i.
+template <GradType kGrad, WeightOutType kOut, bool kMasked>
+FERRY_AVX512 inline void update_vector(const Coefficients& c, const Vectors& k, float* master, float* exp_avg,
+                                       float* exp_avg_sq, const void* grad, void* weight_out, int64_t i,
+                                       __mmask16 mask) {
+  __m512 g = load_grad<kGrad, kMasked>(grad, i, mask);
+  if (c.scale) g = rounded(_mm512_mul_ps(g, k.grad_scale));
+  __m512 p = load<kMasked>(master + i, mask);
+  if (c.decay) p = rounded(_mm512_mul_ps(p, k.decay_factor));
+  __m512 m = load<kMasked>(exp_avg + i, mask);
+  m = _mm512_fmadd_ps(k.one_minus_beta1, _mm512_sub_ps(g, m), m);
+  __m512 v = load<kMasked>(exp_avg_sq + i, mask);
+  v = _mm512_fmadd_ps(rounded(_mm512_mul_ps(k.one_minus_beta2, g)), g, rounded(_mm512_mul_ps(v, k.beta2)));
+  const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k.bias_correction2_sqrt), k.eps);
+  p = _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(k.neg_step_size, m), denom));
+  store<kMasked>(master + i, p, mask);
+  store<kMasked>(exp_avg + i, m, mask);
+  store<kMasked>(exp_avg_sq + i, v, mask);
+  if constexpr (kOut == WeightOutType::bf16) {
+    store16<kMasked>(static_cast<uint16_t*>(weight_out) + i, to_bf16(p), mask);
+  } else if constexpr (kOut == WeightOutType::f16) {
+    store16<kMasked>(static_cast<uint16_t*>(weight_out) + i,
+                     _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), mask);
+  }
+}
+
 template <GradType kGrad, WeightOutType kOut>
 FERRY_AVX512 void update(const Coefficients& c, float* master, float* exp_avg, float* exp_avg_sq,
                          const void* grad, void* weight_out, int64_t n) {
-  const __m512 grad_scale = _mm512_set1_ps(c.grad_scale);
-  const __m512 decay_factor = _mm512_set1_ps(c.decay_factor);
-  const __m512 one_minus_beta1 = _mm512_set1_ps(c.one_minus_beta1);
-  const __m512 beta2 = _mm512_set1_ps(c.beta2);
-  const __m512 one_minus_beta2 = _mm512_set1_ps(c.one_minus_beta2);
-  const __m512 bias_correction2_sqrt = _mm512_set1_ps(c.bias_correction2_sqrt);
-  const __m512 eps = _mm512_set1_ps(c.eps);
-  const __m512 neg_step_size = _mm512_set1_ps(c.neg_step_size);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    __m512 g = load_grad<kGrad>(grad, i, mask);
-    if (c.scale) g = rounded(_mm512_mul_ps(g, grad_scale));
-    __m512 p = _mm512_maskz_loadu_ps(mask, master + i);
-    if (c.decay) p = rounded(_mm512_mul_ps(p, decay_factor));
-    __m512 m = _mm512_maskz_loadu_ps(mask, exp_avg + i);
-    m = _mm512_fmadd_ps(one_minus_beta1, _mm512_sub_ps(g, m), m);
-    __m512 v = _mm512_maskz_loadu_ps(mask, exp_avg_sq + i);
-    v = _mm512_fmadd_ps(rounded(_mm512_mul_ps(one_minus_beta2, g)), g, rounded(_mm512_mul_ps(v, beta2)));
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), bias_correction2_sqrt), eps);
-    p = _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(neg_step_size, m), denom));
-    _mm512_mask_storeu_ps(master + i, mask, p);
-    _mm512_mask_storeu_ps(exp_avg + i, mask, m);
-    _mm512_mask_storeu_ps(exp_avg_sq + i, mask, v);
-    if constexpr (kOut == WeightOutType::bf16) {
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(weight_out) + i, mask, to_bf16(p));
-    } else if constexpr (kOut == WeightOutType::f16) {
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(weight_out) + i, mask,
-                               _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
+  const Vectors k{_mm512_set1_ps(c.grad_scale),      _mm512_set1_ps(c.decay_factor),
+                  _mm512_set1_ps(c.one_minus_beta1), _mm512_set1_ps(c.beta2),
+                  _mm512_set1_ps(c.one_minus_beta2), _mm512_set1_ps(c.bias_correction2_sqrt),
+                  _mm512_set1_ps(c.eps),             _mm512_set1_ps(c.neg_step_size)};
+  const int64_t vector_end = n - n % 16;
+  for (int64_t i = 0; i < vector_end; i += 16) {
+    update_vector<kGrad, kOut, false>(c, k, master, exp_avg, exp_avg_sq, grad, weight_out, i, 0xffff);
+  }
+  if (vector_end < n) {
+    const __mmask16 mask = __mmask16((1u << (n - vector_end)) - 1);
+    update_vector<kGrad, kOut, true>(c, k, master, exp_avg, exp_avg_sq, grad, weight_out, vector_end, mask);
   }
 }
 
