@@ -1,19 +1,218 @@
-// `ferry plan --config F [--gpu-memory 8GiB]`: the offload engine's memory plan for a run.
+// `ferry plan --config F [--gpu-memory 8GiB]`: the offload engine's memory plan for a run — the
+// model, the chosen placement (policy, kept/paged blocks, checkpointing, micro-batch), bytes per
+// tier by category, the estimated step time and the rates assumed. Exit 2 with the explanation
+// (smallest footprint, what would make it fit) when the budget cannot work. The arithmetic is
+// offload/planner.h; this file resolves inputs and prints.
 #include <CLI/CLI.hpp>
+#include <torch/cuda.h>
+#ifdef FERRY_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <memory>
+#include <optional>
+#include <sstream>
 
+#include "offload/planner.h"
 #include "src/cli/commands.h"
 #include "src/cli/config_args.h"
+#include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/io/hf_config.h"
 
 namespace ferry::cli {
 namespace {
 
+// With no budget configured and no GPU whose size we can read, plan for a common laptop GPU.
+constexpr uint64_t kDefaultBudgetWithoutGpu = 8ull << 30;
+
 struct PlanArgs {
   ConfigArgs config;
   std::string gpu_memory;
+  std::string device_overhead;
+  double device_tflops = 0;
+  double cpu_adam_rate = 0;  // G params/s
 };
+
+std::filesystem::path model_config_path(const Config& config) {
+  if (!config.model.path.empty()) return std::filesystem::path(config.model.path) / "config.json";
+  if (!config.model.config.empty()) return config.model.config;
+  throw ConfigError("the plan needs the model's shape: set model.path (a Hugging Face folder) or model.config (a config.json)");
+}
+
+uint64_t parse_size_flag(const std::string& text, const char* flag) {
+  const auto bytes = parse_byte_size(text);
+  if (!bytes) throw UserError(std::string(flag) + " '" + text + "' is not a memory size; write e.g. 8GiB or 512MiB");
+  return *bytes;
+}
+
+struct Budget {
+  uint64_t bytes = 0;
+  std::string source;
+};
+
+Budget resolve_budget(const PlanArgs& args, const Config& config) {
+  if (!args.gpu_memory.empty()) {
+    const uint64_t bytes = parse_size_flag(args.gpu_memory, "--gpu-memory");
+    if (bytes == 0) throw UserError("--gpu-memory must be positive, e.g. 8GiB");
+    return {bytes, "--gpu-memory"};
+  }
+  if (config.offload.gpu_memory.bytes > 0) return {config.offload.gpu_memory.bytes, "offload.gpu_memory"};
+  if (torch::cuda::is_available()) {
+#ifdef FERRY_WITH_CUDA
+    const uint64_t total = at::cuda::getDeviceProperties(0)->totalGlobalMem;
+    return {total, "offload.gpu_memory is 0: the whole of GPU 0"};
+#else
+    return {kDefaultBudgetWithoutGpu, "offload.gpu_memory is 0 and this build cannot read the GPU's size: assumed " +
+                                          format_byte_size(kDefaultBudgetWithoutGpu) + "; pass --gpu-memory"};
+#endif
+  }
+  return {kDefaultBudgetWithoutGpu, "offload.gpu_memory is 0 and no GPU is visible: assumed " +
+                                        format_byte_size(kDefaultBudgetWithoutGpu) +
+                                        "; pass --gpu-memory with your GPU's size"};
+}
+
+// MemTotal from /proc/meminfo, or nullopt where there is none.
+std::optional<uint64_t> host_memory_total() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+std::string millions(int64_t n) {
+  char buffer[32];
+  if (n >= 1'000'000'000) std::snprintf(buffer, sizeof(buffer), "%.2f B", n / 1e9);
+  else std::snprintf(buffer, sizeof(buffer), "%.2f M", n / 1e6);
+  return buffer;
+}
+
+std::string seconds(double s) {
+  char buffer[32];
+  if (s < 1e-3) std::snprintf(buffer, sizeof(buffer), "%.1f us", s * 1e6);
+  else if (s < 1) std::snprintf(buffer, sizeof(buffer), "%.1f ms", s * 1e3);
+  else std::snprintf(buffer, sizeof(buffer), "%.2f s", s);
+  return buffer;
+}
+
+std::string padded(std::string text, size_t width) {
+  if (text.size() < width) text.insert(0, width - text.size(), ' ');
+  return text;
+}
+
+void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory, uint64_t budget) {
+  using offload::MemoryCategory;
+  using offload::MemoryTier;
+  out << "memory (bytes per tier):\n"
+      << "                    device          host\n";
+  for (MemoryCategory category : offload::kAllMemoryCategories) {
+    std::string name(offload::memory_category_name(category));
+    name.resize(14, ' ');
+    out << "  " << name << padded(format_bytes_approx(memory.bytes.at(MemoryTier::device, category)), 10)
+        << padded(format_bytes_approx(memory.bytes.at(MemoryTier::host, category)), 14) << "\n";
+  }
+  out << "  total         " << padded(format_bytes_approx(memory.device_total()), 10)
+      << padded(format_bytes_approx(memory.host_total()), 14) << "   (device budget "
+      << format_bytes_approx(budget) << ")\n";
+}
+
+void run_plan(const PlanArgs& args) {
+  const Config config = resolve_config(args.config);
+  const std::filesystem::path config_json = model_config_path(config);
+  const LlamaConfig model = io::read_hf_config(config_json);
+  const Budget budget = resolve_budget(args, config);
+  if (args.device_tflops < 0 || args.cpu_adam_rate < 0) throw UserError("rates must be positive (0: the default)");
+
+  offload::PlannerRequest request;
+  request.shape.model = model;
+  request.shape.precision = config.train.precision;
+  request.shape.seq_len = config.data.max_length;
+  request.shape.grad_accumulation = config.train.grad_accumulation;
+  request.shape.lora_rank = config.lora.rank;
+  request.shape.lora_targets = config.lora.target_modules;
+  request.constants.chunk_size = config.offload.chunk_size.bytes;
+  request.constants.prefetch = config.offload.prefetch;
+  if (!args.device_overhead.empty()) {
+    request.constants.device_overhead_bytes = parse_size_flag(args.device_overhead, "--device-overhead");
+  }
+  request.rates.pcie_gbps = config.offload.pcie_bandwidth_gbps;
+  request.rates.device_tflops = args.device_tflops;
+  request.rates.cpu_adam_params_per_s = args.cpu_adam_rate * 1e9;
+  request.device_budget = budget.bytes;
+  request.micro_batch_size = config.train.micro_batch_size;
+  const bool automatic = config.offload.policy == OffloadPolicy::auto_;
+  if (!automatic) {
+    request.policies = {config.offload.policy};
+    request.search_micro_batch = false;
+    request.search_checkpointing = false;
+    request.gradient_checkpointing = config.train.gradient_checkpointing;
+    request.search_kept_chunks = false;
+  }
+  if (request.shape.seq_len <= 0 || request.micro_batch_size <= 0 || request.shape.grad_accumulation <= 0) {
+    throw ConfigError("data.max_length, train.micro_batch_size and train.grad_accumulation must be positive");
+  }
+
+  const offload::MemoryModel shape_model(request.shape, request.constants);
+  std::ostringstream out;
+  out << "model: " << config_json.string() << ": " << model.num_hidden_layers << " layers, hidden "
+      << model.hidden_size << ", " << model.num_attention_heads << " heads (" << model.num_key_value_heads
+      << " kv), vocab " << model.vocab_size << ", " << millions(shape_model.base_parameters()) << " parameters\n";
+  out << "training: " << enum_name(config.train.precision) << ", "
+      << (config.lora.rank > 0 ? "LoRA rank " + std::to_string(config.lora.rank) + " (" +
+                                     millions(shape_model.trainable_parameters()) + " trainable)"
+                               : std::string("full fine-tuning"))
+      << ", " << config.train.micro_batch_size * config.train.grad_accumulation << " sequences x "
+      << config.data.max_length << " tokens per step\n";
+  out << "device budget: " << format_bytes_approx(budget.bytes) << " (" << budget.source << ")\n";
+  if (config.stage == Stage::ppo || config.stage == Stage::grpo) {
+    out << "note: this plans one model of this shape; PPO holds up to four (actor, critic, reference, reward)\n";
+  }
+
+  const offload::PlanResult result = offload::plan(request);
+  if (!result.best) {
+    std::cout << out.str() << std::flush;
+    throw UserError(offload::explain_no_fit(request, result));
+  }
+  const offload::Plan& p = *result.best;
+  offload::TrainingShape chosen_shape = request.shape;
+  chosen_shape.grad_accumulation = p.grad_accumulation;
+  const offload::MemoryModel chosen_model(chosen_shape, request.constants);
+
+  out << "plan: policy " << enum_name(p.choice.policy) << (automatic ? " (chosen by offload.policy auto)" : " (as configured)")
+      << ", micro-batch " << p.choice.micro_batch_size << " x " << p.grad_accumulation << " accumulation"
+      << ", activation checkpointing on " << p.checkpointed_layers() << " of " << model.num_hidden_layers << " layers\n";
+  out << "  " << offload::describe_kept_chunks(chosen_model, p.choice) << " ("
+      << chosen_model.layout().chunks().size() << " chunks, largest "
+      << format_bytes_approx(chosen_model.layout().largest_chunk_bytes()) << ")\n";
+  print_memory_table(out, p.memory, budget.bytes);
+  if (const auto host = host_memory_total(); host && p.memory.host_total() > *host) {
+    out << "warning: the host tier needs " << format_bytes_approx(p.memory.host_total()) << " but this machine has "
+        << format_bytes_approx(*host) << " of memory\n";
+  }
+  out << "estimated step: " << seconds(p.time.total_s()) << " (forward " << seconds(p.time.forward_s) << ", backward "
+      << seconds(p.time.backward_s) << ", optimizer " << seconds(p.time.optimizer_s) << "; compute alone "
+      << seconds(p.time.compute_s) << ")";
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), "%.0f", p.tokens_per_s());
+  out << ", " << rate << " tokens/s\n";
+  out << "transfers per step: host->device " << format_bytes_approx(p.time.host_to_device_bytes) << ", device->host "
+      << format_bytes_approx(p.time.device_to_host_bytes) << "\n";
+  out << "assumptions:\n";
+  for (const std::string& line : result.rates.lines) out << "  " << line << "\n";
+  out << "  device overhead " << format_bytes_approx(request.constants.device_overhead_bytes)
+      << " (CUDA context, workspaces, allocator slack; --device-overhead)\n";
+  out << "  " << result.candidates << " candidate plans searched; figures are the planner's estimates "
+      << "(docs/offload.md), not measurements\n";
+  std::cout << out.str();
+}
 
 }  // namespace
 
@@ -22,10 +221,10 @@ void add_plan_command(CLI::App& app) {
   auto* command = app.add_subcommand("plan", "Explain where parameters, gradients and optimizer state will live");
   add_config_options(command, args->config);
   command->add_option("--gpu-memory", args->gpu_memory, "device memory budget, e.g. 8GiB (overrides offload.gpu_memory)");
-  command->callback([args] {
-    resolve_config(args->config);  // config errors first: they are the user's to fix today
-    throw NotImplementedError("`ferry plan` is not implemented yet in this build; see the status table in README.md");
-  });
+  command->add_option("--device-tflops", args->device_tflops, "sustained device TFLOP/s in the run's precision (0: default)");
+  command->add_option("--cpu-adam-rate", args->cpu_adam_rate, "CPU AdamW rate in billions of parameters per second (0: default)");
+  command->add_option("--device-overhead", args->device_overhead, "device memory for the CUDA context and workspaces, e.g. 768MiB");
+  command->callback([args] { run_plan(*args); });
 }
 
 }  // namespace ferry::cli

@@ -1,0 +1,207 @@
+// MemoryModel: bytes per tier and category for a placement choice (formulas in docs/offload.md).
+#include "offload/memory_model.h"
+
+#include <algorithm>
+
+#include "src/core/error.h"
+
+namespace ferry::offload {
+namespace {
+
+uint64_t u64(int64_t v) { return static_cast<uint64_t>(v); }
+
+// Largest sum of `window` consecutive entries of `sizes` (all of them when fewer).
+uint64_t largest_window_sum(const std::vector<uint64_t>& sizes, int64_t window) {
+  uint64_t best = 0;
+  for (size_t start = 0; start < sizes.size(); ++start) {
+    uint64_t sum = 0;
+    for (size_t i = start; i < sizes.size() && i < start + static_cast<size_t>(window); ++i) sum += sizes[i];
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
+}  // namespace
+
+int64_t compute_dtype_bytes(Precision precision) { return precision == Precision::fp32 ? 4 : 2; }
+
+int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets) {
+  if (rank <= 0) return 0;
+  const int64_t h = config.hidden_size;
+  const int64_t q = config.num_attention_heads * config.head_dim;
+  const int64_t kv = config.num_key_value_heads * config.head_dim;
+  const int64_t inter = config.intermediate_size;
+  int64_t sum = 0;
+  for (const std::string& target : targets) {
+    int64_t in = 0, out = 0;
+    if (target == "q_proj") in = h, out = q;
+    else if (target == "k_proj" || target == "v_proj") in = h, out = kv;
+    else if (target == "o_proj") in = q, out = h;
+    else if (target == "gate_proj" || target == "up_proj") in = h, out = inter;
+    else if (target == "down_proj") in = inter, out = h;
+    else
+      throw ConfigError("lora.target_modules: unknown projection '" + target +
+                        "'; use q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+    sum += rank * (in + out);  // A: rank × in, B: out × rank
+  }
+  return sum;
+}
+
+MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
+    : shape_(std::move(shape)), constants_(constants) {
+  FERRY_CHECK(shape_.seq_len > 0 && shape_.grad_accumulation > 0, "seq_len ", shape_.seq_len,
+              ", grad_accumulation ", shape_.grad_accumulation);
+  FERRY_CHECK(constants_.prefetch >= 0, "prefetch ", constants_.prefetch);
+  weight_bytes_ = compute_dtype_bytes(shape_.precision);
+  layout_ = ChunkLayout::build(llama_parameter_tensors(shape_.model, weight_bytes_),
+                               ChunkLayoutOptions{constants_.chunk_size, constants_.alignment});
+  lora_params_per_layer_ = ::ferry::offload::lora_parameters_per_layer(shape_.model, shape_.lora_rank, shape_.lora_targets);
+  chunk_params_.assign(layout_.chunks().size(), 0);
+  chunk_lora_params_.assign(layout_.chunks().size(), 0);
+  const int64_t num_layers = shape_.model.num_hidden_layers;
+  for (size_t c = 0; c < layout_.chunks().size(); ++c) {
+    std::vector<int64_t> layers_seen;
+    for (size_t t : layout_.chunks()[c].tensors) {
+      const TensorSpec& spec = layout_.tensors()[t];
+      chunk_params_[c] += spec.numel;
+      const int64_t layer = spec.group - 1;
+      if (layer >= 0 && layer < num_layers && (layers_seen.empty() || layers_seen.back() != layer)) {
+        layers_seen.push_back(layer);
+      }
+    }
+    // A layer split over several chunks (a small chunk_size) has its adapters with its first chunk.
+    for (int64_t layer : layers_seen) {
+      const bool first = c == 0 || std::none_of(layout_.chunks()[c - 1].tensors.begin(),
+                                                layout_.chunks()[c - 1].tensors.end(), [&](size_t t) {
+                                                  return layout_.tensors()[t].group - 1 == layer;
+                                                });
+      if (first) chunk_lora_params_[c] += lora_params_per_layer_;
+    }
+    base_params_ += chunk_params_[c];
+  }
+}
+
+int64_t MemoryModel::trainable_parameters() const {
+  return shape_.lora_rank > 0 ? lora_params_per_layer_ * shape_.model.num_hidden_layers : base_params_;
+}
+
+int64_t MemoryModel::chunk_trainable_parameters(size_t chunk) const {
+  return shape_.lora_rank > 0 ? chunk_lora_params_.at(chunk) : chunk_params_.at(chunk);
+}
+
+uint64_t MemoryModel::layer_activation_bytes_per_token() const {
+  const LlamaConfig& m = shape_.model;
+  const int64_t h = m.hidden_size, inter = m.intermediate_size;
+  const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
+  const int64_t lora_targets = shape_.lora_rank > 0 ? static_cast<int64_t>(shape_.lora_targets.size()) : 0;
+  const int64_t elements = 2 * h                 // input_layernorm: its input and its output
+                           + q + 2 * kv          // q, k (after RoPE) and v, saved by attention
+                           + q                   // attention output (o_proj's input)
+                           + 2 * h               // post_attention_layernorm: input and output
+                           + 4 * inter           // gate, up, silu(gate), silu(gate)*up (down_proj's input)
+                           + shape_.lora_rank * lora_targets;  // each adapter's rank-wide middle
+  return u64(elements * weight_bytes_ + 4 * m.num_attention_heads);  // + attention's fp32 logsumexp per head
+}
+
+uint64_t MemoryModel::checkpointed_layer_bytes_per_token() const {
+  return u64(shape_.model.hidden_size * weight_bytes_);
+}
+
+uint64_t MemoryModel::head_activation_bytes_per_token() const {
+  const LlamaConfig& m = shape_.model;
+  // The final norm's input and output, then the logits in the compute dtype (when it is not fp32),
+  // their fp32 copy for the loss and the fp32 gradient of the log-softmax.
+  const int64_t logits_width = 4 + 4 + (weight_bytes_ == 4 ? 0 : weight_bytes_);
+  return u64(2 * m.hidden_size * weight_bytes_ + m.vocab_size * logits_width);
+}
+
+uint64_t MemoryModel::backward_workspace_bytes_per_token() const {
+  const LlamaConfig& m = shape_.model;
+  // The hidden-state gradient and the residual branch's, plus the gradients of gate and up.
+  return u64((2 * m.hidden_size + 2 * m.intermediate_size) * weight_bytes_);
+}
+
+uint64_t MemoryModel::activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed) const {
+  const int64_t num_layers = shape_.model.num_hidden_layers;
+  FERRY_CHECK(layer_checkpointed.empty() || static_cast<int64_t>(layer_checkpointed.size()) == num_layers,
+              "layer_checkpointed has ", layer_checkpointed.size(), " entries for ", num_layers, " layers");
+  const uint64_t full = layer_activation_bytes_per_token();
+  uint64_t saved = 0;
+  bool any_checkpointed = false;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const bool checkpointed = !layer_checkpointed.empty() && layer_checkpointed[i];
+    any_checkpointed = any_checkpointed || checkpointed;
+    saved += checkpointed ? checkpointed_layer_bytes_per_token() : full;
+  }
+  // Peak: everything saved, plus the larger of the loss's tensors (end of forward) and one
+  // recomputed layer (backward), plus the gradients in flight.
+  const uint64_t recompute = any_checkpointed ? full : 0;
+  const uint64_t per_token = saved + std::max(head_activation_bytes_per_token(), recompute) +
+                             backward_workspace_bytes_per_token();
+  return per_token * u64(micro_batch_size) * u64(shape_.seq_len);
+}
+
+MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
+  FERRY_CHECK(choice.policy != OffloadPolicy::auto_, "the memory model needs a concrete policy");
+  FERRY_CHECK(choice.micro_batch_size > 0, "micro_batch_size ", choice.micro_batch_size);
+  const size_t num_chunks = layout_.chunks().size();
+  FERRY_CHECK(choice.chunk_on_device.empty() || choice.chunk_on_device.size() == num_chunks,
+              "chunk_on_device has ", choice.chunk_on_device.size(), " entries for ", num_chunks, " chunks");
+
+  const uint64_t w = u64(weight_bytes_);
+  const bool mixed = weight_bytes_ != 4;
+  const bool lora = shape_.lora_rank > 0;
+  const uint64_t base = u64(base_params_);
+  const uint64_t trainable = u64(trainable_parameters());
+  const uint64_t adapters = lora ? trainable : 0;  // extra weights beyond the base model
+
+  MemoryEstimate e;
+  auto& b = e.bytes;
+  using C = MemoryCategory;
+  constexpr MemoryTier D = MemoryTier::device, H = MemoryTier::host;
+
+  switch (choice.policy) {
+    case OffloadPolicy::none:
+      b.at(D, C::weights) = (base + adapters) * w;
+      b.at(D, C::grads) = trainable * w;
+      b.at(D, C::master) = mixed ? trainable * 4 : 0;  // in fp32 the weights are the master copy
+      b.at(D, C::moments) = trainable * 8;
+      break;
+    case OffloadPolicy::optimizer:
+      b.at(D, C::weights) = (base + adapters) * w;
+      b.at(D, C::grads) = trainable * w;
+      b.at(H, C::master) = trainable * 4;
+      b.at(H, C::moments) = trainable * 8;
+      b.at(H, C::grads) = trainable * w;    // pinned copy the CPU optimizer reads
+      b.at(H, C::weights) = trainable * w;  // pinned output of the CPU optimizer, copied back
+      break;
+    case OffloadPolicy::params: {
+      uint64_t kept = 0;
+      std::vector<uint64_t> paged;  // sizes of paged chunks in execution order
+      uint64_t largest_grad_chunk = 0;
+      for (size_t c = 0; c < num_chunks; ++c) {
+        const bool on_device = !choice.chunk_on_device.empty() && choice.chunk_on_device[c];
+        if (on_device) kept += layout_.chunks()[c].bytes;
+        else paged.push_back(layout_.chunks()[c].bytes);
+        largest_grad_chunk = std::max(largest_grad_chunk, u64(chunk_trainable_parameters(c)) * w);
+      }
+      const uint64_t in_flight = paged.empty() ? 0 : largest_window_sum(paged, 1 + constants_.prefetch);
+      b.at(D, C::weights) = kept + in_flight + adapters * w;
+      // Full fine-tuning streams each chunk's gradients to the host through two staging buffers
+      // (one being filled by backward, one being copied out); LoRA's adapters stay on the device.
+      b.at(D, C::grads) = lora ? trainable * w : 2 * largest_grad_chunk;
+      b.at(H, C::weights) = layout_.total_bytes();  // every chunk's home (Adam writes the new weights there)
+      b.at(H, C::master) = trainable * 4;
+      b.at(H, C::moments) = trainable * 8;
+      // Gradients accumulated over micro-batches are summed in fp32 on the host.
+      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 && !lora ? 4 : w);
+      break;
+    }
+    case OffloadPolicy::auto_: break;
+  }
+  b.at(D, C::activations) = activation_bytes(choice.micro_batch_size, choice.layer_checkpointed);
+  b.at(D, C::buffers) = constants_.device_overhead_bytes;
+  return e;
+}
+
+}  // namespace ferry::offload

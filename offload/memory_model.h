@@ -1,0 +1,113 @@
+// MemoryModel: the bytes a training run needs in each tier (device, host), per category, before
+// the run starts. A pure function of the model shape (LlamaConfig), the precision, micro-batch,
+// sequence length, LoRA rank and the placement choices (policy, which chunks stay on the device,
+// which layers recompute their activations). The planner searches over those choices with it;
+// `ferry plan` prints its table; the accountant measures the same table at run time.
+//
+// The formulas are written out in docs/offload.md ("The memory model"); in short, with P the
+// parameter count, T the trainable count (P for full fine-tuning), w the weight width (2 bytes in
+// bf16/fp16, 4 in fp32):
+//   none       device: P·w weights + T·w grads + T·4 master (mixed precision only) + T·8 moments
+//   optimizer  device: P·w weights + T·w grads;  host: T·4 master + T·8 moments + T·w grad copy
+//                                                       + T·w weight staging (Adam's output)
+//   params     device: kept chunks + the (1 + prefetch) paged chunks in flight + two grad-chunk
+//              staging buffers; host: every chunk (P·w) + master + moments + grads (fp32 when
+//              accumulating over micro-batches)
+// plus, on the device, activations (per token per layer; a checkpointed layer keeps only its
+// input, and one layer is recomputed at a time), the logits' loss tensors and a fixed overhead
+// (CUDA context, library workspaces, allocator slack).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "offload/accountant_categories.h"
+#include "offload/chunk_layout.h"
+#include "src/config/config_enum.h"
+#include "src/model/llama_config.h"
+
+namespace ferry::offload {
+
+// What the memory model needs to know about a run, besides the placement choices.
+struct TrainingShape {
+  LlamaConfig model;
+  Precision precision = Precision::bf16;
+  int64_t seq_len = 512;            // data.max_length: the planner sizes for full-length batches
+  int64_t grad_accumulation = 1;    // > 1: host gradients accumulate in fp32 under `params`
+  int64_t lora_rank = 0;            // 0: full fine-tuning
+  std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+};
+
+struct MemoryModelConstants {
+  // CUDA context (~300-500 MiB with lazy module loading), cuBLAS/cuDNN workspaces and caching
+  // allocator slack. Not measured yet: a planner estimate.
+  uint64_t device_overhead_bytes = 768ull << 20;
+  uint64_t chunk_size = 0;  // offload.chunk_size (0: one chunk per block)
+  int64_t prefetch = 1;     // offload.prefetch: paged chunks loaded ahead of the one in use
+  uint64_t alignment = 256;
+};
+
+// One point of the planner's search: where things go and what is recomputed.
+struct PlacementChoice {
+  OffloadPolicy policy = OffloadPolicy::none;  // none, optimizer or params (never auto)
+  int64_t micro_batch_size = 1;
+  // Per chunk of MemoryModel::layout(): stays on the device (true) or is paged from the host.
+  // Only read under `params`; the other policies keep every chunk. Empty: page all (params).
+  std::vector<bool> chunk_on_device;
+  // Per decoder layer: recompute its activations in backward (activation checkpointing).
+  // Empty: no layer is checkpointed.
+  std::vector<bool> layer_checkpointed;
+};
+
+struct MemoryEstimate {
+  TierCategoryBytes bytes;
+  uint64_t device_total() const { return bytes.tier_total(MemoryTier::device); }
+  uint64_t host_total() const { return bytes.tier_total(MemoryTier::host); }
+};
+
+class MemoryModel {
+ public:
+  MemoryModel(TrainingShape shape, MemoryModelConstants constants = {});
+
+  MemoryEstimate estimate(const PlacementChoice& choice) const;
+
+  const TrainingShape& shape() const { return shape_; }
+  const MemoryModelConstants& constants() const { return constants_; }
+  // The base weights' chunks, in the compute dtype.
+  const ChunkLayout& layout() const { return layout_; }
+
+  int64_t weight_bytes() const { return weight_bytes_; }  // bytes per weight/grad/activation element
+  int64_t base_parameters() const { return base_params_; }       // the model's own weights
+  int64_t trainable_parameters() const;                           // base (full) or LoRA adapters
+  int64_t lora_parameters_per_layer() const { return lora_params_per_layer_; }
+  // Trainable parameters held by one chunk (its base parameters for full fine-tuning, the
+  // adapters of its layers under LoRA).
+  int64_t chunk_trainable_parameters(size_t chunk) const;
+
+  // Activation bytes per token (micro-batch 1, one position), parts of the formula in the docs.
+  uint64_t layer_activation_bytes_per_token() const;        // one layer, not checkpointed
+  uint64_t checkpointed_layer_bytes_per_token() const;      // one layer's saved input
+  uint64_t head_activation_bytes_per_token() const;         // final norm + logits + loss
+  uint64_t backward_workspace_bytes_per_token() const;      // gradients in flight in backward
+  uint64_t activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed) const;
+
+ private:
+  TrainingShape shape_;
+  MemoryModelConstants constants_;
+  ChunkLayout layout_;
+  int64_t weight_bytes_ = 2;
+  int64_t base_params_ = 0;
+  int64_t lora_params_per_layer_ = 0;
+  std::vector<int64_t> chunk_params_;        // base parameters per chunk
+  std::vector<int64_t> chunk_lora_params_;   // LoRA adapter parameters per chunk
+};
+
+// The bytes per element of weights, gradients and activations under `precision`.
+int64_t compute_dtype_bytes(Precision precision);
+
+// LoRA adapter parameters of one decoder layer: rank × (in + out) for each targeted projection.
+// Throws ConfigError for an unknown target name.
+int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets);
+
+}  // namespace ferry::offload

@@ -1,0 +1,182 @@
+// The planner's step-time estimate (formulas in planner_cost.h and docs/offload.md).
+#include "offload/planner_cost.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "src/core/error.h"
+
+namespace ferry::offload {
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string format_rate(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, value);
+  return buffer;
+}
+
+}  // namespace
+
+ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision) {
+  ResolvedRates r;
+  const double default_tflops = precision == Precision::fp32 ? kDefaultFp32Tflops : kDefaultHalfTflops;
+  const double pcie = rates.pcie_gbps > 0 ? rates.pcie_gbps : kDefaultPcieGbps;
+  const double tflops = rates.device_tflops > 0 ? rates.device_tflops : default_tflops;
+  r.pcie_bytes_per_s = pcie * 1e9;
+  r.device_flops = tflops * 1e12;
+  r.cpu_adam_params_per_s = rates.cpu_adam_params_per_s > 0 ? rates.cpu_adam_params_per_s : kDefaultCpuAdamParamsPerS;
+  r.gpu_adam_params_per_s = rates.gpu_adam_params_per_s > 0 ? rates.gpu_adam_params_per_s : kDefaultGpuAdamParamsPerS;
+  r.lines.push_back(format_rate("PCIe %.1f GB/s per direction", pcie) +
+                    (rates.pcie_gbps > 0 ? " (offload.pcie_bandwidth_gbps)"
+                                         : " (default, not measured: set offload.pcie_bandwidth_gbps)"));
+  r.lines.push_back(format_rate("device %.1f TFLOP/s sustained", tflops) +
+                    (rates.device_tflops > 0 ? " (--device-tflops)" : " (default, not measured: pass --device-tflops)"));
+  r.lines.push_back(format_rate("CPU AdamW %.2f G params/s", r.cpu_adam_params_per_s / 1e9) +
+                    (rates.cpu_adam_params_per_s > 0 ? " (--cpu-adam-rate)" : " (default, not measured: pass --cpu-adam-rate)"));
+  r.lines.push_back(format_rate("GPU AdamW %.1f G params/s", r.gpu_adam_params_per_s / 1e9) +
+                    (rates.gpu_adam_params_per_s > 0 ? "" : " (default, not measured)"));
+  return r;
+}
+
+std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
+  const ChunkLayout& layout = model.layout();
+  const LlamaConfig& m = model.shape().model;
+  const double attention = 2.0 * model.shape().seq_len * m.num_attention_heads * m.head_dim;  // causal: half of 4·T·q
+  std::vector<double> flops(layout.chunks().size(), 0.0);
+  for (size_t c = 0; c < layout.chunks().size(); ++c) {
+    for (size_t t : layout.chunks()[c].tensors) {
+      const TensorSpec& spec = layout.tensors()[t];
+      if (spec.name == "model.embed_tokens.weight") continue;  // a gather, no FLOPs worth counting
+      if (ends_with(spec.name, "norm.weight") || ends_with(spec.name, "layernorm.weight")) {
+        if (spec.name == "model.norm.weight" && m.tie_word_embeddings) {
+          flops[c] += 2.0 * static_cast<double>(m.vocab_size) * m.hidden_size;  // the tied LM head
+        }
+        continue;
+      }
+      flops[c] += 2.0 * static_cast<double>(spec.numel);
+      if (ends_with(spec.name, "q_proj.weight")) {
+        flops[c] += attention + 2.0 * static_cast<double>(model.lora_parameters_per_layer());
+      }
+    }
+  }
+  return flops;
+}
+
+StepCostTable build_step_cost_table(const MemoryModel& model) {
+  const ChunkLayout& layout = model.layout();
+  const LlamaConfig& m = model.shape().model;
+  const bool lora = model.shape().lora_rank > 0;
+  const double w = static_cast<double>(model.weight_bytes());
+  const double attention = 2.0 * model.shape().seq_len * m.num_attention_heads * m.head_dim;
+  const double adapter_fwd = 2.0 * static_cast<double>(model.lora_parameters_per_layer());
+  const std::vector<double> forward_flops = chunk_forward_flops_per_token(model);
+
+  StepCostTable table;
+  table.seq_len = static_cast<double>(model.shape().seq_len);
+  table.num_layers = m.num_hidden_layers;
+  table.lora = lora;
+  table.trainable_parameters = static_cast<double>(model.trainable_parameters());
+  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
+  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
+  const double h = static_cast<double>(m.hidden_size);
+  table.layer_forward_flops = 2.0 * (h * (q + 2 * kv) + q * h + 3.0 * h * m.intermediate_size) + attention + adapter_fwd;
+  for (size_t c = 0; c < layout.chunks().size(); ++c) {
+    ChunkCost cost;
+    cost.bytes = static_cast<double>(layout.chunks()[c].bytes);
+    cost.grad_bytes = cost.trainable_bytes = static_cast<double>(model.chunk_trainable_parameters(c)) * w;
+    cost.forward_flops = forward_flops[c];
+    for (size_t t : layout.chunks()[c].tensors) {
+      if (ends_with(layout.tensors()[t].name, "q_proj.weight")) cost.layers.push_back(layout.tensors()[t].group - 1);
+    }
+    const double layers_here = static_cast<double>(cost.layers.size());
+    const double matmul = forward_flops[c] - layers_here * (attention + adapter_fwd);
+    // Backward: weight and input gradients (2x forward) for trainable matmuls, input gradients
+    // only (1x) for frozen ones; attention's and the adapters' backward is twice their forward.
+    cost.backward_flops = (lora ? 1.0 : 2.0) * matmul + 2.0 * layers_here * (attention + adapter_fwd);
+    table.chunks.push_back(std::move(cost));
+  }
+  return table;
+}
+
+StepTimeEstimate estimate_step_time(const MemoryModel& model, const PlacementChoice& choice,
+                                    int64_t grad_accumulation, const ResolvedRates& rates) {
+  return estimate_step_time(build_step_cost_table(model), choice, grad_accumulation, rates);
+}
+
+StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementChoice& choice,
+                                    int64_t grad_accumulation, const ResolvedRates& rates) {
+  FERRY_CHECK(grad_accumulation > 0 && choice.micro_batch_size > 0, "accumulation ", grad_accumulation,
+              ", micro-batch ", choice.micro_batch_size);
+  FERRY_CHECK(choice.chunk_on_device.empty() || choice.chunk_on_device.size() == table.chunks.size(),
+              "chunk_on_device has ", choice.chunk_on_device.size(), " entries for ", table.chunks.size(), " chunks");
+  const double tokens = static_cast<double>(choice.micro_batch_size) * table.seq_len;
+  const double accumulation = static_cast<double>(grad_accumulation);
+  const bool params = choice.policy == OffloadPolicy::params;
+  const bool optimizer = choice.policy == OffloadPolicy::optimizer;
+  auto paged = [&](size_t c) { return params && (choice.chunk_on_device.empty() || !choice.chunk_on_device[c]); };
+  auto checkpointed = [&](int64_t layer) {
+    return !choice.layer_checkpointed.empty() && choice.layer_checkpointed[static_cast<size_t>(layer)];
+  };
+  const double bw = rates.pcie_bytes_per_s;
+  const double flops = rates.device_flops;
+
+  StepTimeEstimate e;
+  double first_paged_bytes = 0;
+  for (size_t c = 0; c < table.chunks.size(); ++c) {
+    const ChunkCost& chunk = table.chunks[c];
+    double recompute = 0;
+    for (int64_t layer : chunk.layers) {
+      if (checkpointed(layer)) recompute += table.layer_forward_flops;
+    }
+    const double fwd = chunk.forward_flops * tokens / flops;
+    const double bwd = (chunk.backward_flops + recompute) * tokens / flops;
+    e.compute_s += accumulation * (fwd + bwd);
+    const double h2d = paged(c) ? chunk.bytes / bw : 0.0;
+    if (paged(c) && first_paged_bytes == 0) first_paged_bytes = chunk.bytes;
+    // params: every micro-batch's gradients go to the host; optimizer: the accumulated gradients
+    // go once, during the last micro-batch's backward.
+    const double d2h = (params || optimizer) ? chunk.grad_bytes / bw : 0.0;
+    e.forward_s += accumulation * std::max(fwd, h2d);
+    if (params) {
+      e.backward_s += accumulation * std::max({bwd, h2d, d2h});
+      if (paged(c)) e.host_to_device_bytes += static_cast<uint64_t>(2 * accumulation * chunk.bytes);
+      e.device_to_host_bytes += static_cast<uint64_t>(accumulation * chunk.grad_bytes);
+    } else if (optimizer) {
+      e.backward_s += (accumulation - 1) * bwd + std::max(bwd, d2h);
+      e.device_to_host_bytes += static_cast<uint64_t>(chunk.grad_bytes);
+    } else {
+      e.backward_s += accumulation * bwd;
+    }
+  }
+  // The first paged chunk of each forward pass cannot hide behind earlier compute.
+  e.forward_s += accumulation * first_paged_bytes / bw;
+  // Per-micro-batch fixed costs, split evenly between the passes.
+  const double fixed = accumulation * static_cast<double>(table.num_layers) * kMicroBatchLayerOverheadS;
+  e.forward_s += fixed / 2;
+  e.backward_s += fixed / 2;
+
+  if (choice.policy == OffloadPolicy::none) {
+    e.optimizer_s = table.trainable_parameters / rates.gpu_adam_params_per_s;
+  } else {
+    // The CPU step runs chunk by chunk and each chunk's new weights are uploaded while the next
+    // is updated; the weights that live on the device (all under optimizer, the kept chunks and
+    // LoRA adapters under params) must be back before the next forward.
+    double upload = 0;
+    double largest = 0;
+    for (size_t c = 0; c < table.chunks.size(); ++c) {
+      if (table.lora || !paged(c)) {
+        upload += table.chunks[c].trainable_bytes;
+        largest = std::max(largest, table.chunks[c].trainable_bytes);
+      }
+    }
+    e.optimizer_s = std::max(table.trainable_parameters / rates.cpu_adam_params_per_s, upload / bw) + largest / bw;
+    e.host_to_device_bytes += static_cast<uint64_t>(upload);
+  }
+  return e;
+}
+
+}  // namespace ferry::offload

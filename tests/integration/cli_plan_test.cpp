@@ -1,0 +1,118 @@
+// `ferry plan` as a user runs it: the demo model's plan, a Llama-7B-shaped model on 8 GiB (no room
+// under `none`, a plan with offloading under `auto`), a 1 GiB budget that explains itself, and
+// the exit codes for budgets and configs that cannot work.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_ferry(const std::string& args) {
+  const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
+
+// A Llama-2-7B-shaped model folder (config.json only: the plan needs no weights) and a run config.
+std::string write_llama7b_config() {
+  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test";
+  std::filesystem::create_directories(dir / "llama7b");
+  std::ofstream(dir / "llama7b" / "config.json") << R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+  "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+  "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+  std::ofstream(dir / "llama7b.yaml") << "model:\n  path: " << (dir / "llama7b").string()
+                                      << "\ndata:\n  max_length: 1024\ntrain:\n  precision: bf16\n"
+                                         "  micro_batch_size: 4\n  grad_accumulation: 2\noffload:\n  policy: auto\n";
+  return (dir / "llama7b.yaml").string();
+}
+
+TEST(CliPlan, DemoModel) {
+  const Result r = run_ferry("plan --config configs/demo-sft.yaml --gpu-memory 4GiB");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 2000*128 embedding + head = 512000; 4 layers of 4*128^2 + 3*128*352 + 2*128 = 200960; + 128.
+  EXPECT_CONTAINS(r.output, "4 layers");
+  EXPECT_CONTAINS(r.output, "1.32 M parameters");
+  EXPECT_CONTAINS(r.output, "device budget: 4.00 GiB (--gpu-memory)");
+  EXPECT_CONTAINS(r.output, "plan: policy none (as configured)");
+  EXPECT_CONTAINS(r.output, "tokens/s");
+  EXPECT_CONTAINS(r.output, "activations");
+  EXPECT_CONTAINS(r.output, "assumptions:");
+  EXPECT_CONTAINS(r.output, "not measured");
+}
+
+TEST(CliPlan, NoBudgetSaysWhatItAssumed) {
+  const Result r = run_ferry("plan --config configs/demo-sft.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "offload.gpu_memory is 0");
+}
+
+TEST(CliPlan, SevenBillionDoesNotFitEightGibUnderNone) {
+  const std::string config = write_llama7b_config();
+  const Result r = run_ferry("plan --config " + config + " --set offload.policy=none --gpu-memory 8GiB");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "6.74 B parameters");
+  EXPECT_CONTAINS(r.output, "no plan fits a device budget of 8.00 GiB");
+  EXPECT_CONTAINS(r.output, "offload.policy auto");  // the suggestion that works
+}
+
+TEST(CliPlan, SevenBillionFitsEightGibWithOffloading) {
+  const std::string config = write_llama7b_config();
+  const Result r = run_ferry("plan --config " + config + " --gpu-memory 8GiB");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "chosen by offload.policy auto");
+  const bool offloads = r.output.find("plan: policy params") != std::string::npos ||
+                        r.output.find("plan: policy optimizer") != std::string::npos;
+  EXPECT_TRUE(offloads) << r.output;
+  EXPECT_CONTAINS(r.output, "paged from the host");
+  EXPECT_CONTAINS(r.output, "(device budget 8.00 GiB)");
+  EXPECT_CONTAINS(r.output, "estimated step:");
+}
+
+TEST(CliPlan, OneGibExplainsItself) {
+  const std::string config = write_llama7b_config();
+  const Result r = run_ferry("plan --config " + config + " --gpu-memory 1GiB");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "no plan fits a device budget of 1.00 GiB");
+  EXPECT_CONTAINS(r.output, "the smallest device footprint is");
+  EXPECT_CONTAINS(r.output, "buffers");
+  EXPECT_CONTAINS(r.output, "what would make it fit");
+  EXPECT_CONTAINS(r.output, "a device budget of at least");
+}
+
+TEST(CliPlan, BadInputsExitTwo) {
+  Result r = run_ferry("plan --config configs/demo-sft.yaml --gpu-memory lots");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "--gpu-memory 'lots' is not a memory size");
+
+  r = run_ferry("plan --config configs/demo-sft.yaml --set model.config= --set model.path=");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "model.path");
+
+  r = run_ferry("plan --config configs/demo-sft.yaml --set model.config=/nonexistent/config.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "/nonexistent/config.json");
+}
+
+}  // namespace

@@ -1,0 +1,177 @@
+// MemoryModel: bytes per tier and category under each policy, checked against the arithmetic
+// written out by hand for a small Llama (hidden 64, 2 layers, 4 heads of 16, MLP 128, vocab 100).
+#include <gtest/gtest.h>
+
+#include "offload/memory_model.h"
+#include "src/core/error.h"
+
+namespace ferry::offload {
+namespace {
+
+using C = MemoryCategory;
+constexpr MemoryTier D = MemoryTier::device;
+constexpr MemoryTier H = MemoryTier::host;
+
+// P = embedding 100*64 = 6400 + LM head 6400 + 2 layers * (4*64*64 + 3*64*128 + 2*64 = 41088)
+//     + final norm 64 = 95040.
+constexpr uint64_t P = 95040;
+constexpr uint64_t kOverhead = 1000;
+constexpr int64_t kMicroBatch = 2;
+constexpr int64_t kSeq = 8;  // 16 tokens per micro-batch
+
+LlamaConfig small_model() {
+  LlamaConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.head_dim = 16;
+  return c;
+}
+
+MemoryModel model_for(Precision precision, int64_t lora_rank = 0) {
+  TrainingShape shape;
+  shape.model = small_model();
+  shape.precision = precision;
+  shape.seq_len = kSeq;
+  shape.lora_rank = lora_rank;
+  shape.lora_targets = {"q_proj", "v_proj"};
+  MemoryModelConstants constants;
+  constants.device_overhead_bytes = kOverhead;
+  return MemoryModel(shape, constants);
+}
+
+PlacementChoice choice(OffloadPolicy policy, bool checkpoint = false) {
+  PlacementChoice c;
+  c.policy = policy;
+  c.micro_batch_size = kMicroBatch;
+  c.layer_checkpointed.assign(2, checkpoint);
+  return c;
+}
+
+// Activations per token, fp32 (4 bytes): a layer saves 2*64 (input norm in/out) + 64+2*64 (q, k,
+// v) + 64 (attention out) + 2*64 (post norm in/out) + 4*128 (gate, up, silu, product) = 1024
+// elements = 4096 B, + 4 heads * 4 B logsumexp = 4112. Head: 2*64*4 (final norm) + 100*(4+4)
+// (fp32 logits and their gradient) = 1312. Backward workspace (2*64 + 2*128)*4 = 1536.
+constexpr uint64_t kFp32ActivationsPerToken = 2 * 4112 + 1312 + 1536;  // 11072
+// Checkpointed: two saved inputs 2*64*4, one recomputed layer (4112 > 1312), workspace.
+constexpr uint64_t kFp32CheckpointedPerToken = 2 * 256 + 4112 + 1536;  // 6160
+// bf16: layer 1024*2 + 16 = 2064; head 2*64*2 + 100*(2+4+4) = 1256; workspace 384*2 = 768.
+constexpr uint64_t kBf16ActivationsPerToken = 2 * 2064 + 1256 + 768;  // 6152
+
+TEST(MemoryModel, ParameterCountByHand) {
+  const MemoryModel m = model_for(Precision::fp32);
+  EXPECT_EQ(m.base_parameters(), static_cast<int64_t>(P));
+  EXPECT_EQ(m.trainable_parameters(), static_cast<int64_t>(P));
+}
+
+TEST(MemoryModel, NoneFp32Is16BytesPerParamPlusActivations) {
+  const MemoryEstimate e = model_for(Precision::fp32).estimate(choice(OffloadPolicy::none));
+  EXPECT_EQ(e.bytes.at(D, C::weights), 4 * P);
+  EXPECT_EQ(e.bytes.at(D, C::grads), 4 * P);
+  EXPECT_EQ(e.bytes.at(D, C::master), 0u);  // fp32 weights are the master copy
+  EXPECT_EQ(e.bytes.at(D, C::moments), 8 * P);
+  EXPECT_EQ(e.bytes.at(D, C::activations), kFp32ActivationsPerToken * kMicroBatch * kSeq);
+  EXPECT_EQ(e.bytes.at(D, C::activations), 177152u);
+  EXPECT_EQ(e.device_total(), 16 * P + 177152 + kOverhead);
+  EXPECT_EQ(e.host_total(), 0u);
+}
+
+TEST(MemoryModel, NoneBf16IsMixedPrecisionAdam) {
+  const MemoryEstimate e = model_for(Precision::bf16).estimate(choice(OffloadPolicy::none));
+  // bf16 weight 2 + bf16 grad 2 + fp32 master 4 + m 4 + v 4 = 16 bytes per parameter.
+  EXPECT_EQ(e.bytes.at(D, C::weights), 2 * P);
+  EXPECT_EQ(e.bytes.at(D, C::grads), 2 * P);
+  EXPECT_EQ(e.bytes.at(D, C::master), 4 * P);
+  EXPECT_EQ(e.bytes.at(D, C::moments), 8 * P);
+  EXPECT_EQ(e.bytes.at(D, C::activations), kBf16ActivationsPerToken * 16);
+  EXPECT_EQ(e.device_total(), 16 * P + 98432 + kOverhead);
+}
+
+TEST(MemoryModel, OptimizerKeepsFourBytesPerParamOnTheDevice) {
+  const MemoryEstimate e = model_for(Precision::bf16).estimate(choice(OffloadPolicy::optimizer));
+  EXPECT_EQ(e.bytes.at(D, C::weights) + e.bytes.at(D, C::grads), 4 * P);
+  EXPECT_EQ(e.bytes.at(D, C::master) + e.bytes.at(D, C::moments), 0u);
+  EXPECT_EQ(e.device_total(), 4 * P + 98432 + kOverhead);
+  EXPECT_EQ(e.bytes.at(H, C::master), 4 * P);
+  EXPECT_EQ(e.bytes.at(H, C::moments), 8 * P);
+  EXPECT_EQ(e.bytes.at(H, C::grads), 2 * P);
+  EXPECT_EQ(e.bytes.at(H, C::weights), 2 * P);
+}
+
+TEST(MemoryModel, ParamsKeepsTwoChunksInFlight) {
+  const MemoryModel m = model_for(Precision::bf16);
+  // bf16 chunks (256-byte aligned): embedding 12800; a layer: norm 128 -> 256, q/k/v/o 8192 each,
+  // norm 128 -> 256 (at 33024, so gate starts at 33280), gate/up/down 16384 each -> 82432;
+  // head: norm 256 + lm_head 12800 = 13056.
+  ASSERT_EQ(m.layout().chunks().size(), 4u);
+  EXPECT_EQ(m.layout().chunks()[0].bytes, 12800u);
+  EXPECT_EQ(m.layout().chunks()[1].bytes, 82432u);
+  EXPECT_EQ(m.layout().chunks()[3].bytes, 13056u);
+  const MemoryEstimate e = m.estimate(choice(OffloadPolicy::params));
+  // In flight: the chunk in use + 1 prefetched, at worst two layers: 2 * 82432.
+  EXPECT_EQ(e.bytes.at(D, C::weights), 2u * 82432);
+  // Two gradient staging buffers of the largest chunk's 41088 bf16 gradients.
+  EXPECT_EQ(e.bytes.at(D, C::grads), 2u * 41088 * 2);
+  EXPECT_LE(e.device_total(), 4u * 82432 + 98432 + kOverhead);  // two blocks' chunks (weights + grads)
+  EXPECT_EQ(e.bytes.at(D, C::activations), 98432u);
+  EXPECT_EQ(e.bytes.at(H, C::weights), 12800u + 2 * 82432 + 13056);
+  EXPECT_EQ(e.bytes.at(H, C::master), 4 * P);
+  EXPECT_EQ(e.bytes.at(H, C::moments), 8 * P);
+  EXPECT_EQ(e.bytes.at(H, C::grads), 2 * P);
+
+  // Keeping the embedding on the device adds it and leaves the worst window at two layers.
+  PlacementChoice keep = choice(OffloadPolicy::params);
+  keep.chunk_on_device = {true, false, false, false};
+  EXPECT_EQ(m.estimate(keep).bytes.at(D, C::weights), 12800u + 2 * 82432);
+  // Keeping everything: all chunks, nothing in flight.
+  keep.chunk_on_device = {true, true, true, true};
+  EXPECT_EQ(m.estimate(keep).bytes.at(D, C::weights), 12800u + 2 * 82432 + 13056);
+}
+
+TEST(MemoryModel, ParamsAccumulatesHostGradientsInFp32) {
+  TrainingShape shape = model_for(Precision::bf16).shape();
+  shape.grad_accumulation = 4;
+  const MemoryModel m(shape, MemoryModelConstants{.device_overhead_bytes = kOverhead});
+  EXPECT_EQ(m.estimate(choice(OffloadPolicy::params)).bytes.at(H, C::grads), 4 * P);
+}
+
+TEST(MemoryModel, CheckpointingKeepsLayerInputsAndOneRecomputedLayer) {
+  const MemoryModel m = model_for(Precision::fp32);
+  EXPECT_EQ(m.estimate(choice(OffloadPolicy::none, true)).bytes.at(D, C::activations),
+            kFp32CheckpointedPerToken * 16);
+  EXPECT_EQ(m.estimate(choice(OffloadPolicy::none, true)).bytes.at(D, C::activations), 98560u);
+  // One of two layers checkpointed: 4112 + 256 saved, plus the recomputed layer, plus workspace.
+  PlacementChoice half = choice(OffloadPolicy::none);
+  half.layer_checkpointed = {true, false};
+  EXPECT_EQ(m.estimate(half).bytes.at(D, C::activations), (4112u + 256 + 4112 + 1536) * 16);
+}
+
+TEST(MemoryModel, LoraTrainsOnlyAdapters) {
+  // Rank 4 on q_proj (64 -> 64) and v_proj (64 -> 64): 4*(64+64) * 2 = 1024 per layer, 2048 total.
+  const MemoryModel m = model_for(Precision::bf16, 4);
+  EXPECT_EQ(m.lora_parameters_per_layer(), 1024);
+  EXPECT_EQ(m.trainable_parameters(), 2048);
+  const MemoryEstimate e = m.estimate(choice(OffloadPolicy::optimizer));
+  EXPECT_EQ(e.bytes.at(D, C::weights), (P + 2048) * 2);
+  EXPECT_EQ(e.bytes.at(D, C::grads), 2048u * 2);
+  EXPECT_EQ(e.bytes.at(H, C::master), 2048u * 4);
+  EXPECT_EQ(e.bytes.at(H, C::moments), 2048u * 8);
+  // Each adapter adds its rank-wide middle (4 bf16 values) per token per layer.
+  EXPECT_EQ(e.bytes.at(D, C::activations), (kBf16ActivationsPerToken + 2 * 2 * 4 * 2) * 16);
+  EXPECT_THROW(lora_parameters_per_layer(small_model(), 4, {"qkv_proj"}), ConfigError);
+}
+
+TEST(MemoryModel, SevenBillionByHand) {
+  // Llama-2-7B: embedding and head 32000*4096 each; per layer 4*4096^2 + 3*4096*11008 + 2*4096.
+  TrainingShape shape;  // LlamaConfig's defaults are Llama-2-7B's shape
+  const MemoryModel m(shape);
+  const int64_t expected = 2 * 32000LL * 4096 + 32 * (4 * 4096LL * 4096 + 3 * 4096LL * 11008 + 2 * 4096) + 4096;
+  EXPECT_EQ(m.base_parameters(), expected);
+  EXPECT_EQ(m.base_parameters(), 6738415616LL);
+}
+
+}  // namespace
+}  // namespace ferry::offload

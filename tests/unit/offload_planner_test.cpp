@@ -1,0 +1,187 @@
+// The `auto` planner: never over budget, never slower with more budget, deterministic, fast; an
+// impossible budget is explained with the smallest footprint; and the cost model's compute term
+// checked against 6 * params * tokens written out by hand.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "offload/planner.h"
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+
+namespace ferry::offload {
+namespace {
+
+constexpr uint64_t GiB = 1ull << 30;
+
+PlannerRequest llama7b_request(uint64_t budget) {
+  PlannerRequest r;
+  r.shape.model = LlamaConfig{};  // Llama-2-7B's shape: hidden 4096, 32 layers, MLP 11008, vocab 32000
+  r.shape.precision = Precision::bf16;
+  r.shape.seq_len = 1024;
+  r.shape.grad_accumulation = 2;
+  r.micro_batch_size = 4;
+  r.device_budget = budget;
+  return r;
+}
+
+PlannerRequest llama1b_request(uint64_t budget) {
+  PlannerRequest r = llama7b_request(budget);
+  r.shape.model.hidden_size = 2048;
+  r.shape.model.intermediate_size = 5632;
+  r.shape.model.num_hidden_layers = 22;
+  r.shape.model.num_attention_heads = 32;
+  r.shape.model.num_key_value_heads = 4;
+  r.shape.model.head_dim = 64;
+  return r;
+}
+
+TEST(Planner, NeverOverBudgetAndNeverSlowerWithMoreBudget) {
+  for (auto make : {llama1b_request, llama7b_request}) {
+    double previous_time = 0;
+    bool found_any = false;
+    for (uint64_t budget = 2 * GiB; budget <= 160 * GiB; budget += GiB) {
+      const PlanResult result = plan(make(budget));
+      if (!result.best) {
+        EXPECT_FALSE(found_any) << "a smaller budget had a plan but " << budget / GiB << " GiB has none";
+        EXPECT_GT(result.smallest.memory.device_total(), budget);
+        continue;
+      }
+      const Plan& p = *result.best;
+      EXPECT_LE(p.memory.device_total(), budget) << budget / GiB << " GiB";
+      if (found_any) {
+        EXPECT_LE(p.time.total_s(), previous_time) << budget / GiB << " GiB";
+      }
+      EXPECT_EQ(p.choice.micro_batch_size * p.grad_accumulation, 8);  // the global batch is kept
+      previous_time = p.time.total_s();
+      found_any = true;
+    }
+    EXPECT_TRUE(found_any);
+  }
+}
+
+TEST(Planner, SevenBillionNeedsOffloadingOnEightGib) {
+  // 16 bytes per parameter under `none`: 6.74e9 * 16 = 108 GB, far over 8 GiB.
+  PlannerRequest none_only = llama7b_request(8 * GiB);
+  none_only.policies = {OffloadPolicy::none};
+  const PlanResult none = plan(none_only);
+  EXPECT_FALSE(none.best);
+  EXPECT_GE(none.smallest.memory.device_total(), 16ull * 6738415616ull);
+
+  const PlanResult automatic = plan(llama7b_request(8 * GiB));
+  ASSERT_TRUE(automatic.best);
+  EXPECT_EQ(automatic.best->choice.policy, OffloadPolicy::params);  // 2 B/param of weights alone is 13.5 GB
+  EXPECT_LE(automatic.best->memory.device_total(), 8 * GiB);
+
+  // With room for everything, nothing is offloaded: `none` is the fastest.
+  const PlanResult roomy = plan(llama7b_request(200 * GiB));
+  ASSERT_TRUE(roomy.best);
+  EXPECT_EQ(roomy.best->choice.policy, OffloadPolicy::none);
+  EXPECT_EQ(roomy.best->checkpointed_layers(), 0);
+}
+
+TEST(Planner, ImpossibleBudgetExplainsTheSmallestFootprint) {
+  const PlannerRequest request = llama7b_request(1 * GiB);
+  const PlanResult result = plan(request);
+  ASSERT_FALSE(result.best);
+  const uint64_t smallest = result.smallest.memory.device_total();
+  EXPECT_GT(smallest, 1 * GiB);
+  EXPECT_EQ(result.smallest.choice.policy, OffloadPolicy::params);
+  EXPECT_EQ(result.smallest.choice.micro_batch_size, 1);
+  EXPECT_EQ(result.smallest.checkpointed_layers(), 32);
+  ASSERT_FALSE(result.suggestions.empty());
+  EXPECT_NE(result.suggestions[0].find("at least " + format_bytes_approx(smallest)), std::string::npos);
+  const std::string text = explain_no_fit(request, result);
+  EXPECT_NE(text.find("no plan fits a device budget of 1.00 GiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("smallest device footprint is " + format_bytes_approx(smallest)), std::string::npos) << text;
+  EXPECT_NE(text.find("activations"), std::string::npos) << text;
+  EXPECT_NE(text.find("what would make it fit"), std::string::npos) << text;
+}
+
+TEST(Planner, SuggestsShorterSequencesWhenActivationsAreTheProblem) {
+  // A 1B model at 16k tokens: activations dominate; a shorter max_length fits 6 GiB.
+  PlannerRequest request = llama1b_request(6 * GiB);
+  request.shape.seq_len = 16384;
+  const PlanResult result = plan(request);
+  ASSERT_FALSE(result.best);
+  bool suggests_length = false;
+  for (const auto& line : result.suggestions) suggests_length |= line.find("data.max_length") != std::string::npos;
+  EXPECT_TRUE(suggests_length) << explain_no_fit(request, result);
+}
+
+TEST(Planner, DeterministicAndFast) {
+  const PlannerRequest request = llama7b_request(8 * GiB);
+  const auto start = std::chrono::steady_clock::now();
+  const PlanResult a = plan(request);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const PlanResult b = plan(request);
+  ASSERT_TRUE(a.best && b.best);
+  EXPECT_EQ(a.best->choice.policy, b.best->choice.policy);
+  EXPECT_EQ(a.best->choice.chunk_on_device, b.best->choice.chunk_on_device);
+  EXPECT_EQ(a.best->choice.layer_checkpointed, b.best->choice.layer_checkpointed);
+  EXPECT_EQ(a.best->time.total_s(), b.best->time.total_s());
+  EXPECT_GT(a.candidates, 1000);
+  EXPECT_LT(ms, 1000.0) << "the search should take milliseconds";
+}
+
+TEST(Planner, FixedPolicySearchesNothingElse) {
+  PlannerRequest request = llama1b_request(80 * GiB);
+  request.policies = {OffloadPolicy::optimizer};
+  request.search_micro_batch = request.search_checkpointing = request.search_kept_chunks = false;
+  request.gradient_checkpointing = true;
+  const PlanResult result = plan(request);
+  ASSERT_TRUE(result.best);
+  EXPECT_EQ(result.candidates, 1);
+  EXPECT_EQ(result.best->choice.policy, OffloadPolicy::optimizer);
+  EXPECT_EQ(result.best->choice.micro_batch_size, 4);
+  EXPECT_EQ(result.best->checkpointed_layers(), 22);
+}
+
+TEST(PlannerCost, ComputeIsSixFlopsPerParameterPerToken) {
+  // Tiny model under `none`: compute = tokens * (6 * matmul params + 6 * layers * T * heads *
+  // head_dim (causal attention, forward + backward)) / FLOP rate. Matmul params exclude the
+  // embedding (a gather) and the norms.
+  LlamaConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.head_dim = 16;
+  TrainingShape shape;
+  shape.model = c;
+  shape.seq_len = 8;
+  const MemoryModel model(shape);
+  PlacementChoice choice;
+  choice.policy = OffloadPolicy::none;
+  choice.micro_batch_size = 2;
+  ResolvedRates rates = resolve_rates(PlannerRates{.device_tflops = 1.0}, Precision::bf16);
+  const double matmul_params = 2 * (4 * 64 * 64 + 3 * 64 * 128) + 100 * 64;  // layers + LM head = 88064
+  const double tokens = 16;
+  const double expected = tokens * (6 * matmul_params + 6.0 * 2 * 8 * 4 * 16) / 1e12;
+  const StepTimeEstimate t = estimate_step_time(model, choice, 1, rates);
+  EXPECT_NEAR(t.compute_s, expected, expected * 1e-12);
+  // Checkpointing both layers adds their forward again: 2 * (2 * layer matmul + attention).
+  choice.layer_checkpointed = {true, true};
+  const double recompute = tokens * 2 * (2.0 * (4 * 64 * 64 + 3 * 64 * 128) + 2.0 * 8 * 4 * 16) / 1e12;
+  EXPECT_NEAR(estimate_step_time(model, choice, 1, rates).compute_s, expected + recompute, expected * 1e-12);
+  // The CPU optimizer at its rate: P / rate.
+  choice.policy = OffloadPolicy::optimizer;
+  rates.cpu_adam_params_per_s = 1e6;
+  rates.pcie_bytes_per_s = 1e15;  // transfers free
+  EXPECT_NEAR(estimate_step_time(model, choice, 1, rates).optimizer_s, 95040 / 1e6, 1e-6);
+}
+
+TEST(PlannerCost, DefaultRatesAreLabelledAsNotMeasured) {
+  const ResolvedRates defaults = resolve_rates(PlannerRates{}, Precision::bf16);
+  EXPECT_DOUBLE_EQ(defaults.pcie_bytes_per_s, kDefaultPcieGbps * 1e9);
+  ASSERT_FALSE(defaults.lines.empty());
+  EXPECT_NE(defaults.lines[0].find("not measured"), std::string::npos) << defaults.lines[0];
+  const ResolvedRates given = resolve_rates(PlannerRates{.pcie_gbps = 25}, Precision::bf16);
+  EXPECT_DOUBLE_EQ(given.pcie_bytes_per_s, 25e9);
+  EXPECT_EQ(given.lines[0].find("not measured"), std::string::npos) << given.lines[0];
+}
+
+}  // namespace
+}  // namespace ferry::offload
