@@ -5,10 +5,12 @@
 #   scripts/bench-generate.sh [BUILD_DIR] [THREADS]
 # BUILD_DIR (default build) must contain tests/bench/generate_bench (cmake --build BUILD_DIR
 # --target generate_bench). The model (hidden 256, 4 layers, vocab 2000) is made with transformers.
+# THREADS (default 1) is used by both sides. Keep it at or below the number of idle cores: on a
+# busy machine, intra-op threads that wait for each other make both figures ten times worse.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
-threads="${2:-2}"
+threads="${2:-1}"
 python="${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}"
 bench="$build/tests/bench/generate_bench"
 [[ -x "$bench" ]] || { echo "error: $bench not found; build it: cmake --build $build --target generate_bench" >&2; exit 2; }
