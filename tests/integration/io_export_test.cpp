@@ -57,24 +57,26 @@ int count_shards(const fs::path& dir) {
   return shards;
 }
 
-// Input models are made once for the suite (transformers is slow to import).
+// Input models written by transformers (tests/parity/io_export_ref.py, run once as a fixture).
+const fs::path kModels = fs::path(FERRY_FIXTURES_DIR) / "io_export";
+
 class IoExportTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("ferry_io_export_" + std::to_string(::getpid()));
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kModels / "llama_f32" / "config.json"))
+        << "missing fixture " << kModels << " (run the parity_fixture_io_export test first)";
+    root_ = fs::temp_directory_path() / ("ferry_io_export_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(root_);
-    const Result made = checker("make-model '" + root_.string() + "'");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(root_);
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(root_);  // keep the files to inspect a failure
   }
-  static fs::path root_;
+  fs::path root_;
 };
-fs::path IoExportTest::root_;
 
 TEST_F(IoExportTest, SingleFileExportGivesTheSameModel) {
-  const fs::path in = root_ / "llama_f32";
+  const fs::path in = kModels / "llama_f32";
   const fs::path out = root_ / "single";
   const Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -88,7 +90,7 @@ TEST_F(IoExportTest, SingleFileExportGivesTheSameModel) {
 }
 
 TEST_F(IoExportTest, ShardedExportRoundTrips) {
-  const fs::path in = root_ / "llama_f32";  // 3.1 MiB of weights: >= 3 shards of 1 MiB
+  const fs::path in = kModels / "llama_f32";  // 3.1 MiB of weights: >= 3 shards of 1 MiB
   const fs::path sharded = root_ / "sharded";
   Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + sharded.string() + "' --max-shard-size-mb 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -109,7 +111,7 @@ TEST_F(IoExportTest, ShardedExportRoundTrips) {
 }
 
 TEST_F(IoExportTest, TiedBf16ModelWithBiases) {
-  const fs::path in = root_ / "tied_bf16";
+  const fs::path in = kModels / "tied_bf16";
   const fs::path out = root_ / "tied_out";
   const Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -118,7 +120,7 @@ TEST_F(IoExportTest, TiedBf16ModelWithBiases) {
 }
 
 TEST_F(IoExportTest, ImpossibleRequestsAreUserErrors) {
-  const fs::path in = root_ / "tied_bf16";
+  const fs::path in = kModels / "tied_bf16";
   Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + (root_ / "x").string() + "' --lora adapter");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("no LoRA weights"), std::string::npos) << r.output;

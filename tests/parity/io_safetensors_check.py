@@ -10,8 +10,6 @@ exits non-zero (with a message) on any difference.
                                   COPY_DIR has N shards + index (N=1: model.safetensors only)
   configs DIR                     every DIR/<case>/config.json loads with AutoConfig and has the
                                   values in DIR/<case>/expected.json; tiny ones build a model
-  make-model DIR                  writes input folders for the export test: DIR/llama_f32 (GQA,
-                                  untied, ~3 MiB, tokenizer files) and DIR/tied_bf16 (tied, bf16)
 """
 import json
 import pathlib
@@ -136,28 +134,6 @@ def check_configs(folder: str) -> None:
                 fail(f"{case.name}: q_proj has {attn.q_proj.weight.shape[0]} outputs")
 
 
-def make_models(folder: str) -> None:
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
-    root = pathlib.Path(folder)
-    torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         rope_parameters={"rope_type": "linear", "rope_theta": 20000.0, "factor": 2.0})
-    model = LlamaForCausalLM(config)
-    model.save_pretrained(root / "llama_f32")
-    GenerationConfig(max_new_tokens=7, do_sample=False).save_pretrained(root / "llama_f32")
-    tokenizer = pathlib.Path(__file__).resolve().parents[2] / "data" / "tokenizer.model"
-    if tokenizer.exists():
-        (root / "llama_f32" / "tokenizer.model").write_bytes(tokenizer.read_bytes())
-    (root / "llama_f32" / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
-
-    torch.manual_seed(2)
-    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                         tie_word_embeddings=True, attention_bias=True, dtype="bfloat16")
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(root / "tied_bf16")
-
-
 def main() -> int:
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "file":
@@ -167,8 +143,6 @@ def main() -> int:
         check_model(args[0], args[1], shards)
     elif mode == "configs":
         check_configs(args[0])
-    elif mode == "make-model":
-        make_models(args[0])
     else:
         print(f"unknown mode {mode}", file=sys.stderr)
         return 2
