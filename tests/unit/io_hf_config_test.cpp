@@ -1,6 +1,6 @@
 // config.json reading: every accepted rope form, GQA, qwen2 biases, defaults, and a ConfigError
 // naming the key for each bad or unsupported value. (Agreement with transformers itself is
-// checked by tests/parity/io_hf_config_parity_test.cpp.)
+// checked by tests/parity/io_safetensors_parity_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <string>
