@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "src/core/error.h"
 #include "src/io/hf_config.h"
 #include "src/io/safetensors.h"
 #include "src/model/pretrained.h"
@@ -73,6 +74,37 @@ TEST_P(ModelParity, Bf16LogitsMatchTransformersBf16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Llama, ModelParity, ::testing::Values("plain", "gqa_tied_llama3", "bias_linear"));
+
+// The score model against LlamaForSequenceClassification (num_labels 1), the layout of reward
+// models: per-token values, and the value at each row's last token (right and left padding).
+TEST(ScoreModelParity, ValuesAndLastTokenScoresMatchTransformers) {
+  torch::NoGradGuard no_grad;
+  const auto folder = std::filesystem::path(FERRY_FIXTURES_DIR) / "model_llama" / "score";
+  ASSERT_TRUE(std::filesystem::exists(folder / "score.safetensors")) << "run the parity fixtures first";
+  const io::TensorMap expected = io::load_safetensors(folder / "score.safetensors");
+  LlamaForScore model = score_model_from_pretrained(folder / "model");
+  const torch::Tensor& mask = expected.at("attention_mask");
+  const torch::Tensor values = model(expected.at("input_ids"), mask);  // (B, T)
+  EXPECT_LE(((values - expected.at("values")).abs() * mask).max().item<double>(), 1e-4);
+  EXPECT_LE((last_token_values(values, mask) - expected.at("scores")).abs().max().item<double>(), 1e-4);
+}
+
+// A causal LM folder can start a score model (reward model from an SFT model): lm_head is dropped
+// and score.weight initialised; without from_causal_lm the mismatch is an error naming both.
+TEST(ScoreModelParity, StartsFromACausalLmFolder) {
+  const auto folder = fixture("plain") / "model";
+  try {
+    score_model_from_pretrained(folder);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("score.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lm_head.weight"), std::string::npos) << e.what();
+  }
+  LlamaForScore model = score_model_from_pretrained(folder, torch::kFloat, torch::kCPU, /*from_causal_lm=*/true, 1);
+  EXPECT_GT(model->score->weight.abs().sum().item<double>(), 0.0);
+  LlamaForCausalLM lm = causal_lm_from_pretrained(folder);
+  EXPECT_TRUE(torch::equal(model->model->norm->weight, lm->model->norm->weight));
+}
 
 }  // namespace
 }  // namespace ferry

@@ -9,6 +9,9 @@ Usage: model_llama_ref.py OUTDIR. For each model below, OUTDIR/<name>/ gets:
   generate.safetensors prompt_ids, prompt_mask; greedy_free (20 new tokens, no EOS) and
                        greedy_free_logprobs (log_softmax of the raw logits at the chosen tokens);
                        greedy_eos (EOS set to a token that row 0 produces midway), eos_id
+and OUTDIR/score/ a LlamaForSequenceClassification (num_labels 1, the reward-model layout):
+  model/ and score.safetensors with input_ids, attention_mask (rows right- and left-padded),
+  values (B, T) per-token scores and scores (B) at each row's last token.
 The models: `plain`; `gqa_tied_llama3` (grouped-query attention, tied embeddings, llama3 rope
 scaling, head_dim != hidden/heads); `bias_linear` (q/k/v/o and MLP biases, linear rope scaling).
 """
@@ -17,7 +20,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
 
 PAD = 0
 VOCAB = 128
@@ -90,7 +93,30 @@ def main() -> int:
                   str(folder / "generate.safetensors"))
         print(f"{name}: logits {tuple(logits.shape)}, greedy {tuple(free.sequences.shape)}, "
               f"with eos {eos}: {tuple(stopped.shape)}")
+    write_score_model(out / "score")
     return 0
+
+
+def write_score_model(folder):
+    torch.manual_seed(300)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, pad_token_id=PAD, num_labels=1,
+                         initializer_range=0.2, rms_norm_eps=1e-5)
+    model = LlamaForSequenceClassification(config).eval()
+    model.save_pretrained(folder / "model", safe_serialization=True)
+    ids = torch.randint(1, VOCAB, (3, 8), generator=torch.Generator().manual_seed(301))
+    mask = torch.ones(3, 8, dtype=torch.long)
+    ids[0, 5:] = PAD  # right padding
+    mask[0, 5:] = 0
+    ids[1, :2] = PAD  # left padding
+    mask[1, :2] = 0
+    with torch.no_grad():
+        scores = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.squeeze(-1)
+        hidden = model.model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).last_hidden_state
+        values = model.score(hidden).squeeze(-1)
+    save_file({"input_ids": ids, "attention_mask": mask, "values": values.contiguous(), "scores": scores.contiguous()},
+              str(folder / "score.safetensors"))
+    print(f"score: values {tuple(values.shape)}, scores {scores.tolist()}")
 
 
 if __name__ == "__main__":
