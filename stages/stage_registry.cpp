@@ -5,12 +5,13 @@
 
 #include "src/config/config_io.h"
 #include "src/core/error.h"
+#include "stages/sft.h"
 
 namespace ferry {
 
 const std::vector<StageInfo>& all_stages() {
   static const std::vector<StageInfo> stages{
-      {Stage::sft, "train-sft", "supervised fine-tuning", nullptr},
+      {Stage::sft, "train-sft", "supervised fine-tuning", run_sft},
       {Stage::rm, "train-rm", "reward-model training", nullptr},
       {Stage::dpo, "train-dpo", "direct preference optimisation", nullptr},
       {Stage::ppo, "train-ppo", "PPO from a reward model", nullptr},

@@ -17,6 +17,7 @@ int run_cli(int argc, char** argv) {
   add_train_commands(app);
   add_pipeline_command(app);
   add_generate_command(app);
+  add_eval_command(app);
   add_plan_command(app);
   add_export_command(app);
   add_config_command(app);

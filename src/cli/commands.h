@@ -11,6 +11,7 @@ namespace ferry::cli {
 void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, train-ppo, train-grpo
 void add_pipeline_command(CLI::App& app);   // pipeline
 void add_generate_command(CLI::App& app);   // generate
+void add_eval_command(CLI::App& app);       // eval
 void add_plan_command(CLI::App& app);       // plan
 void add_export_command(CLI::App& app);     // export
 void add_config_command(CLI::App& app);     // config show

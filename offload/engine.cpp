@@ -1,0 +1,106 @@
+// What every parameter engine shares: grouping a model's parameters, the memory report, options
+// from the config, and the policy -> engine factory.
+#include "offload/engine.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <sstream>
+
+#include "offload/plain_engine.h"
+#include "src/core/error.h"
+
+namespace ferry {
+namespace {
+
+// "model.layers.12.mlp.up_proj.weight" -> 12; -1 when the name is not inside a decoder layer.
+int64_t layer_index_of(const std::string& name) {
+  const std::string marker = "layers.";
+  size_t at = name.find(marker);
+  while (at != std::string::npos) {
+    if (at == 0 || name[at - 1] == '.') {
+      const char* begin = name.data() + at + marker.size();
+      const char* end = name.data() + name.size();
+      int64_t index = 0;
+      auto [ptr, ec] = std::from_chars(begin, end, index);
+      if (ec == std::errc() && ptr != begin && ptr != end && *ptr == '.') return index;
+    }
+    at = name.find(marker, at + 1);
+  }
+  return -1;
+}
+
+std::string human_bytes(uint64_t bytes) {
+  std::ostringstream out;
+  out.precision(3);
+  if (bytes >= (1ull << 30)) {
+    out << static_cast<double>(bytes) / static_cast<double>(1ull << 30) << " GiB";
+  } else if (bytes >= (1ull << 20)) {
+    out << static_cast<double>(bytes) / static_cast<double>(1ull << 20) << " MiB";
+  } else {
+    out << static_cast<double>(bytes) / 1024.0 << " KiB";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, bool trainable_only) {
+  ParameterGroup embed{"embed", {}}, head{"head", {}};
+  std::map<int64_t, ParameterGroup> layers;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    if (trainable_only && !p.requires_grad()) continue;
+    const std::string& name = item.key();
+    const int64_t layer = layer_index_of(name);
+    if (name.find("embed_tokens.") != std::string::npos) {
+      embed.parameters.emplace_back(name, p);
+    } else if (layer >= 0) {
+      auto& group = layers[layer];
+      group.name = "layers." + std::to_string(layer);
+      group.parameters.emplace_back(name, p);
+    } else {
+      head.parameters.emplace_back(name, p);
+    }
+  }
+  std::vector<ParameterGroup> groups;
+  if (!embed.parameters.empty()) groups.push_back(std::move(embed));
+  for (auto& [index, group] : layers) groups.push_back(std::move(group));
+  if (!head.parameters.empty()) groups.push_back(std::move(head));
+  return groups;
+}
+
+uint64_t EngineMemoryReport::bytes_on(const std::string& tier) const {
+  uint64_t total = 0;
+  for (const Line& line : lines) {
+    if (line.tier == tier) total += line.bytes;
+  }
+  return total;
+}
+
+std::string EngineMemoryReport::summary() const {
+  std::ostringstream out;
+  for (const Line& line : lines) out << "  " << line.what << " on " << line.tier << ": " << human_bytes(line.bytes) << "\n";
+  return out.str();
+}
+
+EngineOptions EngineOptions::from_config(const Config& config) {
+  EngineOptions options;
+  options.policy = config.offload.policy;
+  options.precision = config.train.precision;
+  options.beta1 = config.train.adam_beta1;
+  options.beta2 = config.train.adam_beta2;
+  options.eps = config.train.adam_eps;
+  options.weight_decay = config.train.weight_decay;
+  options.cpu_threads = config.offload.cpu_threads;
+  return options;
+}
+
+std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& options) {
+  if (options.policy == OffloadPolicy::none) return std::make_unique<PlainEngine>(options);
+  throw NotImplementedError("offload.policy: '" + std::string(enum_name(options.policy)) +
+                            "' is not implemented yet in this build; use offload.policy=none (everything stays "
+                            "where the model lives) for now");
+}
+
+}  // namespace ferry

@@ -1,0 +1,155 @@
+// ParameterEngine: the one owner of where trainable parameters, their gradients and their optimizer
+// state live, and of the optimizer step. The training loop (src/train) never moves tensors between
+// tiers and never touches optimizer state; it asks the engine.
+//
+// Vocabulary
+//   model   a named network the engine holds ("policy", "critic", "reference", "reward"). PPO keeps
+//           four under one budget; SFT/RM/DPO keep one (DPO's reference may be a second, frozen one).
+//   group   the parameters one unit of execution uses, in execution order: "embed" (token
+//           embedding), "layers.<i>" (one decoder layer, LoRA adapters of that layer included),
+//           "head" (final norm + LM/score head). A group is what `params` pages as one chunk and
+//           what activation checkpointing recomputes as one block.
+//
+// Life of an optimizer step (the loop's calls, in order):
+//   zero_grad()
+//   for each micro-batch:  forward + backward through BackboneRunner (src/train/backbone_runner.h),
+//                          which calls before_group / after_group around every group's forward,
+//                          and with activation checkpointing around each decoder layer's
+//                          recomputation in backward (the only backward hooks: `params` requires
+//                          checkpointing; `optimizer` streams gradients from per-parameter hooks)
+//   finish_gradients()          all gradients of this step are where step() reads them
+//   gradients_finite(), gradient_norm()      loss-scale check, clipping (global L2 over models)
+//   step(lr, grad_multiplier)   AdamW; grad_multiplier = (1 / loss_scale) * clip_coefficient
+//
+// How the policies fit these calls
+//   none       (PlainEngine, plain_engine.h) parameters, gradients, fp32 master weights (bf16/fp16
+//              runs) and Adam moments all live where the model lives; hooks are no-ops;
+//              step() runs CpuAdamW (kernels/cpu/adamw.h) on CPU tensors and at::_fused_adamw_ on
+//              CUDA tensors.
+//   optimizer  (ZeRO-Offload) master weights and moments live in pinned host memory. A hook on each
+//              parameter's gradient accumulator (registered in add_model) copies the gradient to a
+//              pinned host buffer on a side stream as soon as backward produces it, and the device
+//              gradient is freed; after_group(backward) records the group's copy event.
+//              finish_gradients() waits on the events; gradient_norm()/gradients_finite() read the
+//              host copies; step() runs CpuAdamW writing the new bf16 weights into pinned buffers and
+//              copies them back to the device parameters.
+//   params     (ZeRO-Infinity / Gemini) weights also live on the host in chunks (one per group, or
+//              offload.chunk_size). before_group(forward) pages the group's chunk in (and prefetches
+//              the next `offload.prefetch` groups on a side stream); after_group(forward) releases
+//              it. Activations are checkpointed per group, so backward re-runs a group's forward:
+//              before_group(backward) pages the chunk in again, after_group(backward) streams its
+//              gradients out (as `optimizer`) and releases the chunk. The runner always calls the
+//              hooks; only the engine decides what they do.
+//   auto       the planner (offload/planner*) picks one of the above per group from the budget.
+//
+// PPO phases name the models they need with make_resident(): generation {"policy"}; scoring
+// {"policy", "reference", "reward", "critic"}; learning {"policy", "critic"}. Under `none` every
+// model stays resident and make_resident() only checks the names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/config/config.h"
+
+namespace ferry {
+
+// The parameters of one group, by Hugging Face name, as the model holds them.
+struct ParameterGroup {
+  std::string name;  // "embed", "layers.3", "head"
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+};
+
+// Groups a model's parameters as described above, by name: `*embed_tokens.*` -> "embed",
+// `*layers.<i>.*` -> "layers.<i>", everything else -> "head". Only parameters that require grad
+// are listed when `trainable_only`. A tied embedding appears once, in "embed".
+std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, bool trainable_only);
+
+enum class GroupPass { forward, backward };
+
+// Where a hook is: model name and group index in execution order: 0 the embedding, 1 + i decoder
+// layer i, num_layers + 1 the head (whether or not the group has trainable parameters).
+struct GroupRef {
+  const std::string* model = nullptr;
+  int64_t index = 0;
+};
+
+// Bytes held per tier, for the progress display and `ferry plan`'s check against the budget.
+struct EngineMemoryReport {
+  struct Line {
+    std::string what;  // "weights", "gradients", "master weights", "adam moments"
+    std::string tier;  // "cpu", "cuda:0", "pinned host"
+    uint64_t bytes = 0;
+  };
+  std::vector<Line> lines;
+  uint64_t bytes_on(const std::string& tier) const;
+  std::string summary() const;  // one line per entry, human units
+};
+
+// AdamW hyperparameters the engine applies, and the precision of the model's weights.
+struct EngineOptions {
+  OffloadPolicy policy = OffloadPolicy::none;
+  Precision precision = Precision::fp32;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t cpu_threads = 0;  // CpuAdamW threads (0: the default pool)
+
+  static EngineOptions from_config(const Config& config);
+};
+
+class ParameterEngine {
+ public:
+  virtual ~ParameterEngine() = default;
+
+  // Registers a model's groups (group_parameters(model, false): all of them, frozen ones too, since
+  // paging policies move those as well). `trainable`: the engine keeps gradients and optimizer
+  // state for its parameters that require grad (false for a reference or reward model; LoRA freezes
+  // the base weights by requires_grad). Names are unique.
+  virtual void add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) = 0;
+
+  // The models the next phase uses; the others may be moved out of device memory.
+  virtual void make_resident(const std::vector<std::string>& models) = 0;
+
+  // Called by the runner around each group's forward and backward (see the file comment).
+  virtual void before_group(const GroupRef& group, GroupPass pass) = 0;
+  virtual void after_group(const GroupRef& group, GroupPass pass) = 0;
+
+  // Called once after the last backward of an optimizer step.
+  virtual void finish_gradients() = 0;
+
+  // Global L2 norm of all gradients of the trainable models in `models` (empty: all), as stored
+  // (that is, still multiplied by the loss scale), accumulated in double.
+  virtual double gradient_norm(const std::vector<std::string>& models = {}) = 0;
+  virtual bool gradients_finite(const std::vector<std::string>& models = {}) = 0;
+
+  // One AdamW update of the trainable models in `models` (empty: all) with gradients multiplied by
+  // `grad_multiplier`. Decoupled weight decay is not applied to norms and biases (1-D parameters).
+  virtual void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) = 0;
+  virtual void zero_grad(const std::vector<std::string>& models = {}) = 0;
+
+  // Updates done so far for `model` (Adam's bias-correction step count).
+  virtual int64_t step_count(const std::string& model) const = 0;
+
+  // Optimizer state (fp32 master weights if any, Adam moments, step counts) of every trainable
+  // model into / from `dir`. Loading checks every name and shape first (InputError naming the file).
+  // The model weights themselves are the caller's (a Hugging Face folder beside it).
+  virtual void save_state(const std::filesystem::path& dir) const = 0;
+  virtual void load_state(const std::filesystem::path& dir) = 0;
+
+  // Call after the caller changed a model's weights (e.g. loaded a checkpoint) so that master
+  // copies follow.
+  virtual void sync_master_from_model(const std::string& model) = 0;
+
+  virtual EngineMemoryReport memory_report() const = 0;
+};
+
+// The engine for options.policy. `none` is PlainEngine; the others throw NotImplementedError
+// naming offload.policy until they are built.
+std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& options);
+
+}  // namespace ferry

@@ -1,0 +1,245 @@
+// Offload policy `none`: AdamW where the parameters are (CpuAdamW on CPU, fused AdamW on CUDA).
+#include "offload/plain_engine.h"
+
+#include <cmath>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/thread_pool.h"
+#include "src/core/error.h"
+#include "src/io/safetensors.h"
+
+namespace ferry {
+namespace {
+
+kernels::GradType grad_type_of(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return kernels::GradType::f32;
+    case at::kBFloat16: return kernels::GradType::bf16;
+    case at::kHalf: return kernels::GradType::f16;
+    default: throw InternalError(std::string("PlainEngine: no CPU AdamW for gradients of dtype ") + c10::toString(dtype));
+  }
+}
+
+kernels::WeightOutType weight_out_of(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return kernels::WeightOutType::none;
+    case at::kBFloat16: return kernels::WeightOutType::bf16;
+    case at::kHalf: return kernels::WeightOutType::f16;
+    default: throw InternalError(std::string("PlainEngine: no CPU AdamW for weights of dtype ") + c10::toString(dtype));
+  }
+}
+
+std::string tier_of(const torch::Tensor& t) { return t.device().str(); }
+
+}  // namespace
+
+PlainEngine::PlainEngine(const EngineOptions& options) : options_(options) {
+  if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
+}
+
+PlainEngine::~PlainEngine() = default;
+
+void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) {
+  FERRY_CHECK(!models_.count(name), "model '", name, "' added to the engine twice");
+  Model& m = models_[name];
+  m.trainable = trainable;
+  m.groups = std::move(groups);
+  if (!trainable) return;
+  torch::NoGradGuard no_grad;
+  for (const ParameterGroup& group : m.groups) {
+    for (const auto& [pname, p] : group.parameters) {
+      if (!p.requires_grad()) continue;
+      FERRY_CHECK(p.is_contiguous(), "parameter ", pname, " is not contiguous");
+      TrainedParameter t;
+      t.name = pname;
+      t.parameter = p;
+      const auto fp32 = p.options().dtype(at::kFloat);
+      if (p.scalar_type() != at::kFloat) t.master = p.detach().to(at::kFloat).clone();
+      t.exp_avg = torch::zeros(p.sizes(), fp32);
+      t.exp_avg_sq = torch::zeros(p.sizes(), fp32);
+      if (p.is_cuda()) t.cuda_step = torch::zeros({}, fp32);
+      t.decay = p.dim() >= 2 && pname.find("norm") == std::string::npos && pname.find("bias") == std::string::npos;
+      m.parameters.push_back(std::move(t));
+    }
+  }
+}
+
+void PlainEngine::make_resident(const std::vector<std::string>& models) {
+  for (const auto& name : models) (void)model(name);  // everything is always resident under `none`
+}
+
+const PlainEngine::Model& PlainEngine::model(const std::string& name) const {
+  auto it = models_.find(name);
+  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
+  return it->second;
+}
+
+std::vector<PlainEngine::Model*> PlainEngine::selected(const std::vector<std::string>& models) {
+  std::vector<Model*> out;
+  if (models.empty()) {
+    for (auto& [name, m] : models_) {
+      if (m.trainable) out.push_back(&m);
+    }
+    return out;
+  }
+  for (const auto& name : models) {
+    (void)model(name);
+    Model& m = models_.at(name);
+    if (m.trainable) out.push_back(&m);
+  }
+  return out;
+}
+
+double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
+  torch::NoGradGuard no_grad;
+  double sum_of_squares = 0.0;
+  for (Model* m : selected(models)) {
+    std::vector<torch::Tensor> norms;
+    for (const auto& t : m->parameters) {
+      const torch::Tensor& g = t.parameter.grad();
+      if (g.defined()) norms.push_back(g.to(at::kFloat).norm().to(at::kDouble));
+    }
+    if (norms.empty()) continue;
+    // One host sync per model: the per-tensor norms are summed on their device.
+    sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum_of_squares);
+}
+
+bool PlainEngine::gradients_finite(const std::vector<std::string>& models) {
+  // An inf or NaN anywhere makes the global norm inf or NaN.
+  return std::isfinite(gradient_norm(models));
+}
+
+void PlainEngine::step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models) {
+  torch::NoGradGuard no_grad;
+  for (Model* m : selected(models)) {
+    ++m->steps;
+    kernels::AdamWParams params;
+    params.lr = learning_rate;
+    params.beta1 = options_.beta1;
+    params.beta2 = options_.beta2;
+    params.eps = options_.eps;
+    params.step = m->steps;
+    for (auto& t : m->parameters) {
+      torch::Tensor grad = t.parameter.grad();
+      if (!grad.defined()) continue;  // unused in this step: left alone, as torch's optimizers do
+      params.weight_decay = t.decay ? options_.weight_decay : 0.0;
+      if (t.parameter.is_cpu()) {
+        grad = grad.contiguous();
+        float* master = t.master.defined() ? t.master.data_ptr<float>() : t.parameter.data_ptr<float>();
+        void* weight_out = t.master.defined() ? t.parameter.data_ptr() : nullptr;
+        kernels::adamw_update(params, master, t.exp_avg.data_ptr<float>(), t.exp_avg_sq.data_ptr<float>(),
+                              grad.data_ptr(), grad_type_of(grad.scalar_type()), static_cast<float>(grad_multiplier),
+                              weight_out, weight_out_of(t.parameter.scalar_type()), t.parameter.numel(), pool_.get());
+      } else {
+        // _fused_adamw_ divides gradients by grad_scale and reads the already incremented step.
+        torch::Tensor grad32 = grad.to(at::kFloat);
+        torch::Tensor weights = t.master.defined() ? t.master : t.parameter;
+        t.cuda_step.add_(1);
+        const torch::Tensor inverse_multiplier = torch::full({}, 1.0 / grad_multiplier, weights.options());
+        at::_fused_adamw_({weights}, {grad32}, {t.exp_avg}, {t.exp_avg_sq}, {}, {t.cuda_step}, learning_rate,
+                          options_.beta1, options_.beta2, params.weight_decay, options_.eps, /*amsgrad=*/false,
+                          /*maximize=*/false, inverse_multiplier, std::nullopt);
+        if (t.master.defined()) t.parameter.copy_(t.master);
+      }
+    }
+  }
+}
+
+void PlainEngine::zero_grad(const std::vector<std::string>& models) {
+  for (Model* m : selected(models)) {
+    for (auto& t : m->parameters) t.parameter.mutable_grad() = torch::Tensor();  // set_to_none, as torch
+  }
+}
+
+int64_t PlainEngine::step_count(const std::string& name) const { return model(name).steps; }
+
+void PlainEngine::save_state(const std::filesystem::path& dir) const {
+  io::TensorMap tensors;
+  std::map<std::string, std::string> metadata{{"ferry_engine", "none"}, {"ferry_engine_version", "1"}};
+  for (const auto& [name, m] : models_) {
+    if (!m.trainable) continue;
+    metadata["steps." + name] = std::to_string(m.steps);
+    for (const auto& t : m.parameters) {
+      const std::string prefix = name + "/" + t.name + "/";
+      tensors[prefix + "exp_avg"] = t.exp_avg;
+      tensors[prefix + "exp_avg_sq"] = t.exp_avg_sq;
+      if (t.master.defined()) tensors[prefix + "master"] = t.master;
+    }
+  }
+  io::save_safetensors(dir / kStateFile, tensors, metadata);
+}
+
+void PlainEngine::load_state(const std::filesystem::path& dir) {
+  const std::filesystem::path file = dir / kStateFile;
+  if (!std::filesystem::exists(file)) {
+    throw InputError(file.string() + ": optimizer state is missing; the checkpoint is incomplete or not Ferry's");
+  }
+  const io::SafetensorsFile state(file);
+  const auto& metadata = state.metadata();
+  // Check everything before changing anything, so a bad file leaves the engine as it was.
+  std::vector<std::pair<torch::Tensor, std::string>> copies;
+  std::map<Model*, int64_t> steps;
+  for (auto& [name, m] : models_) {
+    if (!m.trainable) continue;
+    auto it = metadata.find("steps." + name);
+    if (it == metadata.end()) {
+      throw InputError(file.string() + ": holds no optimizer state for model '" + name + "'");
+    }
+    steps[&m] = std::stoll(it->second);
+    for (auto& t : m.parameters) {
+      const std::string prefix = name + "/" + t.name + "/";
+      std::vector<std::pair<torch::Tensor, std::string>> wanted{{t.exp_avg, prefix + "exp_avg"},
+                                                                {t.exp_avg_sq, prefix + "exp_avg_sq"}};
+      if (t.master.defined()) wanted.emplace_back(t.master, prefix + "master");
+      for (auto& [target, key] : wanted) {
+        if (!state.contains(key)) {
+          throw InputError(file.string() + ": missing '" + key +
+                           "' (was the checkpoint written for another model or precision?)");
+        }
+        if (state.info(key).shape != target.sizes().vec() || state.info(key).dtype != at::kFloat) {
+          throw InputError(file.string() + ": '" + key + "' has the wrong shape or dtype for this model");
+        }
+        copies.emplace_back(target, key);
+      }
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [target, key] : copies) target.copy_(state.tensor(key));
+  for (auto& [m, count] : steps) {
+    m->steps = count;
+    for (auto& t : m->parameters) {
+      if (t.cuda_step.defined()) t.cuda_step.fill_(static_cast<double>(count));
+    }
+  }
+}
+
+void PlainEngine::sync_master_from_model(const std::string& name) {
+  torch::NoGradGuard no_grad;
+  (void)model(name);  // checks the name
+  for (auto& t : models_.at(name).parameters) {
+    if (t.master.defined()) t.master.copy_(t.parameter);
+  }
+}
+
+EngineMemoryReport PlainEngine::memory_report() const {
+  std::map<std::pair<std::string, std::string>, uint64_t> bytes;
+  for (const auto& [name, m] : models_) {
+    for (const auto& group : m.groups) {
+      for (const auto& [pname, p] : group.parameters) {
+        bytes[{"weights", tier_of(p)}] += p.nbytes();
+        if (p.grad().defined()) bytes[{"gradients", tier_of(p)}] += p.grad().nbytes();
+      }
+    }
+    for (const auto& t : m.parameters) {
+      if (t.master.defined()) bytes[{"master weights", tier_of(t.master)}] += t.master.nbytes();
+      bytes[{"adam moments", tier_of(t.exp_avg)}] += t.exp_avg.nbytes() + t.exp_avg_sq.nbytes();
+    }
+  }
+  EngineMemoryReport report;
+  for (const auto& [key, n] : bytes) report.lines.push_back({key.first, key.second, n});
+  return report;
+}
+
+}  // namespace ferry

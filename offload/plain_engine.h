@@ -1,0 +1,69 @@
+// PlainEngine, offload policy `none`: parameters, gradients and optimizer state stay where the
+// model lives (the baseline every other policy is measured against and tested equal to).
+//
+// fp32 models update their parameters in place. bf16/fp16 models keep an fp32 master copy of every
+// trainable parameter (mixed precision: the update is computed and accumulated in fp32, then
+// rounded into the model's weights), so small updates are not lost to bf16's 8-bit mantissa.
+// CPU tensors are updated by CpuAdamW (kernels/cpu/adamw.h, one SIMD pass per tensor that also
+// writes the rounded weights); CUDA tensors by at::_fused_adamw_. Both are torch.optim.AdamW's
+// arithmetic.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "offload/engine.h"
+
+namespace ferry {
+namespace kernels {
+class ThreadPool;
+}
+
+class PlainEngine : public ParameterEngine {
+ public:
+  explicit PlainEngine(const EngineOptions& options);
+  ~PlainEngine() override;
+
+  void add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) override;
+  void make_resident(const std::vector<std::string>& models) override;
+  void before_group(const GroupRef&, GroupPass) override {}
+  void after_group(const GroupRef&, GroupPass) override {}
+  void finish_gradients() override {}
+  double gradient_norm(const std::vector<std::string>& models = {}) override;
+  bool gradients_finite(const std::vector<std::string>& models = {}) override;
+  void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
+  void zero_grad(const std::vector<std::string>& models = {}) override;
+  int64_t step_count(const std::string& model) const override;
+  void save_state(const std::filesystem::path& dir) const override;
+  void load_state(const std::filesystem::path& dir) override;
+  void sync_master_from_model(const std::string& model) override;
+  EngineMemoryReport memory_report() const override;
+
+  // The file save_state writes into its folder.
+  static constexpr const char* kStateFile = "optimizer_state.safetensors";
+
+ private:
+  struct TrainedParameter {
+    std::string name;
+    torch::Tensor parameter;   // the model's tensor (any dtype, any device)
+    torch::Tensor master;      // fp32 copy when the parameter is not fp32, else undefined
+    torch::Tensor exp_avg, exp_avg_sq;  // fp32, beside the parameter
+    torch::Tensor cuda_step;   // fp32 scalar on the GPU for _fused_adamw_ (undefined on CPU)
+    bool decay = true;         // false for norms and biases
+  };
+  struct Model {
+    std::vector<ParameterGroup> groups;
+    bool trainable = false;
+    int64_t steps = 0;
+    std::vector<TrainedParameter> parameters;
+  };
+
+  std::vector<Model*> selected(const std::vector<std::string>& models);
+  const Model& model(const std::string& name) const;
+
+  EngineOptions options_;
+  std::map<std::string, Model> models_;
+  std::unique_ptr<kernels::ThreadPool> pool_;  // set when options.cpu_threads > 0
+};
+
+}  // namespace ferry

@@ -1,0 +1,144 @@
+// `ferry eval`: exact-match accuracy of greedy answers on a prompt file with `gt_answer`.
+//
+//   ferry eval --model runs/demo/sft/final --prompts data/prompts_eval.jsonl
+//
+// Each line is {"messages": [system?, user], "gt_answer": "..."}; the prompt is rendered with the
+// chat template, the model answers greedily until the end-of-assistant marker (or EOS, or
+// --max-new-tokens), and the answer counts when, stripped of surrounding whitespace and of the
+// end-of-assistant marker, it equals gt_answer exactly (data/README.md). Prints the accuracy;
+// --output writes every answer as jsonl.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "src/cli/commands.h"
+#include "src/core/error.h"
+#include "src/core/text.h"
+#include "src/data/conversation_json.h"
+#include "src/data/jsonl_reader.h"
+#include "src/generate/generate.h"
+#include "src/generate/prompt_batch.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
+
+namespace ferry::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string prompts_file = "data/prompts_eval.jsonl";
+  std::string output_file;
+  std::string chat_template = "demo";
+  int64_t max_new_tokens = 32;
+  int64_t batch_size = 32;
+  int64_t limit = 0;
+};
+
+struct EvalItem {
+  nlohmann::json source;
+  std::vector<int64_t> ids;
+  std::string answer;
+};
+
+// The response as judged: surrounding whitespace and the end-of-assistant marker removed.
+std::string normalise_answer(std::string text, const std::string& end_marker) {
+  text = trim(text);
+  if (!end_marker.empty()) {
+    const std::string marker = trim(end_marker);
+    if (!marker.empty() && text.size() >= marker.size() && text.ends_with(marker)) {
+      text = trim(text.substr(0, text.size() - marker.size()));
+    }
+  }
+  return text;
+}
+
+void run_eval(const EvalArgs& args) {
+  if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  const bool cuda = torch::cuda::is_available();
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  LlamaForCausalLM model = causal_lm_from_pretrained(args.model, cuda ? torch::kBFloat16 : torch::kFloat, device);
+  const Tokenizer tokenizer(args.model);
+  const ChatTemplate chat_template = load_chat_template(args.chat_template);
+
+  std::vector<EvalItem> items;
+  read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
+    if (args.limit > 0 && static_cast<int64_t>(items.size()) >= args.limit) return;
+    if (!object.contains("gt_answer") || !object["gt_answer"].is_string()) {
+      throw InputError("needs a string \"gt_answer\" to score against");
+    }
+    const Conversation conversation = conversation_from_json(object, "messages");
+    check_conversation(conversation, ConversationEnd::user);
+    items.push_back({object, chat_template.render_prompt(conversation, tokenizer), {}});
+  });
+  if (items.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
+
+  GenerateOptions options;
+  options.max_new_tokens = args.max_new_tokens;
+  options.sampling.greedy = true;
+  options.eos_token_ids = model->config().eos_token_ids;
+  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
+  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
+  options.pad_token_id = model->config().pad_token_id >= 0 ? model->config().pad_token_id : tokenizer.pad_id();
+  std::vector<int64_t> stops = options.eos_token_ids;
+  stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+  const int64_t pad = options.pad_token_id >= 0 ? options.pad_token_id : 0;
+
+  int64_t correct = 0;
+  for (size_t begin = 0; begin < items.size(); begin += static_cast<size_t>(args.batch_size)) {
+    const size_t end = std::min(items.size(), begin + static_cast<size_t>(args.batch_size));
+    std::vector<std::vector<int64_t>> prompts;
+    for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
+    const PromptBatch batch = left_pad(prompts, pad);
+    const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
+    const torch::Tensor tokens =
+        result.tokens.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length).cpu();
+    const torch::Tensor mask = result.attention_mask.narrow(1, result.prompt_length, tokens.size(1)).cpu();
+    for (size_t i = begin; i < end; ++i) {
+      const auto row = static_cast<int64_t>(i - begin);
+      std::vector<int64_t> ids;
+      for (int64_t t = 0; t < tokens.size(1) && mask[row][t].item<int64_t>() == 1; ++t) {
+        const int64_t id = tokens[row][t].item<int64_t>();
+        if (std::find(stops.begin(), stops.end(), id) != stops.end()) break;
+        ids.push_back(id);
+      }
+      items[i].answer = normalise_answer(tokenizer.decode(ids), chat_template.assistant_suffix);
+      if (items[i].answer == items[i].source["gt_answer"].get<std::string>()) ++correct;
+    }
+  }
+  if (!args.output_file.empty()) {
+    std::ofstream out(args.output_file);
+    for (const EvalItem& item : items) {
+      nlohmann::json line = item.source;
+      line["answer"] = item.answer;
+      line["correct"] = item.answer == item.source["gt_answer"].get<std::string>();
+      out << line.dump() << "\n";
+    }
+    out.close();
+    if (!out) throw UserError("cannot write " + args.output_file);
+  }
+  const auto total = static_cast<int64_t>(items.size());
+  std::cout << "exact match: " << correct << "/" << total << " = "
+            << 100.0 * static_cast<double>(correct) / static_cast<double>(total) << "%\n";
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  auto* command = app.add_subcommand("eval", "Exact-match accuracy of greedy answers against gt_answer");
+  command->add_option("--model", args->model, "model folder (Hugging Face layout with tokenizer.model)")->required();
+  command->add_option("--prompts", args->prompts_file, "jsonl of {\"messages\": [...], \"gt_answer\": ...}");
+  command->add_option("--output", args->output_file, "jsonl to write every answer and whether it was correct");
+  command->add_option("--chat-template", args->chat_template, "chat template: demo, llama2, chatml or a .yaml file");
+  command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most per answer");
+  command->add_option("--batch-size", args->batch_size, "prompts generated together");
+  command->add_option("--limit", args->limit, "score only the first N prompts (0: all)");
+  command->callback([args] { run_eval(*args); });
+}
+
+}  // namespace ferry::cli

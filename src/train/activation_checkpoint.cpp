@@ -1,0 +1,91 @@
+// Reentrant activation checkpointing as a custom autograd Function.
+#include "src/train/activation_checkpoint.h"
+
+#include <ATen/core/ivalue.h>
+
+#include "src/core/error.h"
+
+namespace ferry {
+namespace {
+
+// What backward needs besides the saved input: the layer, the shared per-forward tensors, the
+// hooks and the RNG state. Held by the autograd context as a capsule.
+struct Recompute : torch::CustomClassHolder {
+  LlamaDecoderLayerImpl* layer = nullptr;
+  LayerInputs inputs;
+  std::function<void()> before_recompute, after_backward;
+  torch::Tensor cpu_rng_state;
+  torch::Tensor cuda_rng_state;  // undefined unless the layer runs on a GPU
+  c10::Device device{c10::kCPU};
+};
+
+// Runs `body` with the global generators set to the states saved in `state`, then puts back the
+// states they had, so recomputation consumes no randomness of the run.
+template <class Body>
+void with_saved_rng(const Recompute& state, Body&& body) {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  const torch::Tensor cpu_now = cpu.get_state();
+  cpu.set_state(state.cpu_rng_state);
+  std::optional<at::Generator> cuda;
+  torch::Tensor cuda_now;
+  if (state.cuda_rng_state.defined()) {
+    cuda = at::globalContext().defaultGenerator(state.device);
+    cuda_now = cuda->get_state();
+    cuda->set_state(state.cuda_rng_state);
+  }
+  body();
+  cpu.set_state(cpu_now);
+  if (cuda) cuda->set_state(cuda_now);
+}
+
+class CheckpointedLayerFunction : public torch::autograd::Function<CheckpointedLayerFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                               c10::intrusive_ptr<Recompute> state) {
+    state->cpu_rng_state = at::detail::getDefaultCPUGenerator().get_state();
+    state->device = hidden.device();
+    if (hidden.is_cuda()) state->cuda_rng_state = at::globalContext().defaultGenerator(hidden.device()).get_state();
+    torch::Tensor out;
+    {
+      torch::NoGradGuard no_grad;
+      out = state->layer->forward(hidden, state->inputs.cos, state->inputs.sin, state->inputs.mask);
+    }
+    ctx->save_for_backward({hidden});
+    ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto state = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["state"].toCapsule());
+    const torch::Tensor saved = ctx->get_saved_variables()[0];
+    if (state->before_recompute) state->before_recompute();
+    torch::Tensor input = saved.detach().requires_grad_(true);
+    torch::Tensor out;
+    with_saved_rng(*state, [&] {
+      torch::AutoGradMode enable(true);
+      out = state->layer->forward(input, state->inputs.cos, state->inputs.sin, state->inputs.mask);
+    });
+    torch::autograd::backward({out}, {grad_outputs[0]});
+    if (state->after_backward) state->after_backward();
+    return {input.grad(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor checkpointed_layer(LlamaDecoderLayerImpl& layer, const torch::Tensor& hidden, const LayerInputs& inputs,
+                                 std::function<void()> before_recompute, std::function<void()> after_backward) {
+  if (!torch::GradMode::is_enabled()) return layer.forward(hidden, inputs.cos, inputs.sin, inputs.mask);
+  // The Function's output needs an input that requires grad, or backward would never reach the
+  // layer's parameters (frozen embeddings under LoRA): give it a leaf whose gradient is dropped.
+  const torch::Tensor input = hidden.requires_grad() ? hidden : hidden.detach().requires_grad_(true);
+  auto state = c10::make_intrusive<Recompute>();
+  state->layer = &layer;
+  state->inputs = inputs;
+  state->before_recompute = std::move(before_recompute);
+  state->after_backward = std::move(after_backward);
+  return CheckpointedLayerFunction::apply(input, std::move(state));
+}
+
+}  // namespace ferry

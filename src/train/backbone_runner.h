@@ -1,0 +1,41 @@
+// BackboneRunner: runs a Llama-family model group by group (embedding, each decoder layer, final
+// norm + head) for training, so that the parameter engine's hooks run around every group and
+// activation checkpointing can wrap each layer. Objectives call it instead of model->forward.
+// Batches arrive as CPU tensors; the runner moves them to the model's device.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "offload/engine.h"
+#include "src/model/llama_heads.h"
+
+namespace ferry {
+
+class BackboneRunner {
+ public:
+  BackboneRunner(ParameterEngine& engine, bool activation_checkpointing)
+      : engine_(engine), checkpointing_(activation_checkpointing) {}
+
+  // Arguments as LlamaModel::forward (attention_mask (B, T) 1/0 or a bool (B, 1, T, T) mask with
+  // position_ids). `model` is the name given to the engine's add_model.
+  // Returns logits (B, T, V) in the model's dtype.
+  torch::Tensor causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+                          const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+  // Returns one value per token (B, T) in the model's dtype (reward models, critics).
+  torch::Tensor score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
+                      const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+
+  bool activation_checkpointing() const { return checkpointing_; }
+
+ private:
+  // Embedding and decoder layers; returns the last layer's output (B, T, C), before the final norm.
+  torch::Tensor layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
+                       const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+
+  ParameterEngine& engine_;
+  bool checkpointing_;
+};
+
+}  // namespace ferry

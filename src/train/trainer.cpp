@@ -1,0 +1,182 @@
+// The training loop.
+#include "src/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "src/core/error.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/checkpoint_folders.h"
+#include "src/train/loss_scaler.h"
+#include "src/train/lr_schedule.h"
+#include "src/train/stop_signal.h"
+#include "src/train/trainer_state.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+
+const torch::Tensor& MicroBatch::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  FERRY_CHECK(it != tensors.end(), "micro-batch has no tensor '", name, "'");
+  return it->second;
+}
+
+Trainer::Trainer(const Config& config, ParameterEngine& engine, BatchSource& data, TrainingObjective& objective,
+                 TrainedModel model, std::ostream* console, MetricsLoggerOptions metrics_options)
+    : config_(config),
+      engine_(engine),
+      data_(data),
+      objective_(objective),
+      model_(std::move(model)),
+      console_(console != nullptr ? *console : std::cout),
+      metrics_options_(std::move(metrics_options)) {}
+
+int64_t Trainer::total_steps() const {
+  const TrainConfig& t = config_.train;
+  if (t.max_steps > 0) return t.max_steps;
+  const int64_t per_epoch = (data_.batches_per_epoch() + t.grad_accumulation - 1) / t.grad_accumulation;
+  return std::max<int64_t>(1, per_epoch * t.epochs);
+}
+
+std::optional<double> Trainer::evaluate() {
+  const std::vector<MicroBatch> batches = data_.eval_batches();
+  if (batches.empty()) return std::nullopt;
+  torch::NoGradGuard no_grad;
+  BackboneRunner runner(engine_, /*activation_checkpointing=*/false);
+  double sum = 0.0;
+  int64_t weight = 0;
+  for (const MicroBatch& batch : batches) {
+    sum += objective_.loss(batch, runner).sum.item<double>();
+    weight += batch.loss_weight;
+  }
+  return sum / static_cast<double>(std::max<int64_t>(weight, 1));
+}
+
+void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler) {
+  const fs::path output(config_.output.dir);
+  TrainerState state;
+  state.step = step;
+  state.total_steps = total;
+  state.cursor = data_.cursor();
+  state.loss_scaler = scaler.state();
+  state.seed = config_.train.seed;
+  write_folder_atomic(checkpoint_folder(output, step), [&](const fs::path& folder) {
+    model_.save(folder);
+    engine_.save_state(folder);
+    save_trainer_state(folder, state);
+  });
+  prune_checkpoints(output, config_.output.keep_last);
+}
+
+TrainResult Trainer::run() {
+  const TrainConfig& t = config_.train;
+  const fs::path output(config_.output.dir);
+  const int64_t total = total_steps();
+  const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total, t.min_lr_ratio};
+  LossScaler scaler(t.precision == Precision::fp16, t.fp16_initial_scale);
+
+  int64_t step = 0;
+  if (const auto resume = resolve_resume(output, t.resume)) {
+    const TrainerState state = load_trainer_state(*resume);
+    model_.load(*resume);
+    engine_.sync_master_from_model(model_.name);
+    engine_.load_state(*resume);
+    data_.restore(state.cursor);
+    scaler.restore(state.loss_scaler);
+    restore_rng_state(*resume);
+    step = state.step;
+    console_ << "resumed from " << resume->string() << " at step " << step << " of " << total << "\n";
+    if (state.total_steps != total) {
+      console_ << "note: the checkpoint's run had " << state.total_steps << " steps, this one has " << total
+               << "; the learning-rate schedule follows this run's length\n";
+    }
+  }
+
+  MetricsLoggerOptions metrics_options = metrics_options_;
+  metrics_options.total_steps = total;
+  if (step > 0) metrics_options.resume_step = step;
+  MetricsLogger metrics(config_.logging, output, metrics_options);
+  StopSignal stop;
+  BackboneRunner runner(engine_, t.gradient_checkpointing);
+
+  TrainResult result;
+  int64_t last_eval_step = -1;
+  int64_t last_save_step = -1;
+  while (step < total) {
+    const auto started = std::chrono::steady_clock::now();
+    engine_.zero_grad();
+    std::vector<MicroBatch> batches;
+    int64_t weight = 0, tokens = 0;
+    for (int64_t i = 0; i < t.grad_accumulation; ++i) {
+      batches.push_back(data_.next_train_batch());
+      weight += batches.back().loss_weight;
+      tokens += batches.back().tokens;
+    }
+    // The loss of the step is the mean over all units of all its micro-batches.
+    const double scale = scaler.scale();
+    const double per_unit = 1.0 / static_cast<double>(std::max<int64_t>(weight, 1));
+    double loss_sum = 0.0;
+    for (const MicroBatch& batch : batches) {
+      const LossSum loss = objective_.loss(batch, runner);
+      (loss.sum * (scale * per_unit)).backward();
+      loss_sum += loss.sum.item<double>();
+    }
+    engine_.finish_gradients();
+    const double grad_norm = engine_.gradient_norm() / scale;
+    const bool finite = std::isfinite(grad_norm);
+    const double lr = learning_rate_at(plan, step);
+    if (scaler.update(finite)) {
+      const double clip = t.max_grad_norm > 0 ? std::min(1.0, t.max_grad_norm / (grad_norm + 1e-6)) : 1.0;
+      engine_.step(lr, clip / scale);
+    } else {
+      ++result.skipped_steps;
+      if (!scaler.enabled()) {
+        console_ << "warning: step " << step + 1 << " has non-finite gradients; the update was skipped\n";
+      }
+    }
+    ++step;
+    const double loss = loss_sum * per_unit;
+    result.last_loss = loss;
+    if (on_step) on_step(step, loss);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    MetricValues values{{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                        {"tokens_per_s", static_cast<double>(tokens) / std::max(seconds, 1e-9)}};
+    if (scaler.enabled()) values.push_back({"loss_scale", scaler.scale()});
+    metrics.log_train(step, values);
+
+    if (t.eval_every > 0 && step % t.eval_every == 0) {
+      result.eval_loss = evaluate();
+      if (result.eval_loss) metrics.log_eval(step, {{"loss", *result.eval_loss}});
+      last_eval_step = step;
+    }
+    const bool stopping = stop.requested();
+    if ((t.save_every > 0 && step % t.save_every == 0) || step == total || stopping) {
+      save_checkpoint(step, total, scaler);
+      last_save_step = step;
+    }
+    if (stopping) {
+      console_ << "stopped by signal " << stop.signal_number() << " after step " << step << "; checkpoint "
+               << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
+      result.interrupted = true;
+      break;
+    }
+  }
+  result.steps = step;
+  if (!result.interrupted) {
+    if (last_eval_step != step) {
+      result.eval_loss = evaluate();
+      if (result.eval_loss) metrics.log_eval(step, {{"loss", *result.eval_loss}});
+    }
+    if (last_save_step != step && step > 0) save_checkpoint(step, total, scaler);
+    result.final_dir = output / "final";
+    write_folder_atomic(result.final_dir, model_.save);
+    console_ << "final model: " << result.final_dir.string() << "\n";
+  }
+  metrics.close();
+  return result;
+}
+
+}  // namespace ferry

@@ -1,0 +1,88 @@
+// Trainer: the one training loop every stage uses. It owns precision (loss scaling for fp16),
+// gradient accumulation, global-norm clipping, the LR schedule, evaluation every N steps, the stop
+// condition (train.max_steps or train.epochs), SIGINT/SIGTERM handling, metrics and checkpoints:
+//
+//   output.dir/step-N/   the model as a Hugging Face folder (TrainedModel::save) + the engine's
+//                        optimizer state + trainer_state.json + rng_state.safetensors, written
+//                        atomically (write_folder_atomic); older ones pruned to output.keep_last
+//   output.dir/final/    the model as a Hugging Face folder (with tokenizer.model), at the end
+//
+// train.resume (auto | PATH) continues exactly: the same losses and weights as a run that never
+// stopped. A stage supplies the data (BatchSource), the loss (TrainingObjective), the engine
+// holding its models, and how to save/load the trained model (TrainedModel).
+//
+// One optimizer step:
+//   engine.zero_grad()
+//   take grad_accumulation micro-batches; W = sum of their loss weights
+//   for each: loss_sum = objective.loss(batch); backward(loss_sum * scale / W)
+//   engine.finish_gradients(); norm = engine.gradient_norm() / scale
+//   fp16: skip the step on inf/NaN (LossScaler); clip = min(1, max_grad_norm / (norm + 1e-6))
+//   engine.step(lr(step), clip / scale)
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "offload/engine.h"
+#include "src/config/config.h"
+#include "src/metrics/metrics_logger.h"
+#include "src/train/loss_scaler.h"
+#include "src/train/training_task.h"
+
+namespace ferry {
+
+// The model a run trains, as the loop saves and resumes it.
+struct TrainedModel {
+  std::string name;  // its name in the engine
+  // Writes a Hugging Face folder (config.json, weights, tokenizer.model) into the given folder.
+  std::function<void(const std::filesystem::path&)> save;
+  // Loads the weights of a folder written by `save` into the live model.
+  std::function<void(const std::filesystem::path&)> load;
+};
+
+struct TrainResult {
+  int64_t steps = 0;             // optimizer steps completed in total
+  bool interrupted = false;      // stopped by SIGINT/SIGTERM after saving a checkpoint
+  double last_loss = 0.0;        // training loss of the last step
+  std::optional<double> eval_loss;  // of the last evaluation
+  int64_t skipped_steps = 0;     // steps skipped for non-finite gradients
+  std::filesystem::path final_dir;  // empty when interrupted
+};
+
+class Trainer {
+ public:
+  // Uses config.train, config.output and config.logging. `console` receives run messages
+  // (resume, evaluation, checkpoints); metrics_options lets tests inject the metrics console.
+  Trainer(const Config& config, ParameterEngine& engine, BatchSource& data, TrainingObjective& objective,
+          TrainedModel model, std::ostream* console = nullptr, MetricsLoggerOptions metrics_options = {});
+
+  // Runs to the end (or a stop signal). Throws what the parts throw; checkpoints already written
+  // stay valid.
+  TrainResult run();
+
+  // Mean loss over data.eval_batches() (nullopt when there are none), without gradients.
+  std::optional<double> evaluate();
+
+  // Optimizer steps of the whole run: train.max_steps, or train.epochs passes over the data.
+  int64_t total_steps() const;
+
+  // Called with every step's training loss (tests compare runs with it).
+  std::function<void(int64_t step, double loss)> on_step;
+
+ private:
+  void save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler);
+
+  const Config& config_;
+  ParameterEngine& engine_;
+  BatchSource& data_;
+  TrainingObjective& objective_;
+  TrainedModel model_;
+  std::ostream& console_;
+  MetricsLoggerOptions metrics_options_;
+};
+
+}  // namespace ferry
