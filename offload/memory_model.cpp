@@ -81,6 +81,14 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
   }
 }
 
+uint64_t MemoryModel::largest_trainable_chunk_bytes() const {
+  uint64_t largest = 0;
+  for (size_t c = 0; c < layout_.chunks().size(); ++c) {
+    largest = std::max(largest, u64(chunk_trainable_parameters(c) * weight_bytes_));
+  }
+  return largest;
+}
+
 int64_t MemoryModel::trainable_parameters() const {
   return shape_.lora_rank > 0 ? lora_params_per_layer_ * shape_.model.num_hidden_layers : base_params_;
 }
@@ -169,32 +177,35 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       break;
     case OffloadPolicy::optimizer:
       b.at(D, C::weights) = (base + adapters) * w;
-      b.at(D, C::grads) = trainable * w;
+      // Gradients stream to pinned host buffers as backward produces them and the device copy is
+      // freed: at most two chunks' worth are in flight (one being produced, one being copied).
+      b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
       b.at(H, C::master) = trainable * 4;
       b.at(H, C::moments) = trainable * 8;
-      b.at(H, C::grads) = trainable * w;    // pinned copy the CPU optimizer reads
+      // The host copy the CPU optimizer reads; summed in fp32 when accumulating micro-batches.
+      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
       b.at(H, C::weights) = trainable * w;  // pinned output of the CPU optimizer, copied back
       break;
     case OffloadPolicy::params: {
       uint64_t kept = 0;
       std::vector<uint64_t> paged;  // sizes of paged chunks in execution order
-      uint64_t largest_grad_chunk = 0;
       for (size_t c = 0; c < num_chunks; ++c) {
         const bool on_device = !choice.chunk_on_device.empty() && choice.chunk_on_device[c];
         if (on_device) kept += layout_.chunks()[c].bytes;
         else paged.push_back(layout_.chunks()[c].bytes);
-        largest_grad_chunk = std::max(largest_grad_chunk, u64(chunk_trainable_parameters(c)) * w);
       }
+      // Tied embeddings: the LM head uses the embedding's chunk again at the end of forward (and
+      // first in backward), so it is in flight next to the last chunks too.
+      const bool embedding_paged = num_chunks > 0 && (choice.chunk_on_device.empty() || !choice.chunk_on_device[0]);
+      if (shape_.model.tie_word_embeddings && embedding_paged && num_chunks > 1) paged.push_back(layout_.chunks()[0].bytes);
       const uint64_t in_flight = paged.empty() ? 0 : largest_window_sum(paged, 1 + constants_.prefetch);
       b.at(D, C::weights) = kept + in_flight + adapters * w;
-      // Full fine-tuning streams each chunk's gradients to the host through two staging buffers
-      // (one being filled by backward, one being copied out); LoRA's adapters stay on the device.
-      b.at(D, C::grads) = lora ? trainable * w : 2 * largest_grad_chunk;
-      b.at(H, C::weights) = layout_.total_bytes();  // every chunk's home (Adam writes the new weights there)
+      // Gradients stream to the host as under `optimizer`: two chunks' worth in flight.
+      b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
+      b.at(H, C::weights) = layout_.total_bytes() + adapters * w;  // every chunk's home (Adam writes there)
       b.at(H, C::master) = trainable * 4;
       b.at(H, C::moments) = trainable * 8;
-      // Gradients accumulated over micro-batches are summed in fp32 on the host.
-      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 && !lora ? 4 : w);
+      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
       break;
     }
     case OffloadPolicy::auto_: break;

@@ -8,11 +8,11 @@
 // parameter count, T the trainable count (P for full fine-tuning), w the weight width (2 bytes in
 // bf16/fp16, 4 in fp32):
 //   none       device: P·w weights + T·w grads + T·4 master (mixed precision only) + T·8 moments
-//   optimizer  device: P·w weights + T·w grads;  host: T·4 master + T·8 moments + T·w grad copy
-//                                                       + T·w weight staging (Adam's output)
-//   params     device: kept chunks + the (1 + prefetch) paged chunks in flight + two grad-chunk
-//              staging buffers; host: every chunk (P·w) + master + moments + grads (fp32 when
-//              accumulating over micro-batches)
+//   optimizer  device: P·w weights + two chunks of streamed gradients;
+//              host: T·4 master + T·8 moments + T·w grads (T·4 when accumulating micro-batches)
+//                    + T·w weight staging (the CPU optimizer's output, copied back)
+//   params     device: kept chunks + the (1 + prefetch) paged chunks in flight + two chunks of
+//              streamed gradients; host: every chunk (P·w) + master + moments + grads as above
 // plus, on the device, activations (per token per layer; a checkpointed layer keeps only its
 // input, and one layer is recomputed at a time), the logits' loss tensors and a fixed overhead
 // (CUDA context, library workspaces, allocator slack).
@@ -84,6 +84,8 @@ class MemoryModel {
   // Trainable parameters held by one chunk (its base parameters for full fine-tuning, the
   // adapters of its layers under LoRA).
   int64_t chunk_trainable_parameters(size_t chunk) const;
+  // Gradient bytes of the chunk with the most trainable parameters: one gradient staging buffer.
+  uint64_t largest_trainable_chunk_bytes() const;
 
   // Activation bytes per token (micro-batch 1, one position), parts of the formula in the docs.
   uint64_t layer_activation_bytes_per_token() const;        // one layer, not checkpointed

@@ -82,7 +82,10 @@ int64_t for_each_candidate(const PlannerRequest& r, const ResolvedRates& rates, 
     for (OffloadPolicy policy : r.policies) {
       FERRY_CHECK(policy != OffloadPolicy::auto_, "the planner searches concrete policies");
       const size_t max_kept = policy == OffloadPolicy::params && r.search_kept_chunks ? num_chunks : 0;
+      const bool all_checkpointed = policy == OffloadPolicy::params && r.params_checkpoints_every_layer;
       for (int64_t checkpointed : checkpoint_counts) {
+        if (all_checkpointed && checkpointed != checkpoint_counts.back()) continue;
+        if (all_checkpointed) checkpointed = num_layers;
         for (size_t kept : kept_counts(max_kept)) {
           Plan p;
           p.choice.policy = policy;

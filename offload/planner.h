@@ -36,6 +36,9 @@ struct PlannerRequest {
   bool search_checkpointing = true;
   bool gradient_checkpointing = false;  // used when search_checkpointing is false
   bool search_kept_chunks = true;
+  // The runtime engine pages a chunk in again for backward by re-running its group's forward, so
+  // under `params` every layer is checkpointed (offload/engine.h).
+  bool params_checkpoints_every_layer = true;
 };
 
 struct Plan {

@@ -79,6 +79,7 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   table.seq_len = static_cast<double>(model.shape().seq_len);
   table.num_layers = m.num_hidden_layers;
   table.lora = lora;
+  table.tied_embeddings = m.tie_word_embeddings && layout.chunks().size() > 1;
   table.trainable_parameters = static_cast<double>(model.trainable_parameters());
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
@@ -135,19 +136,18 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
     const double fwd = chunk.forward_flops * tokens / flops;
     const double bwd = (chunk.backward_flops + recompute) * tokens / flops;
     e.compute_s += accumulation * (fwd + bwd);
-    const double h2d = paged(c) ? chunk.bytes / bw : 0.0;
+    double h2d_bytes = paged(c) ? chunk.bytes : 0.0;
+    const bool last = c + 1 == table.chunks.size();
+    if (last && table.tied_embeddings && paged(0)) h2d_bytes += table.chunks[0].bytes;  // the tied LM head
+    const double h2d = h2d_bytes / bw;
     if (paged(c) && first_paged_bytes == 0) first_paged_bytes = chunk.bytes;
-    // params: every micro-batch's gradients go to the host; optimizer: the accumulated gradients
-    // go once, during the last micro-batch's backward.
+    // Both offloading policies stream every micro-batch's gradients to the host during backward.
     const double d2h = (params || optimizer) ? chunk.grad_bytes / bw : 0.0;
     e.forward_s += accumulation * std::max(fwd, h2d);
-    if (params) {
+    if (params || optimizer) {
       e.backward_s += accumulation * std::max({bwd, h2d, d2h});
-      if (paged(c)) e.host_to_device_bytes += static_cast<uint64_t>(2 * accumulation * chunk.bytes);
+      e.host_to_device_bytes += static_cast<uint64_t>(2 * accumulation * h2d_bytes);
       e.device_to_host_bytes += static_cast<uint64_t>(accumulation * chunk.grad_bytes);
-    } else if (optimizer) {
-      e.backward_s += (accumulation - 1) * bwd + std::max(bwd, d2h);
-      e.device_to_host_bytes += static_cast<uint64_t>(chunk.grad_bytes);
     } else {
       e.backward_s += accumulation * bwd;
     }

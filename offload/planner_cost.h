@@ -78,6 +78,7 @@ struct StepCostTable {
   double seq_len = 0;
   int64_t num_layers = 0;
   bool lora = false;
+  bool tied_embeddings = false;  // the LM head pages the embedding's chunk (chunk 0) in again
 };
 
 StepCostTable build_step_cost_table(const MemoryModel& model);

@@ -48,6 +48,19 @@ std::string write_llama7b_config() {
   return (dir / "llama7b.yaml").string();
 }
 
+// A TinyLlama-1.1B-shaped model folder (GQA: 4 key/value heads); returns the folder.
+std::string write_tinyllama_folder() {
+  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / "tinyllama";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+  "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+  "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 2048,
+  "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+  return dir.string();
+}
+
 TEST(CliPlan, DemoModel) {
   const Result r = run_ferry("plan --config configs/demo-sft.yaml --gpu-memory 4GiB");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -113,6 +126,33 @@ TEST(CliPlan, BadInputsExitTwo) {
   r = run_ferry("plan --config configs/demo-sft.yaml --set model.config=/nonexistent/config.json");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_CONTAINS(r.output, "/nonexistent/config.json");
+}
+
+// The GPU presets' comments state what the planner picks for these shapes; keep them honest.
+TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
+  write_llama7b_config();
+  const std::string llama7b = (std::filesystem::temp_directory_path() / "ferry_plan_test" / "llama7b").string();
+  const std::string tinyllama = write_tinyllama_folder();
+  struct Case {
+    const char* preset;
+    std::string model;
+    const char* policy;
+    const char* budget;
+  };
+  for (const Case& c : {Case{"configs/8gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 8.00 GiB)"},
+                        Case{"configs/8gb.yaml", llama7b, "plan: policy params", "(device budget 8.00 GiB)"},
+                        Case{"configs/16gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 16.00 GiB)"},
+                        Case{"configs/16gb.yaml", llama7b, "plan: policy optimizer", "(device budget 16.00 GiB)"},
+                        Case{"configs/24gb.yaml", tinyllama, "plan: policy none", "(device budget 24.00 GiB)"},
+                        Case{"configs/24gb.yaml", llama7b, "plan: policy optimizer", "(device budget 24.00 GiB)"}}) {
+    const Result r = run_ferry(std::string("plan --config ") + c.preset + " --set model.path=" + c.model);
+    ASSERT_EQ(r.exit_code, 0) << c.preset << " " << c.model << "\n" << r.output;
+    EXPECT_CONTAINS(r.output, c.policy);
+    EXPECT_CONTAINS(r.output, c.budget);
+  }
+  // Without offloading, TinyLlama does not fit the 8 GiB preset (16 B/param is 17.6 GB).
+  const Result none = run_ferry("plan --config configs/8gb.yaml --set offload.policy=none --set model.path=" + tinyllama);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
 }
 
 }  // namespace

@@ -90,11 +90,15 @@ TEST(MemoryModel, NoneBf16IsMixedPrecisionAdam) {
   EXPECT_EQ(e.device_total(), 16 * P + 98432 + kOverhead);
 }
 
-TEST(MemoryModel, OptimizerKeepsFourBytesPerParamOnTheDevice) {
+TEST(MemoryModel, OptimizerKeepsAtMostFourBytesPerParamOnTheDevice) {
   const MemoryEstimate e = model_for(Precision::bf16).estimate(choice(OffloadPolicy::optimizer));
-  EXPECT_EQ(e.bytes.at(D, C::weights) + e.bytes.at(D, C::grads), 4 * P);
+  // bf16 weights (2 B/param) stay; gradients stream out through two staging buffers of the
+  // largest chunk's gradients (a layer: 41088 params * 2 B), so the device holds <= 4 B/param.
+  EXPECT_EQ(e.bytes.at(D, C::weights), 2 * P);
+  EXPECT_EQ(e.bytes.at(D, C::grads), 2u * 41088 * 2);
+  EXPECT_LE(e.bytes.at(D, C::weights) + e.bytes.at(D, C::grads), 4 * P);
   EXPECT_EQ(e.bytes.at(D, C::master) + e.bytes.at(D, C::moments), 0u);
-  EXPECT_EQ(e.device_total(), 4 * P + 98432 + kOverhead);
+  EXPECT_EQ(e.device_total(), 2 * P + 164352 + 98432 + kOverhead);
   EXPECT_EQ(e.bytes.at(H, C::master), 4 * P);
   EXPECT_EQ(e.bytes.at(H, C::moments), 8 * P);
   EXPECT_EQ(e.bytes.at(H, C::grads), 2 * P);
@@ -136,6 +140,7 @@ TEST(MemoryModel, ParamsAccumulatesHostGradientsInFp32) {
   shape.grad_accumulation = 4;
   const MemoryModel m(shape, MemoryModelConstants{.device_overhead_bytes = kOverhead});
   EXPECT_EQ(m.estimate(choice(OffloadPolicy::params)).bytes.at(H, C::grads), 4 * P);
+  EXPECT_EQ(m.estimate(choice(OffloadPolicy::optimizer)).bytes.at(H, C::grads), 4 * P);
 }
 
 TEST(MemoryModel, CheckpointingKeepsLayerInputsAndOneRecomputedLayer) {
