@@ -6,10 +6,11 @@
 // found, what that consists of, and what would make a plan fit. Deterministic, milliseconds.
 //
 // The search is exhaustive over counts rather than subsets, because decoder layers are identical:
-// "checkpoint c layers" for c = 0..L, and "keep the k chunks that gain most from staying" for
-// k = 0..chunks, ordered by how little compute each chunk has to hide its copy behind (the
-// embedding, with none, first). More budget can only add feasible plans, so the chosen step time
-// never gets worse as the budget grows.
+// "checkpoint c layers" for c = 0..L (always L under `params`, whose engine re-runs each group's
+// forward in backward), and "keep the k chunks that gain most from staying" for k = 0..chunks,
+// ordered by how little compute each chunk has to hide its copy behind (the embedding, with none,
+// first). More budget can only add feasible plans, so the chosen step time never gets worse as
+// the budget grows. docs/offload.md describes the search and the cost model.
 #pragma once
 
 #include <cstdint>

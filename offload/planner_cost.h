@@ -28,7 +28,8 @@ struct PlannerRates {
 
 // Defaults: a PCIe 3.0 x16 link with pinned memory (~12 GB/s), a laptop/desktop GPU's sustained
 // bf16 tensor-core rate (fp32 a quarter of it: no TF32), a multi-threaded SIMD AdamW on a desktop
-// (memory bound at ~30 bytes moved per parameter) and a fused GPU AdamW.
+// (memory bound at ~28 bytes moved per parameter; ~0.6 G params/s measured on the 2-core CI
+// machine, kernels/cpu/README.md) and a fused GPU AdamW. docs/offload.md lists them.
 inline constexpr double kDefaultPcieGbps = 12.0;
 inline constexpr double kDefaultHalfTflops = 40.0;
 inline constexpr double kDefaultFp32Tflops = 10.0;
