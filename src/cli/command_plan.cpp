@@ -189,6 +189,9 @@ void run_plan(const PlanArgs& args) {
   out << "plan: policy " << enum_name(p.choice.policy) << (automatic ? " (chosen by offload.policy auto)" : " (as configured)")
       << ", micro-batch " << p.choice.micro_batch_size << " x " << p.grad_accumulation << " accumulation"
       << ", activation checkpointing on " << p.checkpointed_layers() << " of " << model.num_hidden_layers << " layers\n";
+  if (p.choice.policy == OffloadPolicy::params && !config.train.gradient_checkpointing) {
+    out << "  (under params every layer is recomputed in backward: train.gradient_checkpointing is implied)\n";
+  }
   out << "  " << offload::describe_kept_chunks(chosen_model, p.choice) << " ("
       << chosen_model.layout().chunks().size() << " chunks, largest "
       << format_bytes_approx(chosen_model.layout().largest_chunk_bytes()) << ")\n";
