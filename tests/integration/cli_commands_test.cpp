@@ -1,6 +1,8 @@
 // The `ferry` executable as a user runs it: help, config show with overrides, error exit codes,
 // stage/config mismatches, commands not built yet.
 #include <gtest/gtest.h>
+
+#include "tests/integration/ferry_process.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -11,25 +13,8 @@
 
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_ferry(const std::string& args) {
-  const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
+using Result = ferry_test::CommandResult;
+using ferry_test::run_ferry;
 
 std::string write_temp(const std::string& name, const std::string& text) {
   const auto dir = std::filesystem::temp_directory_path() / "ferry_cli_test";

@@ -2,6 +2,8 @@
 // under `none`, a plan with offloading under `auto`), a 1 GiB budget that explains itself, and
 // the exit codes for budgets and configs that cannot work.
 #include <gtest/gtest.h>
+
+#include "tests/integration/ferry_process.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -12,25 +14,8 @@
 
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_ferry(const std::string& args) {
-  const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
+using Result = ferry_test::CommandResult;
+using ferry_test::run_ferry;
 
 // A Llama-2-7B-shaped model folder (config.json only: the plan needs no weights) and a run config.
 std::string write_llama7b_config() {

@@ -5,6 +5,8 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #include <gtest/gtest.h>
+
+#include "tests/integration/ferry_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,25 +28,10 @@
 namespace ferry {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run(const std::string& command_line, bool with_stderr = true) {
-  const std::string command = command_line + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+using Result = ferry_test::CommandResult;
+inline Result run(const std::string& command_line, bool with_stderr = true) {
+  return ferry_test::run_command(command_line, with_stderr);
 }
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
 
 class GenerateCli : public ::testing::Test {
  protected:

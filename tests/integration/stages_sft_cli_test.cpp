@@ -2,6 +2,8 @@
 // folders, final/ (loadable by `ferry eval`), the resolved config; a second invocation with
 // train.resume=auto continues from the newest checkpoint; bad inputs exit 2 with the name to fix.
 #include <gtest/gtest.h>
+
+#include "tests/integration/ferry_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,27 +15,10 @@
 
 namespace {
 
+using Result = ferry_test::CommandResult;
+using ferry_test::run_ferry;
+
 namespace fs = std::filesystem;
-
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run_ferry(const std::string& args) {
-  const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (haystack)
 
 int count_lines_with(const fs::path& file, const std::string& needle) {
   std::ifstream in(file);
