@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/inference_model.h"
 #include "src/core/error.h"
 #include "src/core/text.h"
 #include "src/data/conversation_json.h"
@@ -59,10 +60,9 @@ std::string normalise_answer(std::string text, const std::string& end_marker) {
 
 void run_eval(const EvalArgs& args) {
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
-  const bool cuda = torch::cuda::is_available();
-  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  LlamaForCausalLM model = causal_lm_from_pretrained(args.model, cuda ? torch::kBFloat16 : torch::kFloat, device);
-  const Tokenizer tokenizer(args.model);
+  InferenceModel loaded = load_inference_model(args.model);
+  LlamaForCausalLM& model = loaded.model;
+  const Tokenizer& tokenizer = loaded.tokenizer;
   const ChatTemplate chat_template = load_chat_template(args.chat_template);
 
   std::vector<EvalItem> items;
@@ -77,13 +77,9 @@ void run_eval(const EvalArgs& args) {
   });
   if (items.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
 
-  GenerateOptions options;
+  GenerateOptions options = loaded.generate_options(chat_template);
   options.max_new_tokens = args.max_new_tokens;
   options.sampling.greedy = true;
-  options.eos_token_ids = model->config().eos_token_ids;
-  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
-  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
-  options.pad_token_id = model->config().pad_token_id >= 0 ? model->config().pad_token_id : tokenizer.pad_id();
   std::vector<int64_t> stops = options.eos_token_ids;
   stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   const int64_t pad = options.pad_token_id >= 0 ? options.pad_token_id : 0;

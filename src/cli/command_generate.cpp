@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "src/cli/commands.h"
+#include "src/cli/inference_model.h"
 #include "src/core/error.h"
 #include "src/data/conversation_json.h"
 #include "src/data/jsonl_reader.h"
@@ -92,24 +93,15 @@ void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() && args.prompts_file.empty()) throw UserError("give --prompt TEXT or --prompts FILE.jsonl");
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
   if (!args.output_file.empty() && args.prompts_file.empty()) throw UserError("--output goes with --prompts");
-  const bool cuda = torch::cuda::is_available();
-  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  LlamaForCausalLM model = causal_lm_from_pretrained(args.model, cuda ? torch::kBFloat16 : torch::kFloat, device);
-  const Tokenizer tokenizer(args.model);
-  if (tokenizer.vocab_size() > model->config().vocab_size) {
-    throw InputError(detail::concat(tokenizer.path(), " has ", tokenizer.vocab_size(), " tokens but the model in ",
-                                    args.model, " only ", model->config().vocab_size, "; use the model's own tokenizer"));
-  }
+  InferenceModel loaded = load_inference_model(args.model);
+  LlamaForCausalLM& model = loaded.model;
+  const Tokenizer& tokenizer = loaded.tokenizer;
   const ChatTemplate chat_template = load_chat_template(args.chat_template);
   const std::vector<PromptItem> items = read_prompts(args, tokenizer, chat_template);
 
-  GenerateOptions options;
+  GenerateOptions options = loaded.generate_options(chat_template);
   options.max_new_tokens = args.max_new_tokens;
   options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
-  options.eos_token_ids = model->config().eos_token_ids;
-  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
-  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
-  options.pad_token_id = model->config().pad_token_id >= 0 ? model->config().pad_token_id : tokenizer.pad_id();
   at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
   options.generator = &generator;  // one stream across batches: batches never repeat each other's draws
   std::vector<int64_t> stops = options.eos_token_ids;

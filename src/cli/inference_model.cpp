@@ -1,0 +1,35 @@
+// Loading a model folder for generation and the generation settings that follow from it.
+#include "src/cli/inference_model.h"
+
+#include <torch/cuda.h>
+
+#include "src/core/error.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/chat_template.h"
+
+namespace ferry {
+
+InferenceModel load_inference_model(const std::string& dir) {
+  const bool cuda = torch::cuda::is_available();
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  InferenceModel loaded{causal_lm_from_pretrained(dir, cuda ? at::kBFloat16 : at::kFloat, device), Tokenizer(dir)};
+  const int64_t model_vocab = loaded.model->config().vocab_size;
+  if (loaded.tokenizer.vocab_size() > model_vocab) {
+    throw InputError(detail::concat(loaded.tokenizer.path(), " has ", loaded.tokenizer.vocab_size(),
+                                    " tokens but the model in ", dir, " only ", model_vocab,
+                                    "; use the model's own tokenizer"));
+  }
+  return loaded;
+}
+
+GenerateOptions InferenceModel::generate_options(const ChatTemplate& chat_template) const {
+  GenerateOptions options;
+  const LlamaConfig& config = model->config();
+  options.eos_token_ids = config.eos_token_ids;
+  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
+  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
+  options.pad_token_id = config.pad_token_id >= 0 ? config.pad_token_id : tokenizer.pad_id();
+  return options;
+}
+
+}  // namespace ferry
