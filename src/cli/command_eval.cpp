@@ -23,6 +23,7 @@
 #include "src/data/jsonl_reader.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
+#include "src/generate/stop_strings.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
@@ -82,6 +83,7 @@ void run_eval(const EvalArgs& args) {
   options.sampling.greedy = true;
   std::vector<int64_t> stops = options.eos_token_ids;
   stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+  const StopStrings stop_strings(options.stop_strings);
   const int64_t pad = options.pad_token_id >= 0 ? options.pad_token_id : 0;
 
   int64_t correct = 0;
@@ -91,18 +93,9 @@ void run_eval(const EvalArgs& args) {
     for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
     const PromptBatch batch = left_pad(prompts, pad);
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
-    const torch::Tensor tokens =
-        result.tokens.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length).cpu();
-    const torch::Tensor mask = result.attention_mask.narrow(1, result.prompt_length, tokens.size(1)).cpu();
     for (size_t i = begin; i < end; ++i) {
-      const auto row = static_cast<int64_t>(i - begin);
-      std::vector<int64_t> ids;
-      for (int64_t t = 0; t < tokens.size(1) && mask[row][t].item<int64_t>() == 1; ++t) {
-        const int64_t id = tokens[row][t].item<int64_t>();
-        if (std::find(stops.begin(), stops.end(), id) != stops.end()) break;
-        ids.push_back(id);
-      }
-      items[i].answer = normalise_answer(tokenizer.decode(ids), chat_template.assistant_suffix);
+      const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
+      items[i].answer = normalise_answer(completion.text, chat_template.assistant_suffix);
       if (items[i].answer == items[i].source["gt_answer"].get<std::string>()) ++correct;
     }
   }

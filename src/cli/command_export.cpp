@@ -33,7 +33,8 @@ void run_export(const ExportArgs& args) {
   options.lora = args.lora == "adapter" ? io::LoraExport::adapter : io::LoraExport::merged;
   const io::HfExportSummary summary = io::export_hf_model(options);
   std::cout << "exported " << summary.tensors << " tensors (" << format_bytes_approx(summary.weight_bytes) << ") in "
-            << summary.weight_files << (summary.weight_files == 1 ? " file" : " shards") << " to " << args.output << "\n";
+            << summary.weight_files << (summary.weight_files == 1 ? " file" : " shards") << " to " << args.output
+            << (summary.score_model ? " as a sequence-classification (reward) model" : "") << "\n";
   if (!summary.copied_files.empty()) {
     std::cout << "copied:";
     for (const auto& file : summary.copied_files) std::cout << " " << file;

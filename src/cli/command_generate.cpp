@@ -5,8 +5,12 @@
 //
 // The folder holds config.json, the safetensors weights and tokenizer.model. Prompt lines are
 // {"messages": [...]} (always rendered with the chat template) or {"prompt": "text"} (wrapped in
-// the template with --chat). Generation stops at EOS, the template's single-token stop strings,
-// or --max-new-tokens. Runs on the GPU (bf16) when one is visible, else on the CPU (fp32).
+// the template with --chat). Generation stops at EOS, the template's stop strings and
+// end-of-assistant marker, --stop strings (repeatable) and generation.stop_strings, or
+// --max-new-tokens; printed text is cut before the stop string. --config/--set are optional: the
+// `generation` section gives defaults that the flags override, e.g.
+//   ferry generate --model DIR --prompt "List: a" --set 'generation.stop_strings=["\n\n", "END"]'
+// Runs on the GPU (bf16) when one is visible, else on the CPU (fp32).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -18,12 +22,14 @@
 #include <optional>
 
 #include "src/cli/commands.h"
+#include "src/cli/config_args.h"
 #include "src/cli/inference_model.h"
 #include "src/core/error.h"
 #include "src/data/conversation_json.h"
 #include "src/data/jsonl_reader.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
+#include "src/generate/stop_strings.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
@@ -45,7 +51,22 @@ struct GenerateArgs {
   int64_t top_k = 0;
   int64_t seed = 0;
   int64_t batch_size = 8;
+  std::vector<std::string> stop;
+  ConfigArgs config;
 };
+
+// With --config or --set, the `generation` section supplies every setting whose flag was not given.
+void apply_generation_config(const CLI::App& command, GenerateArgs& args) {
+  if (args.config.path.empty() && args.config.overrides.empty()) return;
+  const GenerationConfig g = resolve_config(args.config).generation;
+  const auto unset = [&](const char* flag) { return command.get_option(flag)->count() == 0; };
+  if (unset("--max-new-tokens")) args.max_new_tokens = g.max_new_tokens;
+  if (unset("--greedy")) args.greedy = g.greedy;
+  if (unset("--temperature")) args.temperature = g.temperature;
+  if (unset("--top-k")) args.top_k = g.top_k;
+  if (unset("--top-p")) args.top_p = g.top_p;
+  args.stop.insert(args.stop.begin(), g.stop_strings.begin(), g.stop_strings.end());
+}
 
 // One prompt as read from the command line or a jsonl line, and its token ids.
 struct PromptItem {
@@ -104,6 +125,8 @@ void run_generate(const GenerateArgs& args) {
   options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
   at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
   options.generator = &generator;  // one stream across batches: batches never repeat each other's draws
+  options.stop_strings.insert(options.stop_strings.end(), args.stop.begin(), args.stop.end());
+  const StopStrings stop_strings(options.stop_strings);
   std::vector<int64_t> stops = options.eos_token_ids;
   stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
 
@@ -119,29 +142,16 @@ void run_generate(const GenerateArgs& args) {
     for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
     const PromptBatch batch = left_pad(prompts, pad_for_batch);
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
-    const torch::Tensor tokens = result.tokens.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length).cpu();
-    const torch::Tensor mask = result.attention_mask.narrow(1, result.prompt_length, tokens.size(1)).cpu();
     for (size_t i = begin; i < end; ++i) {
-      const auto row = static_cast<int64_t>(i - begin);
-      std::vector<int64_t> ids;
-      bool stopped = false;
-      for (int64_t t = 0; t < tokens.size(1) && mask[row][t].item<int64_t>() == 1; ++t) {
-        const int64_t id = tokens[row][t].item<int64_t>();
-        if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
-          stopped = true;
-          break;
-        }
-        ids.push_back(id);
-      }
-      const std::string text = tokenizer.decode(ids);
+      const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
       if (args.prompts_file.empty()) {
-        std::cout << text << std::endl;
+        std::cout << completion.text << std::endl;
         continue;
       }
       nlohmann::json line = items[i].source;
-      line["completion"] = text;
-      line["completion_tokens"] = ids.size();
-      line["stopped"] = stopped;
+      line["completion"] = completion.text;
+      line["completion_tokens"] = completion.ids.size();
+      line["stopped"] = completion.stopped;
       (file ? *file : std::cout) << line.dump() << "\n";
     }
   }
@@ -171,7 +181,13 @@ void add_generate_command(CLI::App& app) {
   command->add_option("--top-k", args->top_k, "top-k sampling (0: off)");
   command->add_option("--seed", args->seed, "sampling seed");
   command->add_option("--batch-size", args->batch_size, "prompts generated together (with --prompts)");
-  command->callback([args] { run_generate(*args); });
+  command->add_option("--stop", args->stop, "text that ends generation, cut from the output (repeatable)")
+      ->allow_extra_args(false);
+  add_config_options(command, args->config, /*optional=*/true);
+  command->callback([args, command] {
+    apply_generation_config(*command, *args);
+    run_generate(*args);
+  });
 }
 
 }  // namespace ferry::cli

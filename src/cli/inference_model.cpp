@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include "src/core/error.h"
+#include "src/core/text.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 
@@ -28,6 +29,10 @@ GenerateOptions InferenceModel::generate_options(const ChatTemplate& chat_templa
   options.eos_token_ids = config.eos_token_ids;
   if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
   options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
+  // The template's stop strings and end-of-assistant marker end a row however they are tokenised.
+  options.stop_strings = chat_template.stop_strings;
+  if (const std::string marker = trim(chat_template.assistant_suffix); !marker.empty()) options.stop_strings.push_back(marker);
+  options.tokenizer = &tokenizer;
   options.pad_token_id = config.pad_token_id >= 0 ? config.pad_token_id : tokenizer.pad_id();
   return options;
 }

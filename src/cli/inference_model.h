@@ -17,8 +17,9 @@ struct InferenceModel {
   LlamaForCausalLM model;
   Tokenizer tokenizer;
 
-  // EOS ids (the model's and the tokenizer's), the template's stop ids and the pad id; the caller
-  // sets max_new_tokens and sampling.
+  // EOS ids (the model's and the tokenizer's), the template's stop ids, its stop strings and
+  // end-of-assistant marker as stop strings (decoded with this tokenizer, which must outlive the
+  // options) and the pad id; the caller sets max_new_tokens and sampling.
   GenerateOptions generate_options(const ChatTemplate& chat_template) const;
 };
 

@@ -5,9 +5,30 @@
 #include <torch/torch.h>
 
 #include "src/core/error.h"
+#include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
+#include "src/tokenizer/tokenizer.h"
 
 namespace ferry {
+namespace {
+
+// Appends this step's tokens (B) to `generated` for the rows still generating (`active`, B 1/0)
+// and returns (B) bool: true for rows whose decoded continuation now contains a stop string.
+// Checked every step, so the hit is at the token that completes the string.
+torch::Tensor stop_string_hits(const torch::Tensor& next, const torch::Tensor& active,
+                               std::vector<std::vector<int64_t>>& generated, const Tokenizer& tokenizer,
+                               const StopStrings& stop_strings) {
+  const torch::Tensor ids = next.cpu().contiguous(), on = active.cpu().contiguous();
+  std::vector<uint8_t> hits(generated.size(), 0);
+  for (size_t row = 0; row < generated.size(); ++row) {
+    if (on.data_ptr<int64_t>()[row] == 0) continue;
+    generated[row].push_back(ids.data_ptr<int64_t>()[row]);
+    hits[row] = stop_strings.find_in(tokenizer.decode(generated[row])) != std::string::npos;
+  }
+  return torch::tensor(std::vector<int64_t>(hits.begin(), hits.end()), torch::kLong).to(next.device()).to(torch::kBool);
+}
+
+}  // namespace
 
 GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                         const GenerateOptions& options) {
@@ -30,6 +51,11 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   std::vector<int64_t> stop_ids = options.eos_token_ids;
   stop_ids.insert(stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   const torch::Tensor stop = torch::tensor(stop_ids, torch::kLong).to(device);
+  const StopStrings stop_strings(options.stop_strings);
+  if (!stop_strings.empty() && options.tokenizer == nullptr) {
+    throw UserError("generate: stop_strings need a tokenizer to decode the generated text");
+  }
+  std::vector<std::vector<int64_t>> generated(stop_strings.empty() ? 0 : static_cast<size_t>(batch));
   const int64_t pad = options.pad_token_id >= 0        ? options.pad_token_id
                       : !options.eos_token_ids.empty() ? options.eos_token_ids.front()
                                                        : 0;
@@ -53,6 +79,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
     new_mask.push_back(column);
     logprobs.push_back(chosen);
     running = running & ~torch::isin(next, stop);
+    if (!stop_strings.empty()) running = running & ~stop_string_hits(next, column, generated, *options.tokenizer, stop_strings);
     if (step + 1 == options.max_new_tokens || !running.any().item<bool>()) break;
     mask = torch::cat({mask, column.unsqueeze(1)}, 1);  // (B, L + 1)
     hidden = model.model(next.unsqueeze(1), mask, torch::Tensor(), &cache).squeeze(1);  // (B, C)

@@ -1,12 +1,14 @@
 // Batched generation with a KV cache: one prefill forward over the left-padded prompts, then one
-// token per step for every row, until each row has stopped (EOS or a stop id) or the budget of new
-// tokens is spent. Rows that have stopped keep receiving pad tokens (masked out).
+// token per step for every row, until each row has stopped (EOS, a stop id, or a stop string that
+// its decoded continuation now contains: stop_strings.h) or the budget of new tokens is spent.
+// Rows that have stopped keep receiving pad tokens (masked out, log-prob 0).
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "src/generate/sampling.h"
@@ -14,11 +16,17 @@
 
 namespace ferry {
 
+class Tokenizer;
+
 struct GenerateOptions {
   int64_t max_new_tokens = 128;
   SamplingOptions sampling;
   std::vector<int64_t> eos_token_ids;   // any of them ends a row (kept in the output)
   std::vector<int64_t> stop_token_ids;  // extra ids that end a row the same way
+  // Text that ends a row once its decoded new tokens contain it, however it is split into tokens;
+  // the token completing it is the row's last (kept, like EOS). Needs `tokenizer`.
+  std::vector<std::string> stop_strings;
+  const Tokenizer* tokenizer = nullptr;  // decodes rows for stop_strings
   int64_t pad_token_id = -1;            // emitted after a row ends; -1: the first EOS id, else 0
   uint64_t seed = 0;                    // seeds sampling when no generator is given
   at::Generator* generator = nullptr;   // CPU generator to draw from (continues across calls)
@@ -27,7 +35,8 @@ struct GenerateOptions {
 struct GenerateResult {
   at::Tensor tokens;          // (B, T_prompt + T_new) int64: prompts (as given) then new tokens
   at::Tensor attention_mask;  // (B, T_prompt + T_new) int64: 1 at prompt tokens and at new tokens
-                              // up to and including the one that stopped the row, 0 elsewhere
+                              // up to and including the one that stopped the row (EOS, stop id, or
+                              // the token completing a stop string), 0 elsewhere
   // (B, T_new) fp32: log-probability of each chosen token under the policy distribution
   // softmax(logits / temperature) — before top-k/top-p, which is what PPO's ratio needs; greedy
   // decoding uses temperature 1 (raw logits). 0 after a row has stopped.
@@ -37,7 +46,8 @@ struct GenerateResult {
 
 // input_ids, attention_mask: (B, T_prompt), left-padded (prompt_batch.h). T_new is at most
 // max_new_tokens, less when every row stopped earlier. Runs without autograd, on the model's
-// device; the returned tensors are on that device.
+// device; the returned tensors are on that device. Text of a row: completion_of (stop_strings.h).
+// Throws UserError for stop_strings without a tokenizer.
 GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                         const GenerateOptions& options);
 

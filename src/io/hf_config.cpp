@@ -224,7 +224,44 @@ LlamaConfig read_hf_config(const std::filesystem::path& config_json) {
   return parse_hf_config(read_file(config_json), config_json.string());
 }
 
-std::string format_hf_config(const LlamaConfig& config) {
+HfHead parse_hf_head(std::string_view json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw ConfigError(source + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!root.is_object()) throw ConfigError(source + ": must be a JSON object");
+  const Keys top(root, source);
+  bool classifier = false;
+  if (top.has("architectures")) {
+    const json& names = root.at("architectures");
+    if (!names.is_array()) top.fail("architectures", "must be a list of class names, got " + names.dump());
+    for (const json& name : names) {
+      if (name.is_string() && name.get<std::string>().ends_with("ForSequenceClassification")) classifier = true;
+    }
+  }
+  if (!classifier) return HfHead::causal_lm;
+  // transformers writes id2label (num_labels is derived from it); older files may carry num_labels.
+  int64_t labels = 1;
+  if (top.has("id2label")) {
+    if (!root.at("id2label").is_object()) top.fail("id2label", "must be an object, got " + root.at("id2label").dump());
+    labels = static_cast<int64_t>(root.at("id2label").size());
+  } else if (top.has("num_labels")) {
+    labels = top.integer("num_labels");
+  }
+  if (labels != 1) {
+    top.fail(top.has("id2label") ? "id2label" : "num_labels",
+             "gives " + std::to_string(labels) + " labels; Ferry's score models (reward models, critics) have exactly one");
+  }
+  return HfHead::score;
+}
+
+HfHead read_hf_head(const std::filesystem::path& config_json) {
+  return parse_hf_head(read_file(config_json), config_json.string());
+}
+
+std::string format_hf_config(const LlamaConfig& config, HfHead head) {
   const bool qwen2 = config.model_type == "qwen2";
   if (!qwen2 && config.model_type != "llama") {
     throw UserError("cannot write config.json for model_type '" + config.model_type + "' (supported: llama, qwen2)");
@@ -236,8 +273,22 @@ std::string format_hf_config(const LlamaConfig& config) {
     throw UserError("cannot write a llama config.json with q/k/v biases but no o_proj bias; transformers' LlamaConfig "
                     "has one attention_bias switch for all four (use model_type qwen2 for q/k/v-only biases)");
   }
+  const bool score = head == HfHead::score;
+  // transformers finds each row's last token through pad_token_id (see hf_config.h).
+  const int64_t pad_token_id =
+      config.pad_token_id >= 0 || !score || config.eos_token_ids.empty() ? config.pad_token_id : config.eos_token_ids.front();
+  if (score && pad_token_id < 0) {
+    throw UserError("cannot write a sequence-classification config.json without a pad or EOS token id: transformers "
+                    "needs pad_token_id to find each row's last token (set the model's pad_token_id)");
+  }
   json out;
-  out["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  if (score) {
+    out["architectures"] = {qwen2 ? "Qwen2ForSequenceClassification" : "LlamaForSequenceClassification"};
+    out["id2label"] = {{"0", "LABEL_0"}};
+    out["label2id"] = {{"LABEL_0", 0}};
+  } else {
+    out["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  }
   out["model_type"] = config.model_type;
   out["vocab_size"] = config.vocab_size;
   out["hidden_size"] = config.hidden_size;
@@ -291,7 +342,7 @@ std::string format_hf_config(const LlamaConfig& config) {
 
   const auto token = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
   out["bos_token_id"] = token(config.bos_token_id);
-  out["pad_token_id"] = token(config.pad_token_id);
+  out["pad_token_id"] = token(pad_token_id);
   if (config.eos_token_ids.empty()) {
     out["eos_token_id"] = nullptr;
   } else if (config.eos_token_ids.size() == 1) {
@@ -303,8 +354,8 @@ std::string format_hf_config(const LlamaConfig& config) {
   return out.dump(2) + "\n";
 }
 
-void write_hf_config(const std::filesystem::path& config_json, const LlamaConfig& config) {
-  write_file_atomic(config_json, format_hf_config(config));
+void write_hf_config(const std::filesystem::path& config_json, const LlamaConfig& config, HfHead head) {
+  write_file_atomic(config_json, format_hf_config(config, head));
 }
 
 }  // namespace ferry::io

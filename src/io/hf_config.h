@@ -1,6 +1,15 @@
 // Hugging Face config.json <-> LlamaConfig. Reads model_type "llama" and "qwen2" (q/k/v biases),
 // both the older `rope_theta` + `rope_scaling` keys and the newer `rope_parameters` object, and
 // writes what transformers 5 saves itself (plus the older rope keys, for older tools).
+//
+// `architectures` names the class transformers' Auto* loaders build: a causal LM is written as
+// LlamaForCausalLM / Qwen2ForCausalLM; a score model (reward model, critic: `score.weight`, one
+// output) as LlamaForSequenceClassification / Qwen2ForSequenceClassification with num_labels 1
+// (id2label {"0": "LABEL_0"}, label2id {"LABEL_0": 0}, as transformers writes them), so
+// AutoModelForSequenceClassification loads it. transformers scores each row at its last token that
+// is not pad_token_id, so a score config always carries one: the model's pad id, else its first
+// EOS id (then a row that ends with EOS is scored one token early by transformers: right-pad with
+// a real pad id, or left-pad).
 #pragma once
 
 #include <filesystem>
@@ -17,11 +26,22 @@ LlamaConfig read_hf_config(const std::filesystem::path& config_json);
 // The same from text; `source` names it in error messages.
 LlamaConfig parse_hf_config(std::string_view json_text, const std::string& source);
 
-// config.json text for `config` (architectures LlamaForCausalLM, or Qwen2ForCausalLM for qwen2).
+// The head a config.json is for: causal_lm (logits, `lm_head.weight`) or score (one value per
+// token, `score.weight`: HF *ForSequenceClassification with num_labels 1).
+enum class HfHead { causal_lm, score };
+
+// score when `architectures` names a *ForSequenceClassification class, else causal_lm (also when
+// the key is absent). Throws ConfigError for a sequence classifier with num_labels (or id2label)
+// other than 1: Ferry's score models have one output.
+HfHead parse_hf_head(std::string_view json_text, const std::string& source);
+HfHead read_hf_head(const std::filesystem::path& config_json);
+
+// config.json text for `config` and `head` (see the top of this file for the architectures).
 // Throws UserError when transformers has no way to express the config (e.g. q/k/v bias without o
-// bias under model_type llama).
-std::string format_hf_config(const LlamaConfig& config);
-// Writes format_hf_config(config) atomically.
-void write_hf_config(const std::filesystem::path& config_json, const LlamaConfig& config);
+// bias under model_type llama, or a score model with neither a pad nor an EOS id).
+std::string format_hf_config(const LlamaConfig& config, HfHead head = HfHead::causal_lm);
+// Writes format_hf_config(config, head) atomically.
+void write_hf_config(const std::filesystem::path& config_json, const LlamaConfig& config,
+                     HfHead head = HfHead::causal_lm);
 
 }  // namespace ferry::io

@@ -68,9 +68,27 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
   }
   summary.tensors = static_cast<int64_t>(tensors.size());
 
+  // A reward model / critic (score.weight, or a *ForSequenceClassification config) goes back out
+  // as a sequence classifier; everything else as a causal LM.
+  const HfHead head = read_hf_head(in / "config.json") == HfHead::score || tensors.count("score.weight") > 0
+                          ? HfHead::score
+                          : HfHead::causal_lm;
+  if (head == HfHead::score) {
+    const auto found = tensors.find("score.weight");
+    if (found == tensors.end()) {
+      throw InputError("checkpoint '" + in.string() + "': config.json names a sequence classifier but the weights have "
+                       "no score.weight");
+    }
+    if (found->second.dim() != 2 || found->second.size(0) != 1) {
+      throw InputError("checkpoint '" + in.string() + "': score.weight must have one row (one output), got shape " +
+                       c10::str(found->second.sizes()));
+    }
+  }
+  summary.score_model = head == HfHead::score;
+
   fs::create_directories(out);
   save_hf_weights(out, tensors, options.max_shard_bytes);
-  write_hf_config(out / "config.json", config);
+  write_hf_config(out / "config.json", config, head);
   // Reopening validates what was written (headers, index, every tensor present).
   const HfWeights written(out);
   FERRY_CHECK(written.names().size() == tensors.size(), "export wrote ", written.names().size(), " of ", tensors.size(), " tensors");

@@ -1,6 +1,8 @@
 // Writing a checkpoint folder out as a Hugging Face model folder (`ferry export`): config.json
 // through Ferry's config reader/writer, the weights (optionally re-sharded), and the tokenizer and
 // generation files beside them. Weights are streamed from the mapped input, never held twice.
+// A score model (reward model, critic: `score.weight`, or a *ForSequenceClassification config.json)
+// is written as LlamaForSequenceClassification / Qwen2ForSequenceClassification with one label.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct HfExportSummary {
   uint64_t weight_bytes = 0;
   int weight_files = 0;                  // 1, or the number of shards
   std::vector<std::string> copied_files; // tokenizer / generation files found and copied
+  bool score_model = false;              // written as *ForSequenceClassification (reward model)
 };
 
 // Files copied unchanged when the checkpoint has them.

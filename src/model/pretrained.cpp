@@ -60,7 +60,9 @@ void save_pretrained(const torch::nn::Module& model, const LlamaConfig& config, 
                      uint64_t max_shard_bytes) {
   std::filesystem::create_directories(dir);
   io::save_hf_weights(dir, state_of(model), max_shard_bytes);
-  io::write_hf_config(dir / "config.json", config);
+  // A score model is written as a sequence classifier, so AutoModelForSequenceClassification loads it.
+  const bool score = dynamic_cast<const LlamaForScoreImpl*>(&model) != nullptr;
+  io::write_hf_config(dir / "config.json", config, score ? io::HfHead::score : io::HfHead::causal_lm);
 }
 
 }  // namespace ferry

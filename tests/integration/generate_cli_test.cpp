@@ -122,6 +122,48 @@ TEST_F(GenerateCli, BatchFromJsonlWritesOneLinePerPrompt) {
   EXPECT_EQ(lines, 3);
 }
 
+// A stop string taken from the middle of a free greedy run (several characters, so usually more
+// than one token, wherever the tokens split): given as --set generation.stop_strings or as --stop,
+// the output ends right before it; --max-new-tokens still wins over the config's value.
+TEST_F(GenerateCli, StopStringsCutTheOutput) {
+  const std::string args = "--prompt 'Sort: 3 1 2' --greedy --max-new-tokens 24";
+  const Result free_run = run(ferry(args), false);
+  ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
+  const std::string text = free_run.output.substr(0, free_run.output.size() - 1);  // without the newline
+  std::string stop;
+  size_t at = 0;
+  for (size_t i = 2; i + 6 <= text.size() && stop.empty(); ++i) {
+    const std::string candidate = text.substr(i, 6);
+    if (candidate.find_first_of("'\"\\\n") != std::string::npos || text.find(candidate) != i) continue;
+    stop = candidate;
+    at = i;
+  }
+  ASSERT_FALSE(stop.empty()) << "no usable 6-character window in: " << text;
+
+  Result r = run(ferry(args + " --set 'generation.stop_strings=[\"" + stop + "\"]'"), false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, text.substr(0, at) + "\n") << "stop string '" << stop << "' in '" << text << "'";
+  r = run(ferry(args + " --stop 'never written' --stop '" + stop + "'"), false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, text.substr(0, at) + "\n");
+
+  // jsonl output says the row stopped; the config's max_new_tokens applies when the flag is absent.
+  const std::string prompts = write("stop.jsonl", "{\"prompt\": \"Sort: 3 1 2\"}\n");
+  const std::string out = (dir_ / "stop_out.jsonl").string();
+  r = run(ferry("--prompts '" + prompts + "' --output '" + out + "' --greedy --stop '" + stop + "'"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_CONTAINS(line, "\"stopped\":true");
+  r = run(ferry("--prompt 'Sort: 3 1 2' --greedy --set generation.max_new_tokens=2"), false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.output.size(), text.size()) << r.output;
+  r = run(ferry(args + " --set 'generation.stop_strings=[\"\"]'"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "stop string");
+}
+
 TEST_F(GenerateCli, BadInputExitsTwoNamingTheLine) {
   const std::string prompts = write("bad.jsonl", "{\"prompt\": \"ok\"}\n{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}]}\n");
   Result r = run(ferry("--prompts '" + prompts + "' --greedy"));

@@ -3,9 +3,10 @@
 
 Usage: model_llama_ref.py OUTDIR. For each model below, OUTDIR/<name>/ gets:
   model/               save_pretrained (config.json + model.safetensors)
-  logits.safetensors   input_ids, attention_mask (B, T) left-padded; logits (fp32 model) and
-                       logits_bf16 (the same weights run in bf16), both (B, T, V); the RoPE
-                       inverse frequencies inv_freq (head_dim / 2)
+  logits.safetensors   input_ids, attention_mask (B, T) left-padded; logits (fp32 model),
+                       logits_bf16 and logits_fp16 (the same weights loaded in bf16 / fp16 and
+                       run on the CPU, logits stored as fp32), all (B, T, V); the RoPE inverse
+                       frequencies inv_freq (head_dim / 2)
   generate.safetensors prompt_ids, prompt_mask; greedy_free (20 new tokens, no EOS) and
                        greedy_free_logprobs (log_softmax of the raw logits at the chosen tokens);
                        greedy_eos (EOS set to a token that row 0 produces midway), eos_id
@@ -70,8 +71,10 @@ def main() -> int:
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
             low = LlamaForCausalLM.from_pretrained(folder / "model", dtype=torch.bfloat16).eval()
             logits_bf16 = low(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
+            half = LlamaForCausalLM.from_pretrained(folder / "model", dtype=torch.float16).eval()
+            logits_fp16 = half(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
         save_file({"input_ids": ids, "attention_mask": mask, "logits": logits.contiguous(),
-                   "logits_bf16": logits_bf16.contiguous(),
+                   "logits_bf16": logits_bf16.contiguous(), "logits_fp16": logits_fp16.contiguous(),
                    "inv_freq": model.model.rotary_emb.inv_freq.float().contiguous()},
                   str(folder / "logits.safetensors"))
 

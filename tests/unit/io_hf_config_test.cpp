@@ -170,5 +170,33 @@ TEST(IoHfConfig, FormatParsesBackToTheSameConfig) {
   EXPECT_THROW(format_hf_config(c), UserError);
 }
 
+// Reward models: written as one-label sequence classifiers (transformers' keys), read back as
+// HfHead::score; a classifier with several labels is not a Ferry score model.
+TEST(IoHfConfig, ScoreHeadIsASequenceClassifierWithOneLabel) {
+  LlamaConfig c = parse(R"("pad_token_id": 5, "eos_token_id": 2)");
+  std::string text = format_hf_config(c, HfHead::score);
+  EXPECT_NE(text.find("\"LlamaForSequenceClassification\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"LABEL_0\": 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"0\": \"LABEL_0\""), std::string::npos) << text;
+  EXPECT_EQ(parse_hf_head(text, "written"), HfHead::score);
+  EXPECT_EQ(parse_hf_config(text, "written").pad_token_id, 5);
+  EXPECT_EQ(parse_hf_head(format_hf_config(c), "written"), HfHead::causal_lm);
+  EXPECT_EQ(parse_hf_head("{}", "empty"), HfHead::causal_lm);
+
+  c.pad_token_id = -1;  // transformers needs a pad id to score a batch: the EOS id stands in
+  EXPECT_EQ(parse_hf_config(format_hf_config(c, HfHead::score), "written").pad_token_id, 2);
+  c.eos_token_ids.clear();
+  EXPECT_THROW(format_hf_config(c, HfHead::score), UserError);
+
+  c = parse(R"("model_type": "qwen2")");
+  c.pad_token_id = 0;
+  EXPECT_NE(format_hf_config(c, HfHead::score).find("\"Qwen2ForSequenceClassification\""), std::string::npos);
+
+  EXPECT_THROW(parse_hf_head(R"({"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "a", "1": "b"}})", "c"),
+               ConfigError);
+  EXPECT_THROW(parse_hf_head(R"({"architectures": ["LlamaForSequenceClassification"], "num_labels": 3})", "c"), ConfigError);
+  EXPECT_THROW(parse_hf_head(R"({"architectures": "LlamaForCausalLM"})", "c"), ConfigError);
+}
+
 }  // namespace
 }  // namespace ferry::io
