@@ -10,11 +10,15 @@
 #include "src/data/token_batch.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/hf_export.h"
+#include "src/io/lora_adapter.h"
+#include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
+#include "src/train/checkpoint_folders.h"
 #include "src/train/device_choice.h"
 #include "src/train/trainer.h"
 
@@ -133,6 +137,54 @@ LoadedModel load_model(const Config& config, c10::Device device, at::ScalarType 
 
 }  // namespace
 
+void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) {
+  if (config.lora.rank <= 0) return;
+  apply_lora(*model.model, config.lora, static_cast<uint64_t>(config.train.seed));
+  freeze_base_weights(model);
+}
+
+TrainedModel sft_trained_model(const std::string& name, LlamaForCausalLMImpl& model, const LlamaConfig& shape,
+                               const Config& config, const std::string& tokenizer_file) {
+  std::optional<io::LoraAdapterConfig> adapter;
+  if (config.lora.rank > 0) {
+    adapter.emplace();
+    adapter->rank = config.lora.rank;
+    adapter->alpha = config.lora.alpha;
+    adapter->dropout = config.lora.dropout;
+    for (const auto& target : lora_target_names()) {  // in a fixed order, whatever the config's
+      const auto& wanted = config.lora.target_modules;
+      if (std::find(wanted.begin(), wanted.end(), target) != wanted.end()) adapter->target_modules.push_back(target);
+    }
+    if (!config.model.path.empty()) adapter->base_model = fs::absolute(config.model.path).lexically_normal().string();
+  }
+  TrainedModel trained;
+  trained.name = name;
+  trained.save = [&model, shape, adapter, tokenizer_file](const fs::path& folder) {
+    save_pretrained(model, shape, folder);
+    if (adapter) io::write_adapter_config(folder / io::kAdapterConfigFile, *adapter);
+    if (!tokenizer_file.empty()) {
+      fs::copy_file(tokenizer_file, folder / "tokenizer.model", fs::copy_options::overwrite_existing);
+    }
+  };
+  trained.load = [&model](const fs::path& folder) {
+    LoadStateOptions options;
+    options.source = folder.string();
+    load_state(model, io::load_hf_weights(folder), options);
+  };
+  return trained;
+}
+
+void export_lora_final(const fs::path& final_dir, const Config& config) {
+  if (config.lora.rank <= 0) return;
+  write_folder_atomic(final_dir, [&](const fs::path& folder) {
+    io::HfExportOptions options;
+    options.checkpoint = final_dir;
+    options.output = folder;
+    options.lora = config.lora.export_as == LoraExport::adapter ? io::LoraExport::adapter : io::LoraExport::merged;
+    io::export_hf_model(options);
+  });
+}
+
 void run_sft(const Config& config) {
   const c10::Device device = training_device(config.train.device);
   const at::ScalarType dtype = weight_dtype(config.train.precision);
@@ -159,6 +211,13 @@ void run_sft(const Config& config) {
             << "train-sft: " << eval.size() << " eval samples; model " << loaded.shape.num_parameters()
             << " parameters on " << device.str() << " in " << enum_name(config.train.precision) << "\n";
 
+  prepare_lora(*model, config);
+  if (config.lora.rank > 0) {
+    int64_t adapter_parameters = 0;
+    for (const auto& [n, t] : lora_state(*model)) adapter_parameters += t.numel();
+    std::cout << "train-sft: LoRA rank " << config.lora.rank << " on " << config.lora.target_modules.size()
+              << " projections per layer: " << adapter_parameters << " trainable parameters, base weights frozen\n";
+  }
   auto engine = make_parameter_engine(EngineOptions::from_config(config));
   const std::string name = "policy";
   engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
@@ -173,22 +232,13 @@ void run_sft(const Config& config) {
   SftBatchSource source(std::move(train.samples), std::move(eval), data_options);
   SftObjective objective(name, *model);
 
-  TrainedModel trained;
-  trained.name = name;
-  trained.save = [&](const fs::path& folder) {
-    save_pretrained(*model, loaded.shape, folder);
-    fs::copy_file(tokenizer.path(), folder / "tokenizer.model", fs::copy_options::overwrite_existing);
-  };
-  trained.load = [&](const fs::path& folder) {
-    LoadStateOptions options;
-    options.source = folder.string();
-    load_state(*model, io::load_hf_weights(folder), options);
-  };
+  const TrainedModel trained = sft_trained_model(name, *model, loaded.shape, config, tokenizer.path());
   Trainer trainer(config, *engine, source, objective, trained);
   std::cout << "train-sft: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
             << config.train.grad_accumulation << " samples" << (d.packing ? " (packed)" : "") << "\n"
             << engine->memory_report().summary();
   const TrainResult result = trainer.run();
+  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
   std::cout << "train-sft: " << result.steps << " steps, last loss " << result.last_loss;
   if (result.eval_loss) std::cout << ", eval loss " << *result.eval_loss;
   std::cout << "\n";

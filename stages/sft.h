@@ -2,10 +2,12 @@
 // conversations. Loss: mean cross-entropy over label tokens (assistant content and its
 // end-of-assistant marker), shifted by one as transformers' causal-LM loss, averaged over all
 // label tokens of an optimizer step. The loop, precision and checkpoints are src/train's; this
-// file only supplies the data and the loss.
+// file only supplies the data and the loss. With lora.rank > 0 only LoRA adapters train (see
+// prepare_lora and export_lora_final).
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "src/config/config.h"
 #include "src/data/sft_dataset.h"
 #include "src/model/llama_heads.h"
+#include "src/train/trainer.h"
 #include "src/train/training_task.h"
 
 namespace ferry {
@@ -68,6 +71,22 @@ torch::Tensor causal_lm_loss_sum(const torch::Tensor& logits, const torch::Tenso
 
 // Label tokens that count after the shift: labels[:, 1:] != kIgnoreLabel.
 int64_t shifted_label_count(const torch::Tensor& labels);
+
+// With lora.rank > 0: attaches adapters to `model` (src/model/lora.h, A drawn from train.seed) and
+// freezes its base weights, so the engine keeps optimizer state for the adapters only.
+void prepare_lora(LlamaForCausalLMImpl& model, const Config& config);
+
+// How train-sft saves and resumes its model. save: config.json + weights (with LoRA: base weights
+// and adapters together, plus adapter_config.json, which makes step-N exact to resume and lets
+// `ferry export` merge it or cut the adapter out) + tokenizer.model when `tokenizer_file` is set.
+// load: the weights of such a folder into the live model.
+TrainedModel sft_trained_model(const std::string& name, LlamaForCausalLMImpl& model, const LlamaConfig& shape,
+                               const Config& config, const std::string& tokenizer_file);
+
+// With LoRA, rewrites output.dir/final (saved by the trainer as a checkpoint) in lora.export's
+// format, through `ferry export`'s code: `merged` a plain Hugging Face folder, `adapter` a PEFT
+// adapter folder (adapter_config.json + adapter_model.safetensors + tokenizer.model).
+void export_lora_final(const std::filesystem::path& final_dir, const Config& config);
 
 // The whole stage: model, tokenizer, data, engine, trainer (output.dir is prepared by run_stage).
 void run_sft(const Config& config);

@@ -338,6 +338,7 @@ void validate_config(const Config& c) {
   require(c.lora.rank >= 0, "lora.rank must be >= 0 (0: full fine-tuning)");
   require(c.lora.rank == 0 || c.lora.alpha > 0, "lora.alpha must be > 0");
   require(c.lora.dropout >= 0 && c.lora.dropout < 1, "lora.dropout must be in [0, 1)");
+  require(c.lora.rank == 0 || !c.lora.target_modules.empty(), "lora.target_modules must name at least one projection");
   static const std::vector<std::string> kLoraTargets{"q_proj", "k_proj", "v_proj", "o_proj",
                                                       "gate_proj", "up_proj", "down_proj"};
   for (const auto& m : c.lora.target_modules) {

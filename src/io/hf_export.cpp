@@ -3,10 +3,13 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/lora_adapter.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
@@ -24,6 +27,41 @@ bool has_lora(const fs::path& checkpoint, const HfWeights& weights) {
 bool same_folder(const fs::path& a, const fs::path& b) {
   std::error_code ec;
   return fs::exists(b) && fs::equivalent(a, b, ec);
+}
+
+// A checkpoint with LoRA must hold the base weights and the adapters together (what train-sft
+// writes); a PEFT adapter folder alone has nothing to merge into.
+void check_lora_checkpoint(const fs::path& in, const HfWeights& weights) {
+  const auto& names = weights.names();
+  if (std::none_of(names.begin(), names.end(), [](const std::string& n) { return is_lora_tensor(n); })) {
+    throw InputError("checkpoint '" + in.string() + "' has adapter files but its weights hold no lora_A/lora_B "
+                     "tensors; export needs a Ferry checkpoint with base weights and adapters (output.dir/step-N)");
+  }
+  if (!fs::exists(in / kAdapterConfigFile)) {
+    throw InputError("checkpoint '" + in.string() + "' has LoRA weights but no " + kAdapterConfigFile +
+                     " (rank and alpha are needed to apply them)");
+  }
+}
+
+// --lora adapter: adapter_config.json + adapter_model.safetensors (PEFT names) + side files.
+HfExportSummary export_lora_adapter(const fs::path& in, const fs::path& out, const HfWeights& weights) {
+  HfExportSummary summary;
+  TensorMap adapters;
+  for (const auto& name : weights.names()) {
+    if (!is_lora_tensor(name)) continue;
+    at::Tensor view = weights.tensor(name);
+    summary.weight_bytes += static_cast<uint64_t>(view.numel()) * view.element_size();
+    adapters.emplace(name, std::move(view));
+  }
+  summary.tensors = static_cast<int64_t>(adapters.size());
+  write_peft_adapter(out, read_adapter_config(in / kAdapterConfigFile), adapters);
+  summary.weight_files = 1;
+  for (const auto& name : hf_side_files()) {
+    if (!fs::exists(in / name)) continue;
+    write_file_atomic(out / name, read_file(in / name));
+    summary.copied_files.push_back(name);
+  }
+  return summary;
 }
 
 }  // namespace
@@ -53,19 +91,16 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
     throw UserError("--lora adapter: checkpoint '" + in.string() + "' has no LoRA weights to save as an adapter; "
                     "export the full model with --lora merged (the default)");
   }
-  if (lora) {
-    throw NotImplementedError("checkpoint '" + in.string() + "' has LoRA weights; exporting LoRA (merged or as a PEFT "
-                              "adapter) is not built yet in this build");
-  }
-
-  // Zero-copy views of the mapped input: the writer streams them out one tensor at a time.
-  TensorMap tensors;
   HfExportSummary summary;
-  for (const auto& name : weights.names()) {
-    at::Tensor view = weights.tensor(name);
-    summary.weight_bytes += static_cast<uint64_t>(view.numel()) * view.element_size();
-    tensors.emplace(name, std::move(view));
-  }
+  if (lora) check_lora_checkpoint(in, weights);
+  if (lora && options.lora == LoraExport::adapter) return export_lora_adapter(in, out, weights);
+
+  // Zero-copy views of the mapped input: the writer streams them out one tensor at a time. With
+  // LoRA, the base weights with the adapters merged in (the merged ones are owned copies).
+  TensorMap tensors;
+  for (const auto& name : weights.names()) tensors.emplace(name, weights.tensor(name));
+  if (lora) tensors = merge_lora_tensors(tensors, read_adapter_config(in / kAdapterConfigFile).scaling());
+  for (const auto& [name, t] : tensors) summary.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
   summary.tensors = static_cast<int64_t>(tensors.size());
 
   // A reward model / critic (score.weight, or a *ForSequenceClassification config) goes back out

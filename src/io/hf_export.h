@@ -32,6 +32,9 @@ struct HfExportSummary {
 // Files copied unchanged when the checkpoint has them.
 const std::vector<std::string>& hf_side_files();
 
+// A checkpoint with LoRA adapters (train-sft with lora.rank > 0: base weights + `*.lora_A/B.weight`
+// + adapter_config.json, src/io/lora_adapter.h) is written with the adapters merged
+// (LoraExport::merged) or as a PEFT adapter folder (LoraExport::adapter).
 // Throws UserError for an impossible request (output == checkpoint, --lora adapter without LoRA
 // weights), InputError for a missing or corrupt checkpoint, ConfigError for a bad config.json.
 HfExportSummary export_hf_model(const HfExportOptions& options);

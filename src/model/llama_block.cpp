@@ -1,4 +1,5 @@
-// Llama decoder block: attention (GQA, RoPE, SDPA), SwiGLU MLP, pre-norm residual layer.
+// Llama decoder block: attention (GQA, RoPE, SDPA), SwiGLU MLP, pre-norm residual layer; projections
+// with an optional LoRA adapter.
 #include "src/model/llama_block.h"
 
 #include "src/core/error.h"
@@ -40,9 +41,11 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer_
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                           const torch::Tensor& mask, KvCache* cache) {
   const int64_t b = x.size(0), t = x.size(1);
-  torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_}).transpose(1, 2);     // (B, H, T, D)
-  torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);  // (B, n_kv, T, D)
-  torch::Tensor v = v_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);  // (B, n_kv, T, D)
+  const bool training = is_training();
+  torch::Tensor q = lora_project(q_proj, q_lora, x, training).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k = lora_project(k_proj, k_lora, x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor v = lora_project(v_proj, v_lora, x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  // q: (B, H, T, D); k, v: (B, n_kv, T, D)
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index_, k, v);  // (B, n_kv, L, D)
@@ -52,7 +55,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   const bool causal = !mask.defined() && t > 1;
   const torch::Tensor out = at::scaled_dot_product_attention(
       q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0, causal);  // (B, H, T, D)
-  return o_proj(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
+  return lora_project(o_proj, o_lora, out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
@@ -63,7 +66,10 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));  // (..., F) inside
+  const bool training = is_training();
+  const torch::Tensor hidden =
+      torch::silu(lora_project(gate_proj, gate_lora, x, training)) * lora_project(up_proj, up_lora, x, training);  // (..., F)
+  return lora_project(down_proj, down_lora, hidden, training);
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer_index) {

@@ -5,12 +5,14 @@
 // Looking ahead: the offload engine pages one decoder layer's parameters in and out as a chunk,
 // and activation checkpointing re-runs one layer's forward in backward. So a layer is a
 // self-contained module (it owns every parameter it uses) and its forward takes only tensors;
-// the optional KV cache is used by generation only, never in training.
+// the optional KV cache is used by generation only, never in training. Each projection may carry a
+// LoRA adapter (lora_linear.h; attached by src/model/lora.h), empty unless LoRA is on.
 #pragma once
 
 #include <torch/torch.h>
 
 #include "src/model/llama_config.h"
+#include "src/model/lora_linear.h"
 #include "src/model/rms_norm.h"
 
 namespace ferry {
@@ -27,6 +29,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
                         const torch::Tensor& mask, KvCache* cache = nullptr);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  LoraAdapter q_lora, k_lora, v_lora, o_lora;
 
  private:
   int64_t layer_index_;
@@ -41,6 +44,7 @@ class LlamaMlpImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
 
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  LoraAdapter gate_lora, up_lora, down_lora;
 };
 TORCH_MODULE(LlamaMlp);
 

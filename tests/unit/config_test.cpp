@@ -208,6 +208,8 @@ TEST(Config, ValidationCatchesRanges) {
       {"train.adam_beta2=1", "train.adam_beta2 must be in [0, 1)"},
       {"data.eval_fraction=1.5", "data.eval_fraction must be in [0, 1)"},
       {"lora.target_modules=[q_proj, qkv]", "lora.target_modules: unknown module 'qkv'"},
+      {"lora.rank=-1", "lora.rank must be >= 0"},
+      {"lora.dropout=1", "lora.dropout must be in [0, 1)"},
       {"generation.top_p=0", "generation.top_p must be in (0, 1]"},
       {"generation.temperature=0", "generation.greedy"},
       {"output.dir=", "output.dir must not be empty"},

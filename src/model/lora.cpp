@@ -1,0 +1,161 @@
+// LoRA on a loaded Llama model: attach, freeze, read/write, merge (see lora.h).
+#include "src/model/lora.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/core/error.h"
+#include "src/io/lora_adapter.h"
+
+namespace ferry {
+namespace {
+
+struct Projection {
+  torch::nn::Linear* linear;
+  LoraAdapter* adapter;
+};
+
+Projection projection(LlamaDecoderLayerImpl& layer, const std::string& target) {
+  auto& a = *layer.self_attn;
+  auto& m = *layer.mlp;
+  if (target == "q_proj") return {&a.q_proj, &a.q_lora};
+  if (target == "k_proj") return {&a.k_proj, &a.k_lora};
+  if (target == "v_proj") return {&a.v_proj, &a.v_lora};
+  if (target == "o_proj") return {&a.o_proj, &a.o_lora};
+  if (target == "gate_proj") return {&m.gate_proj, &m.gate_lora};
+  if (target == "up_proj") return {&m.up_proj, &m.up_lora};
+  if (target == "down_proj") return {&m.down_proj, &m.down_lora};
+  throw ConfigError("lora.target_modules: unknown module '" + target + "'");
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+void check_lora_settings(const LoraConfig& s) {
+  if (s.rank < 1) throw ConfigError("lora.rank must be >= 1 to apply LoRA (got " + std::to_string(s.rank) + ")");
+  if (!(s.alpha > 0)) throw ConfigError("lora.alpha must be > 0");
+  if (!(s.dropout >= 0 && s.dropout < 1)) throw ConfigError("lora.dropout must be in [0, 1)");
+  if (s.target_modules.empty()) throw ConfigError("lora.target_modules: empty; name at least one projection");
+  const auto& valid = lora_target_names();
+  for (const auto& t : s.target_modules) {
+    if (std::find(valid.begin(), valid.end(), t) == valid.end()) {
+      throw ConfigError("lora.target_modules: unknown module '" + t + "'; valid: " + join_names(valid));
+    }
+  }
+}
+
+void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed) {
+  check_lora_settings(settings);
+  if (has_lora(model)) throw UserError("the model already has LoRA adapters; apply LoRA once");
+  torch::NoGradGuard no_grad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double scaling = settings.alpha / static_cast<double>(settings.rank);
+  for (auto& layer : model.decoder_layers) {
+    for (const auto& target : lora_target_names()) {
+      if (std::find(settings.target_modules.begin(), settings.target_modules.end(), target) ==
+          settings.target_modules.end()) {
+        continue;
+      }
+      const Projection p = projection(*layer.ptr(), target);
+      const torch::Tensor& w = (*p.linear)->weight;  // (out, in)
+      const int64_t out = w.size(0), in = w.size(1);
+      torch::nn::Linear a(torch::nn::LinearOptions(in, settings.rank).bias(false));
+      torch::nn::Linear b(torch::nn::LinearOptions(settings.rank, out).bias(false));
+      // kaiming_uniform_(a=sqrt(5)) on (rank, in): gain sqrt(2 / 6), bound gain * sqrt(3 / in) = 1 / sqrt(in).
+      const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+      const torch::Tensor values = torch::empty({settings.rank, in}, torch::kFloat).uniform_(-bound, bound, generator);
+      a->weight.copy_(values);
+      b->weight.zero_();
+      a->to(w.device(), w.scalar_type());
+      b->to(w.device(), w.scalar_type());
+      p.adapter->lora_A = (*p.linear)->register_module("lora_A", a);
+      p.adapter->lora_B = (*p.linear)->register_module("lora_B", b);
+      p.adapter->scaling = scaling;
+      p.adapter->dropout = settings.dropout;
+    }
+  }
+}
+
+void freeze_base_weights(torch::nn::Module& model) {
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (!io::is_lora_tensor(item.key())) item.value().set_requires_grad(false);
+  }
+}
+
+bool has_lora(const LlamaModelImpl& model) {
+  for (const auto& layer : model.decoder_layers) {
+    for (const auto& target : lora_target_names()) {
+      if (projection(*layer.ptr(), target).adapter->attached()) return true;
+    }
+  }
+  return false;
+}
+
+io::TensorMap lora_state(const torch::nn::Module& model) {
+  io::TensorMap out;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (io::is_lora_tensor(item.key())) out[item.key()] = item.value().detach();
+  }
+  return out;
+}
+
+void load_lora_state(torch::nn::Module& model, const io::TensorMap& tensors, const std::string& source) {
+  auto params = model.named_parameters(/*recurse=*/true);
+  std::vector<std::string> missing, unexpected, misshaped;
+  for (const auto& item : params) {
+    if (!io::is_lora_tensor(item.key())) continue;
+    auto it = tensors.find(item.key());
+    if (it == tensors.end()) {
+      missing.push_back(item.key());
+    } else if (it->second.sizes() != item.value().sizes()) {
+      misshaped.push_back(item.key());
+    }
+  }
+  for (const auto& [name, t] : tensors) {
+    if (!io::is_lora_tensor(name) || params.find(name) == nullptr) unexpected.push_back(name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !misshaped.empty()) {
+    std::string message = source + ": the LoRA adapters do not fit the model (rank and target modules must match)";
+    if (!missing.empty()) message += "; missing: " + join_names(missing);
+    if (!unexpected.empty()) message += "; unexpected: " + join_names(unexpected);
+    if (!misshaped.empty()) message += "; wrong shape: " + join_names(misshaped);
+    throw InputError(message);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& item : params) {
+    if (io::is_lora_tensor(item.key())) item.value().copy_(tensors.at(item.key()));
+  }
+}
+
+void merge_lora(LlamaModelImpl& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& layer : model.decoder_layers) {
+    for (const auto& target : lora_target_names()) {
+      const Projection p = projection(*layer.ptr(), target);
+      if (!p.adapter->attached()) continue;
+      torch::Tensor& w = (*p.linear)->weight;  // (out, in)
+      const torch::Tensor delta =
+          torch::matmul(p.adapter->lora_B->weight.to(torch::kFloat), p.adapter->lora_A->weight.to(torch::kFloat)) *
+          p.adapter->scaling;
+      w.copy_((w.to(torch::kFloat) + delta).to(w.scalar_type()));
+      (*p.linear)->unregister_module("lora_A");
+      (*p.linear)->unregister_module("lora_B");
+      *p.adapter = LoraAdapter{};
+    }
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,52 @@
+// LoRA for a loaded Llama model (after its weights are loaded): attach adapters to the targeted
+// projections of every decoder layer (lora_linear.h), freeze the base weights, read and write the
+// adapter tensors, and merge them into the base weights. Names follow PEFT without the adapter
+// name, `model.layers.<i>.self_attn.q_proj.lora_A.weight`, so the offload engine's
+// group_parameters puts each adapter in its layer's group; PEFT's file format is
+// src/io/lora_adapter.h.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/config/config.h"
+#include "src/io/safetensors.h"
+#include "src/model/llama_model.h"
+
+namespace ferry {
+
+// The projections LoRA can target, in layer order.
+const std::vector<std::string>& lora_target_names();
+
+// Throws ConfigError naming lora.<key>: rank < 1, alpha <= 0, dropout outside [0, 1), no target or
+// an unknown one. (lora.export is not used here.)
+void check_lora_settings(const LoraConfig& settings);
+
+// Attaches an adapter to each targeted projection of every layer, in the base weight's dtype and
+// device: lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform_(a=sqrt(5))) drawn on the CPU
+// from `seed` (layer by layer, in lora_target_names() order), lora_B = 0. Throws UserError when the
+// model already has adapters.
+void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed);
+
+// requires_grad(false) on every parameter of `model` that is not a lora_A/lora_B weight.
+void freeze_base_weights(torch::nn::Module& model);
+
+// True when any projection carries an adapter.
+bool has_lora(const LlamaModelImpl& model);
+
+// The adapter tensors by parameter name (detached, sharing storage): with `model.` in front when
+// given the causal LM, as in its checkpoint.
+io::TensorMap lora_state(const torch::nn::Module& model);
+
+// Copies adapter tensors (by the names lora_state gives) into the model's adapters. Checks all
+// names and shapes first; InputError naming `source` lists what is missing, unexpected or misshaped.
+void load_lora_state(torch::nn::Module& model, const io::TensorMap& tensors, const std::string& source);
+
+// Folds every adapter into its base weight (W += scaling * B @ A, in fp32) and removes the adapters;
+// the model computes the same function as before, with plain projections.
+void merge_lora(LlamaModelImpl& model);
+
+}  // namespace ferry

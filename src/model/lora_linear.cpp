@@ -1,0 +1,14 @@
+// A Linear projection with an optional LoRA adapter (see lora_linear.h).
+#include "src/model/lora_linear.h"
+
+namespace ferry {
+
+torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& adapter, const torch::Tensor& x,
+                           bool training) {
+  torch::Tensor y = base.ptr()->forward(x);
+  if (!adapter.attached()) return y;
+  const torch::Tensor input = adapter.dropout > 0 ? torch::dropout(x, adapter.dropout, training) : x;
+  return y + adapter.lora_B.ptr()->forward(adapter.lora_A.ptr()->forward(input)) * adapter.scaling;  // (..., rank) inside
+}
+
+}  // namespace ferry
