@@ -7,7 +7,9 @@
 #include <map>
 #include <sstream>
 
+#include "offload/chunked_engine.h"
 #include "offload/plain_engine.h"
+#include "src/model/llama_heads.h"
 #include "src/core/error.h"
 
 namespace ferry {
@@ -63,6 +65,9 @@ std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, boo
       head.parameters.emplace_back(name, p);
     }
   }
+  if (const auto* lm = dynamic_cast<const LlamaForCausalLMImpl*>(&model); lm != nullptr && lm->tied()) {
+    head.also_uses.push_back("embed");  // the LM head is the embedding matrix
+  }
   std::vector<ParameterGroup> groups;
   if (!embed.parameters.empty()) groups.push_back(std::move(embed));
   for (auto& [index, group] : layers) groups.push_back(std::move(group));
@@ -84,6 +89,10 @@ std::string EngineMemoryReport::summary() const {
   return out.str();
 }
 
+bool EngineOptions::recomputes_layer_group(int64_t group_index) const {
+  return std::find(recompute_layers.begin(), recompute_layers.end(), group_index - 1) != recompute_layers.end();
+}
+
 EngineOptions EngineOptions::from_config(const Config& config) {
   EngineOptions options;
   options.policy = config.offload.policy;
@@ -93,14 +102,20 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.eps = config.train.adam_eps;
   options.weight_decay = config.train.weight_decay;
   options.cpu_threads = config.offload.cpu_threads;
+  options.device_budget = config.offload.gpu_memory.bytes;
+  options.chunk_size = config.offload.chunk_size.bytes;
+  options.prefetch = config.offload.prefetch;
   return options;
 }
 
 std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& options) {
-  if (options.policy == OffloadPolicy::none) return std::make_unique<PlainEngine>(options);
-  throw NotImplementedError("offload.policy: '" + std::string(enum_name(options.policy)) +
-                            "' is not implemented yet in this build; use offload.policy=none (everything stays "
-                            "where the model lives) for now");
+  switch (options.policy) {
+    case OffloadPolicy::none: return std::make_unique<PlainEngine>(options);
+    case OffloadPolicy::optimizer:
+    case OffloadPolicy::params: return std::make_unique<ChunkedEngine>(options);
+    case OffloadPolicy::auto_: break;
+  }
+  throw InternalError("offload.policy auto must be resolved into a plan (resolve_auto_policy) before the engine is made");
 }
 
 }  // namespace ferry

@@ -40,7 +40,17 @@
 //              before_group(backward) pages the chunk in again, after_group(backward) streams its
 //              gradients out (as `optimizer`) and releases the chunk. The runner always calls the
 //              hooks; only the engine decides what they do.
-//   auto       the planner (offload/planner*) picks one of the above per group from the budget.
+//   auto       the planner (offload/planner*) picks the policy, which chunks stay on the device
+//              and which layers recompute their activations, from the budget.
+//
+// optimizer, params and auto are one engine (ChunkedEngine, chunked_engine.h): every model's
+// parameters become views into chunk buffers (one per group, or offload.chunk_size), each chunk
+// has an authoritative host copy, and a device copy while resident. `optimizer` keeps every chunk
+// resident; `params` pages all of them; `auto` keeps the chunks the plan keeps.
+//
+// Paged groups are recomputed: the runner asks needs_recompute() and runs such a group (the
+// embedding and the head too) as a checkpointed function, so no autograd graph holds a paged
+// chunk's tensors between the group's forward and its backward.
 //
 // PPO phases name the models they need with make_resident(): generation {"policy"}; scoring
 // {"policy", "reference", "reward", "critic"}; learning {"policy", "critic"}. Under `none` every
@@ -51,11 +61,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "offload/accountant.h"
 #include "src/config/config.h"
 
 namespace ferry {
@@ -64,6 +76,9 @@ namespace ferry {
 struct ParameterGroup {
   std::string name;  // "embed", "layers.3", "head"
   std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  // Other groups whose parameters this group's forward reads as well: the head of a model with
+  // tied embeddings reads "embed". Paging policies make those resident with it.
+  std::vector<std::string> also_uses;
 };
 
 // Groups a model's parameters as described above, by name: `*embed_tokens.*` -> "embed",
@@ -92,12 +107,24 @@ struct EngineMemoryReport {
   std::string summary() const;  // one line per entry, human units
 };
 
-// AdamW hyperparameters the engine applies, and the precision of the model's weights.
+// AdamW hyperparameters the engine applies, the precision of the model's weights, and placement.
 struct EngineOptions {
   OffloadPolicy policy = OffloadPolicy::none;
   Precision precision = Precision::fp32;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t cpu_threads = 0;  // CpuAdamW threads (0: the default pool)
+  uint64_t device_budget = 0;  // offload.gpu_memory in bytes (0: no cap); what the engine may hold
+  uint64_t chunk_size = 0;     // offload.chunk_size (0: one chunk per group)
+  int64_t prefetch = 1;        // offload.prefetch: groups paged in ahead of the one running
+  // Groups ("embed", "layers.3", "head") whose chunks stay resident under `params`; the planner's
+  // choice under `auto`, empty for plain `params` (every chunk paged).
+  std::vector<std::string> kept_groups;
+  // Decoder layers whose activations are recomputed in backward besides what
+  // train.gradient_checkpointing asks (the planner's choice under `auto`).
+  std::vector<int64_t> recompute_layers;
+
+  // Whether recompute_layers asks for the group (GroupRef index 1 + layer).
+  bool recomputes_layer_group(int64_t group_index) const;
 
   static EngineOptions from_config(const Config& config);
 };
@@ -141,15 +168,26 @@ class ParameterEngine {
   virtual void save_state(const std::filesystem::path& dir) const = 0;
   virtual void load_state(const std::filesystem::path& dir) = 0;
 
-  // Call after the caller changed a model's weights (e.g. loaded a checkpoint) so that master
-  // copies follow.
-  virtual void sync_master_from_model(const std::string& model) = 0;
+  // Runs `fn` while the model's parameters hold its current weights where `fn` can read (read) or
+  // overwrite (write) them: paged parameters point at their host copies for the duration. After
+  // a write, master weights and resident device copies follow the new values. Saving and
+  // loading checkpoints go through this, never through the parameters directly.
+  enum class WeightAccess { read, write };
+  virtual void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) = 0;
+
+  // True when the group's parameters are paged out between its forward and its backward, so the
+  // runner must recompute the group's forward in backward (between before_group/after_group
+  // (backward)) instead of keeping activations that reference the parameters.
+  virtual bool needs_recompute(const GroupRef& group) const = 0;
 
   virtual EngineMemoryReport memory_report() const = 0;
+  // Resident bytes per tier and category as the engine counts them (weights, gradients, master
+  // weights, moments, staging buffers; activations are not the engine's and are not counted).
+  virtual const offload::MemoryAccountant& accountant() const = 0;
 };
 
-// The engine for options.policy. `none` is PlainEngine; the others throw NotImplementedError
-// naming offload.policy until they are built.
+// The engine for options.policy: `none` is PlainEngine, `optimizer`, `params` and `auto` are
+// ChunkedEngine (`auto` is resolved into one of those first: offload/auto_policy.h).
 std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& options);
 
 }  // namespace ferry

@@ -6,7 +6,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/thread_pool.h"
 #include "src/core/error.h"
-#include "src/io/safetensors.h"
+#include "offload/optimizer_state_file.h"
 
 namespace ferry {
 namespace {
@@ -33,7 +33,7 @@ std::string tier_of(const torch::Tensor& t) { return t.device().str(); }
 
 }  // namespace
 
-PlainEngine::PlainEngine(const EngineOptions& options) : options_(options) {
+PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), accountant_({options.device_budget, 0, 0}) {
   if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
 }
 
@@ -44,6 +44,11 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
   Model& m = models_[name];
   m.trainable = trainable;
   m.groups = std::move(groups);
+  for (const ParameterGroup& group : m.groups) {
+    for (const auto& [pname, p] : group.parameters) {
+      accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::weights, p.nbytes());
+    }
+  }
   if (!trainable) return;
   torch::NoGradGuard no_grad;
   for (const ParameterGroup& group : m.groups) {
@@ -59,6 +64,10 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
       t.exp_avg_sq = torch::zeros(p.sizes(), fp32);
       if (p.is_cuda()) t.cuda_step = torch::zeros({}, fp32);
       t.decay = p.dim() >= 2 && pname.find("norm") == std::string::npos && pname.find("bias") == std::string::npos;
+      if (t.master.defined()) {
+        accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::master, t.master.nbytes());
+      }
+      accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::moments, 2 * t.exp_avg.nbytes());
       m.parameters.push_back(std::move(t));
     }
   }
@@ -147,77 +156,67 @@ void PlainEngine::step(double learning_rate, double grad_multiplier, const std::
   }
 }
 
+void PlainEngine::finish_gradients() {
+  uint64_t bytes = 0;
+  for (auto& [name, m] : models_) {
+    for (const auto& t : m.parameters) {
+      if (t.parameter.grad().defined()) bytes += t.parameter.grad().nbytes();
+    }
+  }
+  if (bytes > counted_gradient_bytes_) {
+    accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::grads, bytes - counted_gradient_bytes_);
+    counted_gradient_bytes_ = bytes;
+  }
+}
+
 void PlainEngine::zero_grad(const std::vector<std::string>& models) {
   for (Model* m : selected(models)) {
     for (auto& t : m->parameters) t.parameter.mutable_grad() = torch::Tensor();  // set_to_none, as torch
+  }
+  if (models.empty() && counted_gradient_bytes_ > 0) {
+    accountant_.release(offload::MemoryTier::device, offload::MemoryCategory::grads, counted_gradient_bytes_);
+    counted_gradient_bytes_ = 0;
   }
 }
 
 int64_t PlainEngine::step_count(const std::string& name) const { return model(name).steps; }
 
-void PlainEngine::save_state(const std::filesystem::path& dir) const {
-  io::TensorMap tensors;
-  std::map<std::string, std::string> metadata{{"ferry_engine", "none"}, {"ferry_engine_version", "1"}};
+std::vector<offload::ParameterStateRef> PlainEngine::state_refs() const {
+  std::vector<offload::ParameterStateRef> refs;
   for (const auto& [name, m] : models_) {
-    if (!m.trainable) continue;
-    metadata["steps." + name] = std::to_string(m.steps);
-    for (const auto& t : m.parameters) {
-      const std::string prefix = name + "/" + t.name + "/";
-      tensors[prefix + "exp_avg"] = t.exp_avg;
-      tensors[prefix + "exp_avg_sq"] = t.exp_avg_sq;
-      if (t.master.defined()) tensors[prefix + "master"] = t.master;
-    }
+    for (const auto& t : m.parameters) refs.push_back({name, t.name, t.exp_avg, t.exp_avg_sq, t.master});
   }
-  io::save_safetensors(dir / kStateFile, tensors, metadata);
+  return refs;
+}
+
+void PlainEngine::save_state(const std::filesystem::path& dir) const {
+  std::map<std::string, int64_t> steps;
+  for (const auto& [name, m] : models_) {
+    if (m.trainable) steps[name] = m.steps;
+  }
+  offload::save_optimizer_state(dir, "none", state_refs(), steps);
 }
 
 void PlainEngine::load_state(const std::filesystem::path& dir) {
-  const std::filesystem::path file = dir / kStateFile;
-  if (!std::filesystem::exists(file)) {
-    throw InputError(file.string() + ": optimizer state is missing; the checkpoint is incomplete or not Ferry's");
+  std::map<std::string, int64_t> steps;
+  for (const auto& [name, m] : models_) {
+    if (m.trainable) steps[name] = 0;
   }
-  const io::SafetensorsFile state(file);
-  const auto& metadata = state.metadata();
-  // Check everything before changing anything, so a bad file leaves the engine as it was.
-  std::vector<std::pair<torch::Tensor, std::string>> copies;
-  std::map<Model*, int64_t> steps;
-  for (auto& [name, m] : models_) {
-    if (!m.trainable) continue;
-    auto it = metadata.find("steps." + name);
-    if (it == metadata.end()) {
-      throw InputError(file.string() + ": holds no optimizer state for model '" + name + "'");
-    }
-    steps[&m] = std::stoll(it->second);
+  offload::load_optimizer_state(dir, state_refs(), steps);
+  for (auto& [name, count] : steps) {
+    Model& m = models_.at(name);
+    m.steps = count;
     for (auto& t : m.parameters) {
-      const std::string prefix = name + "/" + t.name + "/";
-      std::vector<std::pair<torch::Tensor, std::string>> wanted{{t.exp_avg, prefix + "exp_avg"},
-                                                                {t.exp_avg_sq, prefix + "exp_avg_sq"}};
-      if (t.master.defined()) wanted.emplace_back(t.master, prefix + "master");
-      for (auto& [target, key] : wanted) {
-        if (!state.contains(key)) {
-          throw InputError(file.string() + ": missing '" + key +
-                           "' (was the checkpoint written for another model or precision?)");
-        }
-        if (state.info(key).shape != target.sizes().vec() || state.info(key).dtype != at::kFloat) {
-          throw InputError(file.string() + ": '" + key + "' has the wrong shape or dtype for this model");
-        }
-        copies.emplace_back(target, key);
-      }
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& [target, key] : copies) target.copy_(state.tensor(key));
-  for (auto& [m, count] : steps) {
-    m->steps = count;
-    for (auto& t : m->parameters) {
       if (t.cuda_step.defined()) t.cuda_step.fill_(static_cast<double>(count));
     }
   }
 }
 
-void PlainEngine::sync_master_from_model(const std::string& name) {
-  torch::NoGradGuard no_grad;
+void PlainEngine::with_weights(const std::string& name, WeightAccess access, const std::function<void()>& fn) {
   (void)model(name);  // checks the name
+  fn();
+  if (access == WeightAccess::read) return;
+  torch::NoGradGuard no_grad;
   for (auto& t : models_.at(name).parameters) {
     if (t.master.defined()) t.master.copy_(t.parameter);
   }

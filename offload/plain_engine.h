@@ -4,7 +4,8 @@
 // fp32 models update their parameters in place. bf16/fp16 models keep an fp32 master copy of every
 // trainable parameter (mixed precision: the update is computed and accumulated in fp32, then
 // rounded into the model's weights), so small updates are not lost to bf16's 8-bit mantissa.
-// CPU tensors are updated by CpuAdamW (kernels/cpu/adamw.h, one SIMD pass per tensor that also
+// The accountant counts all of it on the device tier (on a machine without a GPU the model's
+// memory is the emulated device). CPU tensors are updated by CpuAdamW (kernels/cpu/adamw.h, one SIMD pass per tensor that also
 // writes the rounded weights); CUDA tensors by at::_fused_adamw_. Both are torch.optim.AdamW's
 // arithmetic.
 #pragma once
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "offload/engine.h"
+#include "offload/optimizer_state_file.h"
 
 namespace ferry {
 namespace kernels {
@@ -28,7 +30,7 @@ class PlainEngine : public ParameterEngine {
   void make_resident(const std::vector<std::string>& models) override;
   void before_group(const GroupRef&, GroupPass) override {}
   void after_group(const GroupRef&, GroupPass) override {}
-  void finish_gradients() override {}
+  void finish_gradients() override;
   double gradient_norm(const std::vector<std::string>& models = {}) override;
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
@@ -36,11 +38,10 @@ class PlainEngine : public ParameterEngine {
   int64_t step_count(const std::string& model) const override;
   void save_state(const std::filesystem::path& dir) const override;
   void load_state(const std::filesystem::path& dir) override;
-  void sync_master_from_model(const std::string& model) override;
+  bool needs_recompute(const GroupRef& group) const override { return options_.recomputes_layer_group(group.index); }
+  void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) override;
   EngineMemoryReport memory_report() const override;
-
-  // The file save_state writes into its folder.
-  static constexpr const char* kStateFile = "optimizer_state.safetensors";
+  const offload::MemoryAccountant& accountant() const override { return accountant_; }
 
  private:
   struct TrainedParameter {
@@ -59,11 +60,16 @@ class PlainEngine : public ParameterEngine {
   };
 
   std::vector<Model*> selected(const std::vector<std::string>& models);
+  std::vector<offload::ParameterStateRef> state_refs() const;
   const Model& model(const std::string& name) const;
 
   EngineOptions options_;
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // set when options.cpu_threads > 0
+  // Everything is on the device tier under `none`; gradients are counted from finish_gradients
+  // to zero_grad (autograd allocates them, the engine only sees them then).
+  offload::MemoryAccountant accountant_;
+  uint64_t counted_gradient_bytes_ = 0;
 };
 
 }  // namespace ferry

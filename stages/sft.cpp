@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "offload/accountant.h"
 #include "offload/engine.h"
+#include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/data/token_batch.h"
 #include "src/io/hf_checkpoint.h"
@@ -20,6 +22,7 @@
 #include "src/train/backbone_runner.h"
 #include "src/train/checkpoint_folders.h"
 #include "src/train/device_choice.h"
+#include "src/train/run_engine.h"
 #include "src/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -185,7 +188,8 @@ void export_lora_final(const fs::path& final_dir, const Config& config) {
   });
 }
 
-void run_sft(const Config& config) {
+void run_sft(const Config& given) {
+  Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const c10::Device device = training_device(config.train.device);
   const at::ScalarType dtype = weight_dtype(config.train.precision);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
@@ -218,7 +222,7 @@ void run_sft(const Config& config) {
     std::cout << "train-sft: LoRA rank " << config.lora.rank << " on " << config.lora.target_modules.size()
               << " projections per layer: " << adapter_parameters << " trainable parameters, base weights frozen\n";
   }
-  auto engine = make_parameter_engine(EngineOptions::from_config(config));
+  auto engine = make_run_engine(config, loaded.shape, device, std::cout);
   const std::string name = "policy";
   engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
 
@@ -238,10 +242,18 @@ void run_sft(const Config& config) {
             << config.train.grad_accumulation << " samples" << (d.packing ? " (packed)" : "") << "\n"
             << engine->memory_report().summary();
   const TrainResult result = trainer.run();
+  if (result.interrupted) {
+    throw Interrupted(result.stop_signal, detail::concat("train-sft: interrupted after step ", result.steps,
+                                                         "; resume with --set train.resume=auto"));
+  }
   if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
   std::cout << "train-sft: " << result.steps << " steps, last loss " << result.last_loss;
   if (result.eval_loss) std::cout << ", eval loss " << *result.eval_loss;
   std::cout << "\n";
+  const offload::MemoryAccountant& memory = engine->accountant();
+  std::cout << "train-sft: engine peak (weights, gradients, optimizer state; activations not counted): "
+            << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device, "
+            << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
 }
 
 }  // namespace ferry

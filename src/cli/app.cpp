@@ -33,6 +33,9 @@ int run_cli(int argc, char** argv) {
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const Interrupted& e) {
+    std::cerr << e.what() << "\n";
+    return 128 + e.signal_number();
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n"
               << "This is a bug in Ferry; please report it with the command you ran.\n";

@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 
+#include "offload/auto_policy.h"
 #include "offload/planner.h"
 #include "src/cli/commands.h"
 #include "src/cli/config_args.h"
@@ -131,34 +132,13 @@ void run_plan(const PlanArgs& args) {
   const Budget budget = resolve_budget(args, config);
   if (args.device_tflops < 0 || args.cpu_adam_rate < 0) throw UserError("rates must be positive (0: the default)");
 
-  offload::PlannerRequest request;
-  request.shape.model = model;
-  request.shape.precision = config.train.precision;
-  request.shape.seq_len = config.data.max_length;
-  request.shape.grad_accumulation = config.train.grad_accumulation;
-  request.shape.lora_rank = config.lora.rank;
-  request.shape.lora_targets = config.lora.target_modules;
-  request.constants.chunk_size = config.offload.chunk_size.bytes;
-  request.constants.prefetch = config.offload.prefetch;
+  offload::PlannerRequest request = offload::planner_request(config, model, budget.bytes);
   if (!args.device_overhead.empty()) {
     request.constants.device_overhead_bytes = parse_size_flag(args.device_overhead, "--device-overhead");
   }
-  request.rates.pcie_gbps = config.offload.pcie_bandwidth_gbps;
   request.rates.device_tflops = args.device_tflops;
   request.rates.cpu_adam_params_per_s = args.cpu_adam_rate * 1e9;
-  request.device_budget = budget.bytes;
-  request.micro_batch_size = config.train.micro_batch_size;
   const bool automatic = config.offload.policy == OffloadPolicy::auto_;
-  if (!automatic) {
-    request.policies = {config.offload.policy};
-    request.search_micro_batch = false;
-    request.search_checkpointing = false;
-    request.gradient_checkpointing = config.train.gradient_checkpointing;
-    request.search_kept_chunks = false;
-  }
-  if (request.shape.seq_len <= 0 || request.micro_batch_size <= 0 || request.shape.grad_accumulation <= 0) {
-    throw ConfigError("data.max_length, train.micro_batch_size and train.grad_accumulation must be positive");
-  }
 
   const offload::MemoryModel shape_model(request.shape, request.constants);
   std::ostringstream out;

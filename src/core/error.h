@@ -39,6 +39,18 @@ class NotImplementedError : public UserError {
   using UserError::UserError;
 };
 
+// A run stopped by SIGINT/SIGTERM after saving its checkpoint (the message says which and how to
+// resume). Exit code 128 + the signal, as a shell reports a process killed by it, so scripts and
+// `ferry pipeline` do not take an interrupted stage for a finished one.
+class Interrupted : public Error {
+ public:
+  Interrupted(int signal_number, const std::string& message) : Error(message), signal_number_(signal_number) {}
+  int signal_number() const { return signal_number_; }
+
+ private:
+  int signal_number_;
+};
+
 // A bug or broken invariant inside Ferry. Exit code 1.
 class InternalError : public Error {
  public:

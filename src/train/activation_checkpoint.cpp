@@ -8,11 +8,9 @@
 namespace ferry {
 namespace {
 
-// What backward needs besides the saved input: the layer, the shared per-forward tensors, the
-// hooks and the RNG state. Held by the autograd context as a capsule.
+// What backward needs besides the saved input: the function, the hooks and the RNG state. Held by the autograd context as a capsule.
 struct Recompute : torch::CustomClassHolder {
-  LlamaDecoderLayerImpl* layer = nullptr;
-  LayerInputs inputs;
+  std::function<torch::Tensor(const torch::Tensor&)> fn;
   std::function<void()> before_recompute, after_backward;
   torch::Tensor cpu_rng_state;
   torch::Tensor cuda_rng_state;  // undefined unless the layer runs on a GPU
@@ -38,7 +36,7 @@ void with_saved_rng(const Recompute& state, Body&& body) {
   if (cuda) cuda->set_state(cuda_now);
 }
 
-class CheckpointedLayerFunction : public torch::autograd::Function<CheckpointedLayerFunction> {
+class CheckpointedFunction : public torch::autograd::Function<CheckpointedFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                c10::intrusive_ptr<Recompute> state) {
@@ -48,7 +46,7 @@ class CheckpointedLayerFunction : public torch::autograd::Function<CheckpointedL
     torch::Tensor out;
     {
       torch::NoGradGuard no_grad;
-      out = state->layer->forward(hidden, state->inputs.cos, state->inputs.sin, state->inputs.mask);
+      out = state->fn(hidden);
     }
     ctx->save_for_backward({hidden});
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
@@ -64,9 +62,10 @@ class CheckpointedLayerFunction : public torch::autograd::Function<CheckpointedL
     torch::Tensor out;
     with_saved_rng(*state, [&] {
       torch::AutoGradMode enable(true);
-      out = state->layer->forward(input, state->inputs.cos, state->inputs.sin, state->inputs.mask);
+      out = state->fn(input);
     });
-    torch::autograd::backward({out}, {grad_outputs[0]});
+    // Nothing inside needs a gradient (a frozen group whose input is not differentiable either).
+    if (out.requires_grad()) torch::autograd::backward({out}, {grad_outputs[0]});
     if (state->after_backward) state->after_backward();
     return {input.grad(), torch::Tensor()};
   }
@@ -74,18 +73,24 @@ class CheckpointedLayerFunction : public torch::autograd::Function<CheckpointedL
 
 }  // namespace
 
-torch::Tensor checkpointed_layer(LlamaDecoderLayerImpl& layer, const torch::Tensor& hidden, const LayerInputs& inputs,
-                                 std::function<void()> before_recompute, std::function<void()> after_backward) {
-  if (!torch::GradMode::is_enabled()) return layer.forward(hidden, inputs.cos, inputs.sin, inputs.mask);
+torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& input,
+                           std::function<void()> before_recompute, std::function<void()> after_backward) {
+  if (!torch::GradMode::is_enabled()) return fn(input);
   // The Function's output needs an input that requires grad, or backward would never reach the
-  // layer's parameters (frozen embeddings under LoRA): give it a leaf whose gradient is dropped.
-  const torch::Tensor input = hidden.requires_grad() ? hidden : hidden.detach().requires_grad_(true);
+  // group's parameters: give it a leaf whose gradient is dropped.
+  const torch::Tensor leaf = input.requires_grad() ? input : input.detach().requires_grad_(true);
   auto state = c10::make_intrusive<Recompute>();
-  state->layer = &layer;
-  state->inputs = inputs;
+  state->fn = std::move(fn);
   state->before_recompute = std::move(before_recompute);
   state->after_backward = std::move(after_backward);
-  return CheckpointedLayerFunction::apply(input, std::move(state));
+  return CheckpointedFunction::apply(leaf, std::move(state));
+}
+
+torch::Tensor checkpointed_layer(LlamaDecoderLayerImpl& layer, const torch::Tensor& hidden, const LayerInputs& inputs,
+                                 std::function<void()> before_recompute, std::function<void()> after_backward) {
+  LlamaDecoderLayerImpl* block = &layer;
+  return checkpointed([block, inputs](const torch::Tensor& x) { return block->forward(x, inputs.cos, inputs.sin, inputs.mask); },
+                      hidden, std::move(before_recompute), std::move(after_backward));
 }
 
 }  // namespace ferry

@@ -1,6 +1,8 @@
 // Group-by-group forward with engine hooks and optional per-layer activation checkpointing.
 #include "src/train/backbone_runner.h"
 
+#include <memory>
+
 #include "src/train/activation_checkpoint.h"
 
 namespace ferry {
@@ -12,6 +14,29 @@ torch::Tensor to_device(const torch::Tensor& t, const c10::Device& device) {
 
 }  // namespace
 
+bool BackboneRunner::recomputes(const GroupRef& group, bool decoder_layer) const {
+  if (!torch::GradMode::is_enabled()) return false;
+  return (decoder_layer && checkpointing_) || engine_.needs_recompute(group);
+}
+
+torch::Tensor BackboneRunner::run_group(const GroupRef& group, bool decoder_layer,
+                                        const std::function<torch::Tensor(const torch::Tensor&)>& fn,
+                                        const torch::Tensor& input) {
+  engine_.before_group(group, GroupPass::forward);
+  torch::Tensor out;
+  if (recomputes(group, decoder_layer)) {
+    // Backward runs after this call returns: the hooks own a copy of the model's name.
+    auto name = std::make_shared<const std::string>(*group.model);
+    const int64_t index = group.index;
+    out = checkpointed(fn, input, [this, name, index] { engine_.before_group({name.get(), index}, GroupPass::backward); },
+                       [this, name, index] { engine_.after_group({name.get(), index}, GroupPass::backward); });
+  } else {
+    out = fn(input);
+  }
+  engine_.after_group(group, GroupPass::forward);
+  return out;
+}
+
 torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
                                      const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   const torch::Tensor& weight = backbone.embed_tokens->weight;
@@ -19,21 +44,15 @@ torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& b
   const torch::Tensor ids = input_ids.to(device, torch::kLong);
   const LayerInputs inputs = backbone.layer_inputs(ids, to_device(attention_mask, device),
                                                    to_device(position_ids, device), nullptr, weight.scalar_type());
-  GroupRef group{&model, 0};
-  engine_.before_group(group, GroupPass::forward);
-  torch::Tensor h = backbone.embed_tokens(ids);  // (B, T, C)
-  engine_.after_group(group, GroupPass::forward);
+  // The embedding's input is token ids; a recomputed embedding hangs off an empty float anchor.
+  const torch::Tensor anchor = torch::empty({0}, weight.options().dtype(torch::kFloat).requires_grad(false));
+  torch::nn::EmbeddingImpl* embed = backbone.embed_tokens.get();
+  torch::Tensor h = run_group({&model, 0}, false, [embed, ids](const torch::Tensor&) { return embed->forward(ids); }, anchor);
   for (int64_t i = 0; i < backbone.num_layers(); ++i) {
-    group.index = 1 + i;
-    LlamaDecoderLayerImpl& layer = *backbone.decoder_layers[static_cast<size_t>(i)];
-    engine_.before_group(group, GroupPass::forward);
-    if (checkpointing_) {
-      h = checkpointed_layer(layer, h, inputs, [this, group] { engine_.before_group(group, GroupPass::backward); },
-                             [this, group] { engine_.after_group(group, GroupPass::backward); });
-    } else {
-      h = layer.forward(h, inputs.cos, inputs.sin, inputs.mask);
-    }
-    engine_.after_group(group, GroupPass::forward);
+    LlamaDecoderLayerImpl* layer = backbone.decoder_layers[static_cast<size_t>(i)].get();
+    h = run_group({&model, 1 + i}, true,
+                  [layer, inputs](const torch::Tensor& x) { return layer->forward(x, inputs.cos, inputs.sin, inputs.mask); },
+                  h);  // (B, T, C)
   }
   return h;
 }
@@ -41,21 +60,17 @@ torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& b
 torch::Tensor BackboneRunner::causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
                                         const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids);
-  const GroupRef head{&model, lm.model->num_layers() + 1};
-  engine_.before_group(head, GroupPass::forward);
-  torch::Tensor logits = lm.logits(lm.model->norm(h));  // (B, T, V)
-  engine_.after_group(head, GroupPass::forward);
-  return logits;
+  LlamaForCausalLMImpl* head = &lm;
+  return run_group({&model, lm.model->num_layers() + 1}, false,
+                   [head](const torch::Tensor& x) { return head->logits(head->model->norm(x)); }, h);  // (B, T, V)
 }
 
 torch::Tensor BackboneRunner::score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   torch::Tensor h = layers(model, *scorer.model, input_ids, attention_mask, position_ids);
-  const GroupRef head{&model, scorer.model->num_layers() + 1};
-  engine_.before_group(head, GroupPass::forward);
-  torch::Tensor values = scorer.score(scorer.model->norm(h)).squeeze(-1);  // (B, T)
-  engine_.after_group(head, GroupPass::forward);
-  return values;
+  LlamaForScoreImpl* head = &scorer;
+  return run_group({&model, scorer.model->num_layers() + 1}, false,
+                   [head](const torch::Tensor& x) { return head->score(head->model->norm(x)).squeeze(-1); }, h);  // (B, T)
 }
 
 }  // namespace ferry

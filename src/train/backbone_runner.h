@@ -1,11 +1,14 @@
 // BackboneRunner: runs a Llama-family model group by group (embedding, each decoder layer, final
 // norm + head) for training, so that the parameter engine's hooks run around every group and
-// activation checkpointing can wrap each layer. Objectives call it instead of model->forward.
+// activation checkpointing can wrap each layer (and every group whose parameters the engine pages,
+// embedding and head included: ParameterEngine::needs_recompute). Objectives call it instead of
+// model->forward.
 // Batches arrive as CPU tensors; the runner moves them to the model's device.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 #include "offload/engine.h"
@@ -33,6 +36,13 @@ class BackboneRunner {
   // Embedding and decoder layers; returns the last layer's output (B, T, C), before the final norm.
   torch::Tensor layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+
+  // Whether the group's forward is recomputed in backward: decoder layers under
+  // train.gradient_checkpointing, and every group the engine pages.
+  bool recomputes(const GroupRef& group, bool decoder_layer) const;
+  // fn(input) between the engine's hooks, checkpointed when recomputes() says so.
+  torch::Tensor run_group(const GroupRef& group, bool decoder_layer,
+                          const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& input);
 
   ParameterEngine& engine_;
   bool checkpointing_;

@@ -63,7 +63,7 @@ void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& sca
   state.loss_scaler = scaler.state();
   state.seed = config_.train.seed;
   write_folder_atomic(checkpoint_folder(output, step), [&](const fs::path& folder) {
-    model_.save(folder);
+    engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
     engine_.save_state(folder);
     save_trainer_state(folder, state);
   });
@@ -80,8 +80,7 @@ TrainResult Trainer::run() {
   int64_t step = 0;
   if (const auto resume = resolve_resume(output, t.resume)) {
     const TrainerState state = load_trainer_state(*resume);
-    model_.load(*resume);
-    engine_.sync_master_from_model(model_.name);
+    engine_.with_weights(model_.name, ParameterEngine::WeightAccess::write, [&] { model_.load(*resume); });
     engine_.load_state(*resume);
     data_.restore(state.cursor);
     scaler.restore(state.loss_scaler);
@@ -161,6 +160,7 @@ TrainResult Trainer::run() {
       console_ << "stopped by signal " << stop.signal_number() << " after step " << step << "; checkpoint "
                << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
       result.interrupted = true;
+      result.stop_signal = stop.signal_number();
       break;
     }
   }
@@ -172,7 +172,9 @@ TrainResult Trainer::run() {
     }
     if (last_save_step != step && step > 0) save_checkpoint(step, total, scaler);
     result.final_dir = output / "final";
-    write_folder_atomic(result.final_dir, model_.save);
+    write_folder_atomic(result.final_dir, [&](const fs::path& folder) {
+      engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
+    });
     console_ << "final model: " << result.final_dir.string() << "\n";
   }
   metrics.close();

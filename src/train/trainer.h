@@ -47,6 +47,7 @@ struct TrainedModel {
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps completed in total
   bool interrupted = false;      // stopped by SIGINT/SIGTERM after saving a checkpoint
+  int stop_signal = 0;           // which, when interrupted
   double last_loss = 0.0;        // training loss of the last step
   std::optional<double> eval_loss;  // of the last evaluation
   int64_t skipped_steps = 0;     // steps skipped for non-finite gradients

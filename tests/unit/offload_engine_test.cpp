@@ -129,7 +129,7 @@ TEST(PlainEngine, SavedStateResumesExactly) {
   engine_c->add_model("policy", other.groups(), true);
   EXPECT_THROW(engine_c->load_state(dir), InputError);
   EXPECT_THROW(engine_c->load_state(dir / "nowhere"), InputError);
-  std::filesystem::remove(dir / PlainEngine::kStateFile);
+  std::filesystem::remove(dir / offload::kOptimizerStateFile);
   std::filesystem::remove(dir);
 }
 
@@ -147,7 +147,7 @@ TEST(PlainEngine, GradientNormIsTheGlobalL2AndSeesInfinities) {
   EXPECT_FALSE(p.matrix.grad().defined());
 }
 
-TEST(ParameterEngine, GroupsFollowExecutionOrderAndOtherPoliciesAreNotBuiltYet) {
+TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   LlamaConfig shape;
   shape.vocab_size = 32;
   shape.hidden_size = 16;
@@ -168,9 +168,19 @@ TEST(ParameterEngine, GroupsFollowExecutionOrderAndOtherPoliciesAreNotBuiltYet) 
   model->model->embed_tokens->weight.set_requires_grad(false);
   EXPECT_EQ(group_parameters(*model, true).front().name, "layers.0");
 
+  EXPECT_TRUE(groups[4].also_uses.empty());
+  LlamaConfig tied_shape = shape;
+  tied_shape.tie_word_embeddings = true;
+  LlamaForCausalLM tied(tied_shape);
+  EXPECT_EQ(group_parameters(*tied, false).back().also_uses, std::vector<std::string>{"embed"});
+
   EngineOptions options;
-  options.policy = OffloadPolicy::optimizer;
-  EXPECT_THROW(make_parameter_engine(options), NotImplementedError);
+  for (OffloadPolicy policy : {OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params}) {
+    options.policy = policy;
+    EXPECT_NE(make_parameter_engine(options), nullptr);
+  }
+  options.policy = OffloadPolicy::auto_;  // must be resolved into a plan first (offload/auto_policy.h)
+  EXPECT_THROW(make_parameter_engine(options), InternalError);
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// The planner's choice as engine options.
+#include "offload/auto_policy.h"
+
+#include <sstream>
+
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+
+namespace ferry::offload {
+namespace {
+
+std::string group_name(int64_t group, const LlamaConfig& model) {
+  if (group == llama_embedding_group()) return "embed";
+  if (group == llama_head_group(model)) return "head";
+  return "layers." + std::to_string(group - 1);
+}
+
+}  // namespace
+
+PlannerRequest planner_request(const Config& config, const LlamaConfig& model, uint64_t device_budget) {
+  PlannerRequest request;
+  request.shape.model = model;
+  request.shape.precision = config.train.precision;
+  request.shape.seq_len = config.data.max_length;
+  request.shape.grad_accumulation = config.train.grad_accumulation;
+  request.shape.lora_rank = config.lora.rank;
+  request.shape.lora_targets = config.lora.target_modules;
+  request.constants.chunk_size = config.offload.chunk_size.bytes;
+  request.constants.prefetch = config.offload.prefetch;
+  request.rates.pcie_gbps = config.offload.pcie_bandwidth_gbps;
+  request.device_budget = device_budget;
+  request.micro_batch_size = config.train.micro_batch_size;
+  if (config.offload.policy != OffloadPolicy::auto_) {
+    request.policies = {config.offload.policy};
+    request.search_micro_batch = false;
+    request.search_checkpointing = false;
+    request.gradient_checkpointing = config.train.gradient_checkpointing;
+    request.search_kept_chunks = false;
+  }
+  if (request.shape.seq_len <= 0 || request.micro_batch_size <= 0 || request.shape.grad_accumulation <= 0) {
+    throw ConfigError("data.max_length, train.micro_batch_size and train.grad_accumulation must be positive");
+  }
+  return request;
+}
+
+AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes) {
+  AutoPolicy out;
+  out.options = EngineOptions::from_config(config);
+  out.micro_batch_size = config.train.micro_batch_size;
+  out.grad_accumulation = config.train.grad_accumulation;
+  const uint64_t budget = config.offload.gpu_memory.bytes > 0 ? config.offload.gpu_memory.bytes : device_bytes;
+  if (budget == 0) {
+    out.options.policy = OffloadPolicy::none;
+    out.summary = "offload.policy auto: no GPU and no offload.gpu_memory, so nothing to fit: policy none";
+    return out;
+  }
+  PlannerRequest request = planner_request(config, model, budget);
+  if (device_bytes == 0) request.constants.device_overhead_bytes = 0;  // emulated device: no CUDA context
+  const PlanResult result = plan(request);
+  if (!result.best) throw ConfigError("offload.policy auto: " + explain_no_fit(request, result));
+  const Plan& chosen = *result.best;
+  const MemoryModel memory(request.shape, request.constants);
+
+  out.options.policy = chosen.choice.policy;
+  out.options.device_budget = budget;
+  out.micro_batch_size = chosen.choice.micro_batch_size;
+  out.grad_accumulation = chosen.grad_accumulation;
+  const auto& chunks = memory.layout().chunks();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (c < chosen.choice.chunk_on_device.size() && chosen.choice.chunk_on_device[c]) {
+      for (int64_t g = chunks[c].first_group; g <= chunks[c].last_group; ++g) {
+        out.options.kept_groups.push_back(group_name(g, model));
+      }
+    }
+  }
+  for (size_t layer = 0; layer < chosen.choice.layer_checkpointed.size(); ++layer) {
+    if (chosen.choice.layer_checkpointed[layer]) out.options.recompute_layers.push_back(static_cast<int64_t>(layer));
+  }
+  std::ostringstream summary;
+  summary << "offload.policy auto: " << enum_name(chosen.choice.policy) << " within " << format_bytes_approx(budget)
+          << " (estimated " << format_bytes_approx(chosen.memory.device_total()) << " on the device; "
+          << describe_kept_chunks(memory, chosen.choice) << "; activation checkpointing on "
+          << chosen.checkpointed_layers() << " of " << model.num_hidden_layers << " layers";
+  if (out.micro_batch_size != config.train.micro_batch_size) {
+    summary << "; micro-batch " << out.micro_batch_size << " x " << out.grad_accumulation
+            << " accumulation steps instead of " << config.train.micro_batch_size << " x "
+            << config.train.grad_accumulation << ", the same global batch";
+  }
+  summary << ")";
+  out.summary = summary.str();
+  return out;
+}
+
+}  // namespace ferry::offload

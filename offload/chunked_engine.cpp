@@ -1,0 +1,513 @@
+// Offload policies optimizer / params / auto: chunked parameters, gradient streaming, CPU AdamW.
+#include "offload/chunked_engine.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/thread_pool.h"
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+
+namespace ferry {
+namespace {
+
+using offload::MemoryCategory;
+using offload::MemoryTier;
+
+// Hands each fresh gradient of one parameter to the engine, right after autograd stored it.
+class GradientStreamHook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  GradientStreamHook(ChunkedEngine* engine, ChunkedEngine::Param* param) : engine_(engine), param_(param) {}
+  void operator()(const torch::autograd::Variable& /*tensor*/) override { engine_->receive_gradient(*param_); }
+
+ private:
+  ChunkedEngine* engine_;
+  ChunkedEngine::Param* param_;
+};
+
+kernels::WeightOutType weight_out_of(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBFloat16: return kernels::WeightOutType::bf16;
+    case at::kHalf: return kernels::WeightOutType::f16;
+    default: throw InternalError(std::string("ChunkedEngine: no CPU AdamW output for weights of dtype ") +
+                                 c10::toString(dtype));
+  }
+}
+
+// GroupRef index of a group name: "embed" 0, "layers.<i>" 1 + i, "head" num_layers + 1.
+int64_t group_index(const std::string& name, int64_t num_layers) {
+  if (name == "embed") return 0;
+  if (name == "head") return num_layers + 1;
+  FERRY_CHECK(name.rfind("layers.", 0) == 0, "unknown parameter group '", name, "'");
+  return 1 + std::stoll(name.substr(7));
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+ChunkedEngine::ChunkedEngine(const EngineOptions& options)
+    : options_(options), accountant_({options.device_budget, 0, 0}) {
+  FERRY_CHECK(options.policy == OffloadPolicy::optimizer || options.policy == OffloadPolicy::params,
+              "ChunkedEngine runs the optimizer and params policies (auto is resolved before)");
+  if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
+}
+
+ChunkedEngine::~ChunkedEngine() {
+  // The models may outlive the engine: drop the hooks and leave every parameter holding its
+  // weights (the device copy when resident, else the host copy).
+  for (auto& [name, m] : models_) {
+    for (Param& p : m.params) {
+      if (p.trainable) torch::autograd::impl::set_post_acc_grad_hooks(p.parameter, nullptr);
+      if (!m.chunks[static_cast<size_t>(p.chunk)].device.defined()) p.parameter.set_data(p.host_view);
+    }
+  }
+}
+
+ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) {
+  auto it = models_.find(name);
+  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
+  return it->second;
+}
+
+const ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) const {
+  auto it = models_.find(name);
+  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
+  return it->second;
+}
+
+std::vector<ChunkedEngine::Model*> ChunkedEngine::selected(const std::vector<std::string>& models) {
+  std::vector<Model*> out;
+  if (models.empty()) {
+    for (auto& [name, m] : models_) {
+      if (m.trainable) out.push_back(&m);
+    }
+    return out;
+  }
+  for (const auto& name : models) {
+    Model& m = model(name);
+    if (m.trainable) out.push_back(&m);
+  }
+  return out;
+}
+
+void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) {
+  FERRY_CHECK(!models_.count(name), "model '", name, "' added to the engine twice");
+  FERRY_CHECK(!groups.empty() && !groups.front().parameters.empty(), "model '", name, "' has no parameters");
+  const c10::Device device = groups.front().parameters.front().second.device();
+  if (!transfers_) transfers_.emplace(device);
+  FERRY_CHECK(transfers_->device() == device, "model '", name, "' is on ", device.str(), " but the engine's models are on ",
+              transfers_->device().str());
+
+  Model& m = models_[name];
+  m.name = name;
+  m.trainable = trainable;
+  int64_t num_layers = 0;
+  for (const auto& group : groups) num_layers += group.name.rfind("layers.", 0) == 0 ? 1 : 0;
+  m.num_groups = num_layers + 2;
+  m.group_chunks.assign(static_cast<size_t>(m.num_groups), {});
+
+  // The layout: every parameter in execution order, tagged with its group's index.
+  std::vector<offload::TensorSpec> specs;
+  std::vector<torch::Tensor> tensors;
+  std::map<std::string, int64_t> index_of_group;
+  for (const auto& group : groups) {
+    const int64_t index = group_index(group.name, num_layers);
+    FERRY_CHECK(index >= 0 && index < m.num_groups, "group '", group.name, "' is out of order");
+    index_of_group[group.name] = index;
+    for (const auto& [pname, p] : group.parameters) {
+      FERRY_CHECK(p.is_contiguous(), "parameter ", pname, " is not contiguous");
+      FERRY_CHECK(p.device() == device, "parameter ", pname, " is on ", p.device().str(), ", not ", device.str());
+      specs.push_back({pname, p.numel(), static_cast<int64_t>(p.element_size()), index});
+      tensors.push_back(p);
+    }
+  }
+  const offload::ChunkLayout layout = offload::ChunkLayout::build(specs, {options_.chunk_size, 256});
+  for (const auto& group : groups) {
+    auto& chunks = m.group_chunks[static_cast<size_t>(index_of_group.at(group.name))];
+    chunks = layout.chunks_of_group(index_of_group.at(group.name));
+    for (const std::string& other : group.also_uses) {
+      auto it = index_of_group.find(other);
+      FERRY_CHECK(it != index_of_group.end(), "group '", group.name, "' uses unknown group '", other, "'");
+      for (int64_t c : layout.chunks_of_group(it->second)) {
+        if (std::find(chunks.begin(), chunks.end(), c) == chunks.end()) chunks.push_back(c);
+      }
+    }
+  }
+
+  torch::NoGradGuard no_grad;
+  m.chunks.resize(layout.chunks().size());
+  for (size_t c = 0; c < layout.chunks().size(); ++c) {
+    const offload::Chunk& spec = layout.chunks()[c];
+    Chunk& chunk = m.chunks[c];
+    chunk.host = transfers_->host_buffer(static_cast<int64_t>(spec.bytes));
+    m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::weights, spec.bytes);
+    if (options_.policy == OffloadPolicy::optimizer) {
+      chunk.keep = true;
+    } else {
+      chunk.keep = true;
+      for (int64_t g = spec.first_group; g <= spec.last_group; ++g) {
+        for (const auto& [gname, gi] : index_of_group) {
+          if (gi == g && !contains(options_.kept_groups, gname)) chunk.keep = false;
+        }
+      }
+    }
+  }
+  const auto fp32_host = [&](const torch::Tensor& like) { return transfers_->host_zeros(like.sizes(), at::kFloat); };
+  m.params.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Param& p = m.params[i];
+    const offload::TensorPlacement& place = layout.placements()[i];
+    const torch::Tensor& tensor = tensors[i];
+    p.name = specs[i].name;
+    p.parameter = tensor;
+    p.chunk = place.chunk;
+    p.offset = place.offset;
+    p.host_view = m.chunks[static_cast<size_t>(place.chunk)]
+                      .host.narrow(0, static_cast<int64_t>(place.offset), static_cast<int64_t>(place.bytes))
+                      .view(tensor.scalar_type())
+                      .view(tensor.sizes());
+    p.host_view.copy_(tensor.detach());
+    p.placeholder = torch::empty({0}, tensor.options().requires_grad(false));
+    m.chunks[static_cast<size_t>(place.chunk)].params.push_back(i);
+    p.trainable = trainable && tensor.requires_grad();
+    if (p.trainable) {
+      p.decay = tensor.dim() >= 2 && p.name.find("norm") == std::string::npos && p.name.find("bias") == std::string::npos;
+      if (tensor.scalar_type() == at::kFloat) {
+        p.master = p.host_view;
+      } else {
+        p.master = p.host_view.to(at::kFloat);
+        if (!transfers_->emulated()) p.master = fp32_host(tensor).copy_(p.master);
+        m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::master, p.master.nbytes());
+      }
+      p.exp_avg = fp32_host(tensor);
+      p.exp_avg_sq = fp32_host(tensor);
+      p.grad = fp32_host(tensor);
+      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, 2 * p.exp_avg.nbytes());
+      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
+      if (!transfers_->emulated()) {
+        p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
+        m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.staging.nbytes());
+      }
+    }
+    // The model's own storage is freed here; the chunk buffers hold the weights from now on.
+    p.parameter.set_data(p.placeholder);
+  }
+  for (Param& p : m.params) {
+    if (p.trainable) {
+      torch::autograd::impl::set_post_acc_grad_hooks(p.parameter, std::make_unique<GradientStreamHook>(this, &p));
+    }
+  }
+  for (size_t c = 0; c < m.chunks.size(); ++c) {
+    if (chunk_stays(m, static_cast<int64_t>(c))) page_in(m, static_cast<int64_t>(c));
+  }
+  for (size_t c = 0; c < m.chunks.size(); ++c) transfers_->wait_compute(m.chunks[c].arrival);
+}
+
+bool ChunkedEngine::chunk_stays(const Model& m, int64_t chunk) const {
+  switch (m.residency) {
+    case Model::Residency::all: return true;
+    case Model::Residency::none: return false;
+    case Model::Residency::policy: return m.chunks[static_cast<size_t>(chunk)].keep;
+  }
+  return false;
+}
+
+void ChunkedEngine::point_parameters_at_device(Model& m, int64_t chunk) {
+  Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
+  for (size_t i : ch.params) {
+    Param& p = m.params[i];
+    p.parameter.set_data(ch.device.narrow(0, static_cast<int64_t>(p.offset), static_cast<int64_t>(p.host_view.nbytes()))
+                             .view(p.host_view.scalar_type())
+                             .view(p.host_view.sizes()));
+  }
+}
+
+void ChunkedEngine::page_in(Model& m, int64_t chunk) {
+  Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
+  if (ch.device.defined()) return;
+  const uint64_t bytes = static_cast<uint64_t>(ch.host.numel());
+  if (accountant_.would_exceed(MemoryTier::device, bytes)) {
+    std::ostringstream message;
+    message << "offload.gpu_memory: model '" << m.name << "' needs its parameter chunk " << chunk << " ("
+            << format_bytes_approx(bytes) << ") on the device, but " << format_bytes_approx(accountant_.current(MemoryTier::device))
+            << " of the " << format_bytes_approx(accountant_.budgets().device)
+            << " budget are in use by the engine. Raise offload.gpu_memory, page more of the model "
+               "(offload.policy=params, a smaller offload.chunk_size, offload.prefetch=0), or run `ferry plan` "
+               "to see what fits.\n"
+            << accountant_.report();
+    throw ConfigError(message.str());
+  }
+  ch.device_bytes = offload::MemoryReservation(accountant_, MemoryTier::device, MemoryCategory::weights, bytes);
+  ch.device = transfers_->device_buffer(static_cast<int64_t>(bytes));
+  ch.arrival = transfers_->to_device(ch.device, ch.host);
+  point_parameters_at_device(m, chunk);
+}
+
+void ChunkedEngine::page_out(Model& m, int64_t chunk) {
+  Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
+  if (!ch.device.defined()) return;
+  for (size_t i : ch.params) m.params[i].parameter.set_data(m.params[i].placeholder);
+  ch.device = torch::Tensor();  // the host copy is current: nothing to copy back
+  ch.arrival = {};
+  ch.device_bytes.reset();
+}
+
+void ChunkedEngine::make_resident(const std::vector<std::string>& models) {
+  for (const auto& name : models) (void)model(name);
+  // Out first, so the budget is free for what comes in.
+  for (auto& [name, m] : models_) {
+    m.residency = models.empty() ? Model::Residency::policy
+                  : contains(models, name) ? Model::Residency::all
+                                           : Model::Residency::none;
+    for (size_t c = 0; c < m.chunks.size(); ++c) {
+      if (!chunk_stays(m, static_cast<int64_t>(c))) page_out(m, static_cast<int64_t>(c));
+    }
+  }
+  for (auto& [name, m] : models_) {
+    for (size_t c = 0; c < m.chunks.size(); ++c) {
+      if (chunk_stays(m, static_cast<int64_t>(c))) page_in(m, static_cast<int64_t>(c));
+    }
+    for (size_t c = 0; c < m.chunks.size(); ++c) transfers_->wait_compute(m.chunks[c].arrival);
+  }
+}
+
+bool ChunkedEngine::needs_recompute(const GroupRef& group) const {
+  const Model& m = model(*group.model);
+  if (group.index < 0 || group.index >= m.num_groups) return false;
+  if (group.index > 0 && group.index < m.num_groups - 1 && options_.recomputes_layer_group(group.index)) return true;
+  for (int64_t c : m.group_chunks[static_cast<size_t>(group.index)]) {
+    if (!chunk_stays(m, c)) return true;
+  }
+  return false;
+}
+
+void ChunkedEngine::before_group(const GroupRef& group, GroupPass pass) {
+  Model& m = model(*group.model);
+  FERRY_CHECK(group.index >= 0 && group.index < m.num_groups, "group ", group.index, " of model '", m.name,
+              "' is out of range");
+  const auto& chunks = m.group_chunks[static_cast<size_t>(group.index)];
+  for (int64_t c : chunks) page_in(m, c);
+  for (int64_t c : chunks) transfers_->wait_compute(m.chunks[static_cast<size_t>(c)].arrival);
+  // Start the next groups' copies; they overlap with this group's compute on a GPU.
+  const int64_t direction = pass == GroupPass::forward ? 1 : -1;
+  for (int64_t k = 1; k <= options_.prefetch; ++k) {
+    const int64_t next = group.index + direction * k;
+    if (next < 0 || next >= m.num_groups) break;
+    for (int64_t c : m.group_chunks[static_cast<size_t>(next)]) page_in(m, c);
+  }
+}
+
+void ChunkedEngine::after_group(const GroupRef& group, GroupPass pass) {
+  Model& m = model(*group.model);
+  if (m.residency == Model::Residency::all) return;
+  const int64_t direction = pass == GroupPass::forward ? 1 : -1;
+  // Backward starts with the head right after the forward ends: keep it for that.
+  if (pass == GroupPass::forward && group.index == m.num_groups - 1 && torch::GradMode::is_enabled()) return;
+  std::set<int64_t> upcoming;
+  for (int64_t k = 1; k <= std::max<int64_t>(1, options_.prefetch); ++k) {
+    const int64_t next = group.index + direction * k;
+    if (next < 0 || next >= m.num_groups) break;
+    for (int64_t c : m.group_chunks[static_cast<size_t>(next)]) upcoming.insert(c);
+  }
+  for (int64_t c : m.group_chunks[static_cast<size_t>(group.index)]) {
+    if (!chunk_stays(m, c) && !upcoming.count(c)) page_out(m, c);
+  }
+}
+
+void ChunkedEngine::accumulate(Param& p, const torch::Tensor& gradient) {
+  if (p.has_grad) {
+    p.grad.add_(gradient);
+  } else {
+    p.grad.copy_(gradient);
+    p.has_grad = true;
+  }
+}
+
+void ChunkedEngine::drain_gradient(Param& p) {
+  if (!p.grad_copy_pending) return;
+  transfers_->wait_host(p.grad_copy);
+  p.grad_copy_pending = false;
+  accumulate(p, p.staging);
+}
+
+void ChunkedEngine::receive_gradient(Param& p) {
+  torch::Tensor gradient = p.parameter.grad();
+  if (!gradient.defined()) return;
+  p.parameter.mutable_grad() = torch::Tensor();  // the device gradient goes as soon as it is copied
+  torch::NoGradGuard no_grad;
+  const uint64_t bytes = gradient.nbytes();
+  accountant_.allocate(MemoryTier::device, MemoryCategory::grads, bytes);
+  if (transfers_->emulated()) {
+    accumulate(p, gradient);
+  } else {
+    drain_gradient(p);  // the staging buffer is free again
+    p.grad_copy = transfers_->to_host(p.staging, gradient);
+    p.grad_copy_pending = true;
+  }
+  accountant_.release(MemoryTier::device, MemoryCategory::grads, bytes);
+}
+
+void ChunkedEngine::finish_gradients() {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, m] : models_) {
+    for (Param& p : m.params) drain_gradient(p);
+  }
+}
+
+double ChunkedEngine::gradient_norm(const std::vector<std::string>& models) {
+  torch::NoGradGuard no_grad;
+  double sum_of_squares = 0.0;
+  for (Model* m : selected(models)) {
+    std::vector<torch::Tensor> norms;
+    for (const Param& p : m->params) {
+      if (p.has_grad) norms.push_back(p.grad.norm().to(at::kDouble));
+    }
+    if (!norms.empty()) sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum_of_squares);
+}
+
+bool ChunkedEngine::gradients_finite(const std::vector<std::string>& models) {
+  return std::isfinite(gradient_norm(models));
+}
+
+void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models) {
+  torch::NoGradGuard no_grad;
+  transfers_->synchronize();  // no copy may be reading a host chunk while the optimizer writes it
+  for (Model* m : selected(models)) {
+    ++m->steps;
+    kernels::AdamWParams params;
+    params.lr = learning_rate;
+    params.beta1 = options_.beta1;
+    params.beta2 = options_.beta2;
+    params.eps = options_.eps;
+    params.step = m->steps;
+    std::vector<bool> updated(m->chunks.size(), false);
+    for (Param& p : m->params) {
+      if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
+      params.weight_decay = p.decay ? options_.weight_decay : 0.0;
+      const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
+      kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
+                            p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32,
+                            static_cast<float>(grad_multiplier), separate_master ? p.host_view.data_ptr() : nullptr,
+                            separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
+                            p.host_view.numel(), pool_.get());
+      updated[static_cast<size_t>(p.chunk)] = true;
+    }
+    // Resident chunks get the new weights, one copy each; paged ones read them at their next page-in.
+    for (size_t c = 0; c < m->chunks.size(); ++c) {
+      Chunk& ch = m->chunks[c];
+      if (!updated[c] || !ch.device.defined()) continue;
+      ch.arrival = transfers_->to_device(ch.device, ch.host);
+      transfers_->wait_compute(ch.arrival);
+    }
+  }
+}
+
+void ChunkedEngine::zero_grad(const std::vector<std::string>& models) {
+  for (Model* m : selected(models)) {
+    for (Param& p : m->params) {
+      if (p.grad_copy_pending) transfers_->wait_host(p.grad_copy);
+      p.grad_copy_pending = false;
+      p.has_grad = false;
+      if (p.trainable) p.parameter.mutable_grad() = torch::Tensor();
+    }
+  }
+}
+
+int64_t ChunkedEngine::step_count(const std::string& name) const { return model(name).steps; }
+
+std::vector<offload::ParameterStateRef> ChunkedEngine::state_refs() const {
+  std::vector<offload::ParameterStateRef> refs;
+  for (const auto& [name, m] : models_) {
+    for (const Param& p : m.params) {
+      if (!p.trainable) continue;
+      const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
+      refs.push_back({name, p.name, p.exp_avg, p.exp_avg_sq, separate_master ? p.master : torch::Tensor()});
+    }
+  }
+  return refs;
+}
+
+void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
+  std::map<std::string, int64_t> steps;
+  for (const auto& [name, m] : models_) {
+    if (m.trainable) steps[name] = m.steps;
+  }
+  offload::save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(), steps);
+}
+
+void ChunkedEngine::load_state(const std::filesystem::path& dir) {
+  std::map<std::string, int64_t> steps;
+  for (const auto& [name, m] : models_) {
+    if (m.trainable) steps[name] = 0;
+  }
+  offload::load_optimizer_state(dir, state_refs(), steps);
+  for (const auto& [name, count] : steps) models_.at(name).steps = count;
+}
+
+void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, const std::function<void()>& fn) {
+  Model& m = model(name);
+  if (transfers_) transfers_->synchronize();
+  for (Param& p : m.params) p.parameter.set_data(p.host_view);
+  const auto restore = [&] {
+    for (size_t c = 0; c < m.chunks.size(); ++c) {
+      if (m.chunks[c].device.defined()) {
+        point_parameters_at_device(m, static_cast<int64_t>(c));
+      } else {
+        for (size_t i : m.chunks[c].params) m.params[i].parameter.set_data(m.params[i].placeholder);
+      }
+    }
+  };
+  try {
+    fn();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  if (access == WeightAccess::read) return;
+  torch::NoGradGuard no_grad;
+  for (Param& p : m.params) {
+    if (p.trainable && p.master.data_ptr() != p.host_view.data_ptr()) p.master.copy_(p.host_view);
+  }
+  for (Chunk& ch : m.chunks) {
+    if (!ch.device.defined()) continue;
+    ch.arrival = transfers_->to_device(ch.device, ch.host);
+    transfers_->wait_compute(ch.arrival);
+  }
+}
+
+int64_t ChunkedEngine::chunk_count(const std::string& name) const {
+  return static_cast<int64_t>(model(name).chunks.size());
+}
+
+int64_t ChunkedEngine::resident_chunk_count(const std::string& name) const {
+  int64_t count = 0;
+  for (const Chunk& ch : model(name).chunks) count += ch.device.defined() ? 1 : 0;
+  return count;
+}
+
+EngineMemoryReport ChunkedEngine::memory_report() const {
+  EngineMemoryReport report;
+  const std::string device = !transfers_ ? "device" : transfers_->emulated() ? "emulated device" : transfers_->device().str();
+  const std::string host = transfers_ && !transfers_->emulated() ? "pinned host" : "host";
+  for (MemoryTier tier : {MemoryTier::device, MemoryTier::host}) {
+    for (MemoryCategory category : offload::kAllMemoryCategories) {
+      const uint64_t bytes = accountant_.current(tier, category);
+      if (bytes == 0) continue;
+      report.lines.push_back({std::string(offload::memory_category_name(category)),
+                              tier == MemoryTier::device ? device : host, bytes});
+    }
+  }
+  return report;
+}
+
+}  // namespace ferry

@@ -1,0 +1,139 @@
+// ChunkedEngine: offload policies `optimizer` (ZeRO-Offload), `params` (paged weights) and the
+// plans `auto` makes between them, as one engine.
+//
+// Every model's parameters are packed into chunks (offload/chunk_layout.h: one per group, or
+// offload.chunk_size) and become views into a chunk buffer. Each chunk has
+//   a host copy   (pinned on a GPU machine): the authoritative weights in the model's dtype, which
+//                 the CPU optimizer writes and checkpoints read;
+//   a device copy while resident: what the model computes with. A resident chunk is never written
+//                 on the device, so paging out is just freeing it.
+// A parameter whose chunk is not resident holds an empty placeholder of its dtype on the device:
+// a forward that forgot to page it in fails loudly instead of computing with stale data.
+//
+// Which chunks are resident:
+//   kept chunks   (every chunk under `optimizer`, offload.kept_groups under `params` / `auto`)
+//                 stay resident from add_model on;
+//   paged chunks  are paged in by before_group (waiting for the copy) with the next
+//                 offload.prefetch groups in the pass's direction started on the side stream, and
+//                 released by after_group unless one of those upcoming groups uses them;
+//   make_resident({names}) pages every chunk of the named models in and every chunk of the
+//                 others out (PPO's phases); make_resident({}) returns to the policy's placement.
+//
+// Gradients never stay on the device: a post-accumulate-grad hook on every trainable parameter
+// (registered in add_model) starts the copy of the fresh gradient to a host staging buffer on the
+// side stream and frees the device gradient; copies are folded into an fp32 host accumulator
+// (before the staging buffer is reused, and in finish_gradients). Norm, finiteness and AdamW
+// (CpuAdamW, kernels/cpu/adamw.h) run on the host accumulators, fp32 master weights (the host
+// chunk itself for fp32 models) and moments; the new weights land in the host chunk, and resident
+// chunks are copied back to the device, one copy per chunk.
+//
+// Device and host bytes go through the accountant; a page-in that would exceed offload.gpu_memory
+// is a ConfigError that names the budget and what needed it. Without a GPU the device tier is
+// emulated in host memory: the same calls, synchronous copies, the same accounting.
+//
+// The engine owns the models' parameter storage for its lifetime: read or replace weights through
+// with_weights (checkpoints do).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "offload/chunk_layout.h"
+#include "offload/engine.h"
+#include "offload/optimizer_state_file.h"
+#include "offload/transfer_streams.h"
+
+namespace ferry {
+namespace kernels {
+class ThreadPool;
+}
+
+class ChunkedEngine : public ParameterEngine {
+ public:
+  explicit ChunkedEngine(const EngineOptions& options);
+  ~ChunkedEngine() override;
+
+  void add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) override;
+  void make_resident(const std::vector<std::string>& models) override;
+  void before_group(const GroupRef& group, GroupPass pass) override;
+  void after_group(const GroupRef& group, GroupPass pass) override;
+  void finish_gradients() override;
+  double gradient_norm(const std::vector<std::string>& models = {}) override;
+  bool gradients_finite(const std::vector<std::string>& models = {}) override;
+  void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
+  void zero_grad(const std::vector<std::string>& models = {}) override;
+  int64_t step_count(const std::string& model) const override;
+  void save_state(const std::filesystem::path& dir) const override;
+  void load_state(const std::filesystem::path& dir) override;
+  void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) override;
+  bool needs_recompute(const GroupRef& group) const override;
+  EngineMemoryReport memory_report() const override;
+  const offload::MemoryAccountant& accountant() const override { return accountant_; }
+
+  struct Param {
+    std::string name;
+    torch::Tensor parameter;    // the model's tensor: a view of its device chunk, or the placeholder
+    torch::Tensor host_view;    // the same tensor's bytes in the host chunk
+    torch::Tensor placeholder;  // empty, the parameter's dtype, on the device
+    int64_t chunk = 0;
+    uint64_t offset = 0;
+    bool trainable = false;
+    bool decay = true;          // false for norms and biases
+    // Trainable only (host, fp32):
+    torch::Tensor master;       // aliases host_view for fp32 models
+    torch::Tensor exp_avg, exp_avg_sq;
+    torch::Tensor grad;         // accumulated over the step's micro-batches
+    bool has_grad = false;
+    torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
+    offload::Transfer grad_copy;  // GPU only: the staging copy in flight
+    bool grad_copy_pending = false;
+  };
+
+  // Called by the gradient hook of a trainable parameter (public for the hook only).
+  void receive_gradient(Param& p);
+
+  // How many chunks a model has and how many are resident now (tests, progress display).
+  int64_t chunk_count(const std::string& model) const;
+  int64_t resident_chunk_count(const std::string& model) const;
+
+ private:
+  struct Chunk {
+    torch::Tensor host;    // bytes
+    torch::Tensor device;  // bytes; defined while resident
+    offload::Transfer arrival;
+    offload::MemoryReservation device_bytes;
+    bool keep = false;
+    std::vector<size_t> params;  // indices into Model::params
+  };
+  struct Model {
+    std::string name;
+    bool trainable = false;
+    int64_t steps = 0;
+    int64_t num_groups = 0;                          // 1 + layers + 1
+    std::vector<std::vector<int64_t>> group_chunks;  // by GroupRef index
+    std::vector<Param> params;
+    std::vector<Chunk> chunks;
+    enum class Residency { policy, all, none } residency = Residency::policy;
+    std::vector<offload::MemoryReservation> host_bytes;
+  };
+
+  Model& model(const std::string& name);
+  const Model& model(const std::string& name) const;
+  std::vector<Model*> selected(const std::vector<std::string>& models);
+  bool chunk_stays(const Model& m, int64_t chunk) const;
+  void page_in(Model& m, int64_t chunk);
+  void page_out(Model& m, int64_t chunk);
+  void point_parameters_at_device(Model& m, int64_t chunk);
+  void drain_gradient(Param& p);
+  void accumulate(Param& p, const torch::Tensor& gradient);
+  std::vector<offload::ParameterStateRef> state_refs() const;
+
+  EngineOptions options_;
+  offload::MemoryAccountant accountant_;
+  std::optional<offload::TransferStreams> transfers_;  // created with the first model (its device)
+  std::map<std::string, Model> models_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+};
+
+}  // namespace ferry

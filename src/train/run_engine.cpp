@@ -1,0 +1,52 @@
+// Engine set-up for a run: auto policy, GPU memory cap.
+#include "src/train/run_engine.h"
+
+#ifdef FERRY_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <algorithm>
+
+#include "offload/auto_policy.h"
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+
+namespace ferry {
+
+uint64_t device_memory_total(c10::Device device) {
+#ifdef FERRY_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->totalGlobalMem;
+#endif
+  (void)device;
+  return 0;
+}
+
+std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
+                                                 std::ostream& log) {
+  const uint64_t total = device_memory_total(device);
+  EngineOptions options = EngineOptions::from_config(config);
+  if (config.offload.policy == OffloadPolicy::auto_) {
+    const offload::AutoPolicy plan = offload::resolve_auto_policy(config, model, total);
+    log << plan.summary << "\n";
+    options = plan.options;
+    config.train.micro_batch_size = plan.micro_batch_size;
+    config.train.grad_accumulation = plan.grad_accumulation;
+  }
+  const uint64_t budget = config.offload.gpu_memory.bytes;
+  if (budget > 0 && total > 0) {
+    if (budget > total) {
+      throw ConfigError("offload.gpu_memory: " + format_bytes_approx(budget) + " is more than the GPU's " +
+                        format_bytes_approx(total) + "; use 0 for the whole device or a smaller budget");
+    }
+#ifdef FERRY_WITH_CUDA
+    const double fraction = static_cast<double>(budget) / static_cast<double>(total);
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index() < 0 ? 0 : device.index());
+    log << "offload.gpu_memory: the caching allocator is capped at " << format_bytes_approx(budget) << " of "
+        << format_bytes_approx(total) << "\n";
+#endif
+  }
+  return make_parameter_engine(options);
+}
+
+}  // namespace ferry

@@ -1,0 +1,29 @@
+// The parameter engine a training run uses, from its config: resolves offload.policy auto into a
+// plan (offload/auto_policy.h), caps the GPU's caching allocator at offload.gpu_memory (so
+// activations and workspaces are held to the budget too, not only what the engine counts), and
+// makes the engine. Every stage builds its engine here.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+
+#include "offload/engine.h"
+#include "src/config/config.h"
+#include "src/model/llama_config.h"
+
+namespace ferry {
+
+// Total memory of a CUDA device in bytes; 0 for the CPU (or a build without CUDA).
+uint64_t device_memory_total(c10::Device device);
+
+// `model`: the shape of the (largest) model the engine will hold. Writes one line about the plan
+// to `log` under auto, and one about the memory cap when one is set on a GPU. Under auto the plan
+// may lower config.train.micro_batch_size, raising config.train.grad_accumulation to keep the
+// global batch: build the run's data loader and loop from `config` after this call.
+std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
+                                                 std::ostream& log);
+
+}  // namespace ferry
