@@ -100,7 +100,7 @@ std::vector<ChunkedEngine::Model*> ChunkedEngine::selected(const std::vector<std
 void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) {
   FERRY_CHECK(!models_.count(name), "model '", name, "' added to the engine twice");
   FERRY_CHECK(!groups.empty() && !groups.front().parameters.empty(), "model '", name, "' has no parameters");
-  const c10::Device device = groups.front().parameters.front().second.device();
+  const c10::Device device = options_.device.value_or(groups.front().parameters.front().second.device());
   if (!transfers_) transfers_.emplace(device);
   FERRY_CHECK(transfers_->device() == device, "model '", name, "' is on ", device.str(), " but the engine's models are on ",
               transfers_->device().str());
@@ -123,7 +123,8 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     index_of_group[group.name] = index;
     for (const auto& [pname, p] : group.parameters) {
       FERRY_CHECK(p.is_contiguous(), "parameter ", pname, " is not contiguous");
-      FERRY_CHECK(p.device() == device, "parameter ", pname, " is on ", p.device().str(), ", not ", device.str());
+      FERRY_CHECK(p.device() == device || p.is_cpu(), "parameter ", pname, " is on ", p.device().str(), ", not ",
+                  device.str(), " or the CPU");
       specs.push_back({pname, p.numel(), static_cast<int64_t>(p.element_size()), index});
       tensors.push_back(p);
     }
@@ -174,7 +175,7 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
                       .view(tensor.scalar_type())
                       .view(tensor.sizes());
     p.host_view.copy_(tensor.detach());
-    p.placeholder = torch::empty({0}, tensor.options().requires_grad(false));
+    p.placeholder = torch::empty({0}, tensor.options().device(device).requires_grad(false));
     m.chunks[static_cast<size_t>(place.chunk)].params.push_back(i);
     p.trainable = trainable && tensor.requires_grad();
     if (p.trainable) {

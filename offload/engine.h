@@ -63,6 +63,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +117,10 @@ struct EngineOptions {
   uint64_t device_budget = 0;  // offload.gpu_memory in bytes (0: no cap); what the engine may hold
   uint64_t chunk_size = 0;     // offload.chunk_size (0: one chunk per group)
   int64_t prefetch = 1;        // offload.prefetch: groups paged in ahead of the one running
+  // Where the models compute. add_model takes parameters on this device or on the CPU and places
+  // them itself (a model bigger than the GPU is built on the host and never moved whole); unset:
+  // wherever the first model's parameters are.
+  std::optional<c10::Device> device;
   // Groups ("embed", "layers.3", "head") whose chunks stay resident under `params`; the planner's
   // choice under `auto`, empty for plain `params` (every chunk paged).
   std::vector<std::string> kept_groups;
@@ -136,7 +141,10 @@ class ParameterEngine {
   // Registers a model's groups (group_parameters(model, false): all of them, frozen ones too, since
   // paging policies move those as well). `trainable`: the engine keeps gradients and optimizer
   // state for its parameters that require grad (false for a reference or reward model; LoRA freezes
-  // the base weights by requires_grad). Names are unique.
+  // the base weights by requires_grad). Names are unique. Parameters may be on the CPU: the engine
+  // moves them to EngineOptions::device as its policy says (all of them under `none`, the resident
+  // chunks otherwise); move the model's buffers with `model->to(device)` afterwards (a no-op for
+  // the parameters).
   virtual void add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) = 0;
 
   // The models the next phase uses; the others may be moved out of device memory.

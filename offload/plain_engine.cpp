@@ -44,6 +44,14 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
   Model& m = models_[name];
   m.trainable = trainable;
   m.groups = std::move(groups);
+  if (options_.device) {
+    torch::NoGradGuard no_grad;
+    for (ParameterGroup& group : m.groups) {
+      for (auto& [pname, p] : group.parameters) {
+        if (p.device() != *options_.device) p.set_data(p.detach().to(*options_.device));
+      }
+    }
+  }
   for (const ParameterGroup& group : m.groups) {
     for (const auto& [pname, p] : group.parameters) {
       accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::weights, p.nbytes());

@@ -195,7 +195,9 @@ void run_sft(const Config& given) {
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   const std::string tokenizer_file = tokenizer_path(config);
   const Tokenizer tokenizer(tokenizer_file);
-  LoadedModel loaded = load_model(config, device, dtype);
+  // Built on the host: the engine places the weights on the device as its policy says (a model
+  // bigger than the GPU never goes there whole).
+  LoadedModel loaded = load_model(config, c10::kCPU, dtype);
   LlamaForCausalLM& model = loaded.model;
   if (tokenizer.vocab_size() > loaded.shape.vocab_size) {
     throw InputError(detail::concat(tokenizer.path(), " has ", tokenizer.vocab_size(), " tokens but the model has only ",
@@ -225,6 +227,7 @@ void run_sft(const Config& given) {
   auto engine = make_run_engine(config, loaded.shape, device, std::cout);
   const std::string name = "policy";
   engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  model->to(device);  // the buffers; the parameters are where the engine put them
 
   SftBatchSource::Options data_options;
   data_options.micro_batch_size = config.train.micro_batch_size;
@@ -254,6 +257,10 @@ void run_sft(const Config& given) {
   std::cout << "train-sft: engine peak (weights, gradients, optimizer state; activations not counted): "
             << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device, "
             << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
+  if (const uint64_t reserved = device_memory_peak(device); reserved > 0) {
+    std::cout << "train-sft: CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
+              << " reserved on " << device.str() << "\n";
+  }
 }
 
 }  // namespace ferry

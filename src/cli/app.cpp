@@ -2,6 +2,7 @@
 #include "src/cli/app.h"
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 
 #include <iostream>
 
@@ -32,6 +33,14 @@ int run_cli(int argc, char** argv) {
     return 2;
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string what = e.what_without_backtrace();
+    std::cerr << "error: the GPU ran out of memory: " << what.substr(0, what.find('\n')) << "\n"
+              << "Give the run less to hold: offload.policy auto (or optimizer / params), a smaller "
+                 "train.micro_batch_size or data.max_length, train.gradient_checkpointing: true, or a larger "
+                 "offload.gpu_memory if it is set below the GPU's memory; `ferry plan --config F` shows the "
+                 "estimate per policy.\n";
     return 2;
   } catch (const Interrupted& e) {
     std::cerr << e.what() << "\n";

@@ -22,6 +22,17 @@ uint64_t device_memory_total(c10::Device device) {
   return 0;
 }
 
+uint64_t device_memory_peak(c10::Device device) {
+#ifdef FERRY_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return static_cast<uint64_t>(stats.reserved_bytes[0].peak);  // what the budget caps: all pools
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
 std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
                                                  std::ostream& log) {
   const uint64_t total = device_memory_total(device);
@@ -46,6 +57,7 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
         << format_bytes_approx(total) << "\n";
 #endif
   }
+  options.device = device;
   return make_parameter_engine(options);
 }
 

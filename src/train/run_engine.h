@@ -19,6 +19,11 @@ namespace ferry {
 // Total memory of a CUDA device in bytes; 0 for the CPU (or a build without CUDA).
 uint64_t device_memory_total(c10::Device device);
 
+// The most bytes the CUDA caching allocator has held on `device` since the process started
+// (activations and workspaces included); 0 for the CPU.
+uint64_t device_memory_peak(c10::Device device);
+
+// The engine computes on `device` and takes models built on the host (EngineOptions::device).
 // `model`: the shape of the (largest) model the engine will hold. Writes one line about the plan
 // to `log` under auto, and one about the memory cap when one is set on a GPU. Under auto the plan
 // may lower config.train.micro_batch_size, raising config.train.grad_accumulation to keep the

@@ -202,7 +202,9 @@ TEST(SftLora, OnlyAdaptersTrainAndResumeAfterACrashContinuesExactly) {
   // Base weights bit-identical (frozen, no optimizer state, no weight decay); adapters moved.
   for (const auto& [name, t] : reference.weights) {
     if (io::is_lora_tensor(name)) {
-      if (name.find("lora_B") != std::string::npos) EXPECT_GT(t.abs().max().item<double>(), 0) << name;
+      if (name.find("lora_B") != std::string::npos) {
+        EXPECT_GT(t.abs().max().item<double>(), 0) << name;
+      }
     } else {
       EXPECT_TRUE(torch::equal(t, reference.initial.at(name))) << "base weight changed: " << name;
     }

@@ -1,0 +1,221 @@
+// The small training runs the offload tests compare: a Llama of the demo model's shape (smaller),
+// random learnable token batches, a next-token loss, and `train(spec)`, which runs the shared loop
+// (src/train/trainer.h) under one offload policy and returns its losses, final weights and the
+// accountant's peaks. Used by tests/unit/train_offload_policies_test.cpp (CPU-emulated device)
+// and tests/gpu/train_offload_cuda_test.cpp (CUDA against the CPU).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "offload/engine.h"
+#include "src/io/safetensors.h"
+#include "src/model/llama_heads.h"
+#include "src/model/model_state.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/trainer.h"
+
+namespace ferry::offload_test {
+
+namespace fs = std::filesystem;
+
+// The demo model's shape (configs/demo-model.json) with a smaller vocabulary and 3 layers, so 20
+// steps under every policy stay fast.
+inline LlamaConfig small_shape(bool tied = false) {
+  LlamaConfig c;
+  c.vocab_size = 512;
+  c.hidden_size = 64;
+  c.intermediate_size = 176;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+inline LlamaConfig demo_shape() {
+  LlamaConfig c = small_shape();
+  c.vocab_size = 2000;
+  c.hidden_size = 128;
+  c.intermediate_size = 352;
+  c.num_hidden_layers = 4;
+  c.num_key_value_heads = 4;
+  c.head_dim = 32;
+  return c;
+}
+
+// Random token sequences with right padding, the same for every run with the same seed.
+class RandomTokens : public BatchSource {
+ public:
+  RandomTokens(int64_t vocab, int64_t batch, int64_t length, uint64_t seed)
+      : vocab_(vocab), batch_(batch), length_(length), seed_(seed) {}
+  int64_t batches_per_epoch() const override { return 1000; }
+  MicroBatch next_train_batch() override { return make(seed_ + static_cast<uint64_t>(next_++)); }
+  DataCursor cursor() const override { return {0, next_}; }
+  void restore(const DataCursor& cursor) override { next_ = cursor.position; }
+  std::vector<MicroBatch> eval_batches() const override { return {make(seed_ + 100000)}; }
+
+ private:
+  MicroBatch make(uint64_t seed) const {
+    // Learnable sequences: each row counts up by a row-specific stride from a random start.
+    torch::Generator generator = at::detail::createCPUGenerator(seed);
+    const torch::Tensor start = torch::randint(0, vocab_ - 4, {batch_, 1}, generator);
+    const torch::Tensor stride = torch::randint(1, 4, {batch_, 1}, generator);
+    const torch::Tensor ids = (start + stride * torch::arange(length_).unsqueeze(0)).remainder(vocab_ - 4) + 4;
+    torch::Tensor mask = torch::ones({batch_, length_}, torch::kLong);
+    mask.index_put_({0, torch::indexing::Slice(length_ - 5, torch::indexing::None)}, 0);  // one padded row
+    MicroBatch out;
+    out.tensors["input_ids"] = ids;
+    out.tensors["attention_mask"] = mask;
+    out.tensors["position_ids"] = torch::arange(length_).expand({batch_, length_}).contiguous();
+    out.tensors["labels"] = ids.masked_fill(mask.eq(0), -100);
+    out.loss_weight = out.tensors["labels"].narrow(1, 1, length_ - 1).ne(-100).sum().item<int64_t>();
+    out.tokens = mask.sum().item<int64_t>();
+    return out;
+  }
+  int64_t vocab_, batch_, length_;
+  uint64_t seed_;
+  int64_t next_ = 0;
+};
+
+class NextTokenLoss : public TrainingObjective {
+ public:
+  explicit NextTokenLoss(LlamaForCausalLMImpl& model) : model_(model) {}
+  LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override {
+    const torch::Tensor logits =
+        runner.causal_lm("policy", model_, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"));
+    const int64_t t = logits.size(1);
+    const torch::Tensor predicted = logits.narrow(1, 0, t - 1).to(torch::kFloat);
+    const torch::Tensor targets = batch.at("labels").narrow(1, 1, t - 1).to(logits.device());
+    return {torch::nn::functional::cross_entropy(
+                predicted.reshape({-1, predicted.size(-1)}), targets.reshape({-1}),
+                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(-100)),
+            {}};
+  }
+
+ private:
+  LlamaForCausalLMImpl& model_;
+};
+
+inline fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("ferry_offload_policies_" + std::to_string(::getpid()) + "_" + name);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return dir;
+}
+
+struct RunSpec {
+  OffloadPolicy policy = OffloadPolicy::none;
+  Precision precision = Precision::fp32;
+  LlamaConfig shape = small_shape();
+  uint64_t chunk_size = 0;
+  int64_t prefetch = 1;
+  int64_t steps = 20;
+  int64_t micro_batch_size = 3;
+  int64_t grad_accumulation = 2;
+  bool checkpointing = false;
+  uint64_t budget = 0;
+  std::vector<std::string> kept_groups;
+  std::string output;           // reuse this output folder (resume tests); empty: a fresh one
+  bool resume = false;          // train.resume auto
+  int64_t crash_after = 0;      // throw after this step (0: never)
+  c10::Device device = c10::kCPU;  // where the model computes (it is built on the CPU)
+};
+
+struct Crash : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RunResult {
+  std::vector<double> losses;
+  io::TensorMap weights;
+  offload::MemorySnapshot memory;
+};
+
+inline RunResult train(const RunSpec& spec, const std::string& name) {
+  torch::set_num_threads(1);
+  Config config;
+  config.output.dir = spec.output.empty() ? fresh_dir(name).string() : spec.output;
+  config.output.keep_last = 1;
+  config.train.save_every = 1;
+  if (spec.resume) config.train.resume = "auto";
+  config.logging.progress = ProgressMode::never;
+  config.logging.tensorboard = false;
+  config.train.precision = spec.precision;
+  config.train.learning_rate = 3e-3;
+  config.train.warmup_steps = 3;
+  config.train.weight_decay = 0.01;
+  config.train.micro_batch_size = spec.micro_batch_size;
+  config.train.grad_accumulation = spec.grad_accumulation;
+  config.train.max_grad_norm = 1.0;
+  config.train.max_steps = spec.steps;
+  config.train.gradient_checkpointing = spec.checkpointing;
+  config.offload.policy = spec.policy;
+  config.offload.chunk_size.bytes = spec.chunk_size;
+  config.offload.prefetch = spec.prefetch;
+  config.offload.gpu_memory.bytes = spec.budget;
+
+  LlamaForCausalLM model(spec.shape);
+  init_llama_weights(*model, spec.shape, 0.02, 5);
+  if (spec.precision == Precision::bf16) model->to(torch::kBFloat16);
+  model->train();
+  EngineOptions options = EngineOptions::from_config(config);
+  options.kept_groups = spec.kept_groups;
+  options.device = spec.device;
+  auto engine = make_parameter_engine(options);
+  engine->add_model("policy", group_parameters(*model, false), true);
+  model->to(spec.device);
+  RandomTokens data(spec.shape.vocab_size, spec.micro_batch_size, 24, 17);
+  NextTokenLoss objective(*model);
+  TrainedModel trained;
+  trained.name = "policy";
+  trained.save = [&](const fs::path& folder) { io::save_safetensors(folder / "model.safetensors", state_of(*model)); };
+  trained.load = [&](const fs::path& folder) { load_state(*model, io::load_safetensors(folder / "model.safetensors")); };
+  std::ostringstream console;
+  MetricsLoggerOptions quiet;
+  quiet.console = &console;
+  quiet.console_is_terminal = false;
+  Trainer trainer(config, *engine, data, objective, trained, &console, quiet);
+  RunResult result;
+  trainer.on_step = [&](int64_t step, double loss) {
+    result.losses.push_back(loss);
+    if (step == spec.crash_after) throw Crash("stopped");
+  };
+  trainer.run();
+  engine->with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+    for (const auto& [key, t] : state_of(*model)) result.weights[key] = t.to(torch::kCPU, torch::kFloat).clone();
+  });
+  result.memory = engine->accountant().snapshot();
+  if (spec.output.empty()) {
+    std::error_code ec;
+    fs::remove_all(config.output.dir, ec);
+  }
+  return result;
+}
+
+inline double worst_relative(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return worst;
+}
+
+inline double worst_weight_difference(const io::TensorMap& a, const io::TensorMap& b) {
+  double worst = 0;
+  for (const auto& [name, t] : b) worst = std::max(worst, (a.at(name) - t).abs().max().item<double>());
+  return worst;
+}
+
+}  // namespace ferry::offload_test
