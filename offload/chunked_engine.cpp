@@ -390,25 +390,26 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
     params.beta2 = options_.beta2;
     params.eps = options_.eps;
     params.step = m->steps;
-    std::vector<bool> updated(m->chunks.size(), false);
-    for (Param& p : m->params) {
-      if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
-      params.weight_decay = p.decay ? options_.weight_decay : 0.0;
-      const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-      kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
-                            p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32,
-                            static_cast<float>(grad_multiplier), separate_master ? p.host_view.data_ptr() : nullptr,
-                            separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
-                            p.host_view.numel(), pool_.get());
-      updated[static_cast<size_t>(p.chunk)] = true;
+    // Chunk by chunk: each updated resident chunk starts its copy back to the device while the
+    // CPU updates the next one; the copies are waited for once, at the end.
+    for (Chunk& ch : m->chunks) {
+      bool updated = false;
+      for (size_t i : ch.params) {
+        Param& p = m->params[i];
+        if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
+        params.weight_decay = p.decay ? options_.weight_decay : 0.0;
+        const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
+        kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
+                              p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32,
+                              static_cast<float>(grad_multiplier), separate_master ? p.host_view.data_ptr() : nullptr,
+                              separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
+                              p.host_view.numel(), pool_.get());
+        updated = true;
+      }
+      // Paged chunks read the new weights at their next page-in.
+      if (updated && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
     }
-    // Resident chunks get the new weights, one copy each; paged ones read them at their next page-in.
-    for (size_t c = 0; c < m->chunks.size(); ++c) {
-      Chunk& ch = m->chunks[c];
-      if (!updated[c] || !ch.device.defined()) continue;
-      ch.arrival = transfers_->to_device(ch.device, ch.host);
-      transfers_->wait_compute(ch.arrival);
-    }
+    for (Chunk& ch : m->chunks) transfers_->wait_compute(ch.arrival);
   }
 }
 
