@@ -43,7 +43,8 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   return request;
 }
 
-AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes) {
+AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes,
+                               const std::optional<PlannerRates>& rates) {
   AutoPolicy out;
   out.options = EngineOptions::from_config(config);
   out.micro_batch_size = config.train.micro_batch_size;
@@ -55,6 +56,7 @@ AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, u
     return out;
   }
   PlannerRequest request = planner_request(config, model, budget);
+  if (rates) request.rates = *rates;
   if (device_bytes == 0) request.constants.device_overhead_bytes = 0;  // emulated device: no CUDA context
   const PlanResult result = plan(request);
   if (!result.best) throw ConfigError("offload.policy auto: " + explain_no_fit(request, result));

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "offload/engine.h"
@@ -35,6 +36,9 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
 
 // `device_bytes`: the GPU's memory (0 when the run is on the CPU). Throws ConfigError, with the
 // planner's explanation, when no plan fits the budget.
-AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes);
+// `rates`: measured ones (offload/rate_probe.h); unset: offload.pcie_bandwidth_gbps and the
+// defaults.
+AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes,
+                               const std::optional<PlannerRates>& rates = std::nullopt);
 
 }  // namespace ferry::offload

@@ -30,13 +30,18 @@ ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision) {
   r.device_flops = tflops * 1e12;
   r.cpu_adam_params_per_s = rates.cpu_adam_params_per_s > 0 ? rates.cpu_adam_params_per_s : kDefaultCpuAdamParamsPerS;
   r.gpu_adam_params_per_s = rates.gpu_adam_params_per_s > 0 ? rates.gpu_adam_params_per_s : kDefaultGpuAdamParamsPerS;
+  const auto source = [](double rate, const std::string& named, const char* flag, const char* unset) {
+    return std::string(" (") + (rate <= 0 ? unset : named.empty() ? flag : named.c_str()) + ")";
+  };
   r.lines.push_back(format_rate("PCIe %.1f GB/s per direction", pcie) +
-                    (rates.pcie_gbps > 0 ? " (offload.pcie_bandwidth_gbps)"
-                                         : " (default, not measured: set offload.pcie_bandwidth_gbps)"));
+                    source(rates.pcie_gbps, rates.pcie_source, "offload.pcie_bandwidth_gbps",
+                           "default, not measured: set offload.pcie_bandwidth_gbps or pass --measure on a GPU"));
   r.lines.push_back(format_rate("device %.1f TFLOP/s sustained", tflops) +
-                    (rates.device_tflops > 0 ? " (--device-tflops)" : " (default, not measured: pass --device-tflops)"));
+                    source(rates.device_tflops, rates.device_source, "--device-tflops",
+                           "default, not measured: pass --device-tflops, or --measure on a GPU"));
   r.lines.push_back(format_rate("CPU AdamW %.2f G params/s", r.cpu_adam_params_per_s / 1e9) +
-                    (rates.cpu_adam_params_per_s > 0 ? " (--cpu-adam-rate)" : " (default, not measured: pass --cpu-adam-rate)"));
+                    source(rates.cpu_adam_params_per_s, rates.cpu_adam_source, "--cpu-adam-rate",
+                           "default, not measured: pass --cpu-adam-rate or --measure"));
   r.lines.push_back(format_rate("GPU AdamW %.1f G params/s", r.gpu_adam_params_per_s / 1e9) +
                     (rates.gpu_adam_params_per_s > 0 ? "" : " (default, not measured)"));
   return r;

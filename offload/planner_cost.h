@@ -24,6 +24,9 @@ struct PlannerRates {
   double device_tflops = 0;          // sustained matmul TFLOP/s in the run's precision
   double cpu_adam_params_per_s = 0;  // CPU AdamW updates per second (all threads)
   double gpu_adam_params_per_s = 0;  // fused GPU AdamW updates per second
+  // Where a non-zero rate came from, for the plan's assumptions ("measured here"); empty: the
+  // flag or config key that sets it.
+  std::string pcie_source, device_source, cpu_adam_source;
 };
 
 // Defaults: a PCIe 3.0 x16 link with pinned memory (~12 GB/s), a laptop/desktop GPU's sustained

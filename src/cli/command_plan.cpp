@@ -19,6 +19,7 @@
 
 #include "offload/auto_policy.h"
 #include "offload/planner.h"
+#include "offload/rate_probe.h"
 #include "src/cli/commands.h"
 #include "src/cli/config_args.h"
 #include "src/core/byte_size.h"
@@ -37,6 +38,7 @@ struct PlanArgs {
   std::string device_overhead;
   double device_tflops = 0;
   double cpu_adam_rate = 0;  // G params/s
+  bool measure = false;      // --measure: this machine's rates instead of defaults
 };
 
 std::filesystem::path model_config_path(const Config& config) {
@@ -138,6 +140,10 @@ void run_plan(const PlanArgs& args) {
   }
   request.rates.device_tflops = args.device_tflops;
   request.rates.cpu_adam_params_per_s = args.cpu_adam_rate * 1e9;
+  if (args.measure) {
+    const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+    request.rates = offload::measure_rates(request.rates, device, config.train.precision, config.offload.cpu_threads);
+  }
   const bool automatic = config.offload.policy == OffloadPolicy::auto_;
 
   const offload::MemoryModel shape_model(request.shape, request.constants);
@@ -206,6 +212,8 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--gpu-memory", args->gpu_memory, "device memory budget, e.g. 8GiB (overrides offload.gpu_memory)");
   command->add_option("--device-tflops", args->device_tflops, "sustained device TFLOP/s in the run's precision (0: default)");
   command->add_option("--cpu-adam-rate", args->cpu_adam_rate, "CPU AdamW rate in billions of parameters per second (0: default)");
+  command->add_flag("--measure", args->measure,
+                    "measure CPU AdamW here (and PCIe and matmul rates when a GPU is visible) instead of defaults");
   command->add_option("--device-overhead", args->device_overhead, "device memory for the CUDA context and workspaces, e.g. 768MiB");
   command->callback([args] { run_plan(*args); });
 }

@@ -146,7 +146,7 @@ struct OffloadConfig {
     v("policy", policy, "none, optimizer (ZeRO-Offload), params (page weights too) or auto (planner)");
     v("gpu_memory", gpu_memory, "device memory budget, e.g. 8GiB (0: the whole device)");
     v("chunk_size", chunk_size, "parameter chunk size (0: one chunk per transformer block)");
-    v("pcie_bandwidth_gbps", pcie_bandwidth_gbps, "host<->device bandwidth for the planner, GB/s (0: measure)");
+    v("pcie_bandwidth_gbps", pcie_bandwidth_gbps, "host<->device bandwidth for the planner, GB/s (0: measured on a GPU, else 12)");
     v("cpu_threads", cpu_threads, "threads for the CPU optimizer (0: all cores)");
     v("prefetch", prefetch, "blocks paged in ahead of use under the params policy");
   }

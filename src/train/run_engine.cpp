@@ -7,8 +7,11 @@
 #endif
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "offload/auto_policy.h"
+#include "offload/rate_probe.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 
@@ -38,7 +41,16 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
   const uint64_t total = device_memory_total(device);
   EngineOptions options = EngineOptions::from_config(config);
   if (config.offload.policy == OffloadPolicy::auto_) {
-    const offload::AutoPolicy plan = offload::resolve_auto_policy(config, model, total);
+    std::optional<offload::PlannerRates> rates;
+    if (device.is_cuda()) {  // the plan's cost model with this machine's rates (well under a second)
+      offload::PlannerRates configured;
+      configured.pcie_gbps = config.offload.pcie_bandwidth_gbps;
+      rates = offload::measure_rates(configured, device, config.train.precision, config.offload.cpu_threads);
+      for (const std::string& line : offload::resolve_rates(*rates, config.train.precision).lines) {
+        log << "offload.policy auto: " << line << "\n";
+      }
+    }
+    const offload::AutoPolicy plan = offload::resolve_auto_policy(config, model, total, rates);
     log << plan.summary << "\n";
     options = plan.options;
     config.train.micro_batch_size = plan.micro_batch_size;

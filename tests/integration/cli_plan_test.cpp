@@ -113,6 +113,18 @@ TEST(CliPlan, BadInputsExitTwo) {
   EXPECT_CONTAINS(r.output, "/nonexistent/config.json");
 }
 
+// --measure replaces the default CPU AdamW rate by this machine's (a GPU's rates too, when one is
+// visible), and says so in the assumptions.
+TEST(CliPlan, MeasureUsesThisMachinesRates) {
+  const Result plain = run_ferry("plan --config configs/demo-sft.yaml --set offload.policy=auto --gpu-memory 4GiB");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_CONTAINS(plain.output, "CPU AdamW 1.00 G params/s (default, not measured");
+  const Result measured =
+      run_ferry("plan --config configs/demo-sft.yaml --set offload.policy=auto --gpu-memory 4GiB --measure");
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  EXPECT_CONTAINS(measured.output, "G params/s (measured here)");
+}
+
 // The GPU presets' comments state what the planner picks for these shapes; keep them honest.
 TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
   write_llama7b_config();

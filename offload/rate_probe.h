@@ -1,0 +1,21 @@
+// Measures the rates the planner's cost model needs on this machine, in well under a second:
+//   CPU AdamW   CpuAdamW on 8M parameters (state larger than the caches), best of three;
+//   PCIe        pinned host <-> device copies of 256 MiB, each direction, best of three (GPU only);
+//   device      a 4096² matmul in the run's precision, best of five (GPU only).
+// Rates the config already sets (offload.pcie_bandwidth_gbps) are kept, not measured. Used by
+// offload.policy auto on a GPU and by `ferry plan --measure`; without a GPU only the CPU AdamW
+// rate is measured (the others keep the defaults of planner_cost.h).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include "offload/planner_cost.h"
+#include "src/config/config.h"
+
+namespace ferry::offload {
+
+// `configured`: rates already known (non-zero ones are kept). `cpu_threads`: offload.cpu_threads.
+PlannerRates measure_rates(const PlannerRates& configured, c10::Device device, Precision precision,
+                           int64_t cpu_threads);
+
+}  // namespace ferry::offload
