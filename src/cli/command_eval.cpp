@@ -105,7 +105,8 @@ void run_eval(const EvalArgs& args) {
       nlohmann::json line = item.source;
       line["answer"] = item.answer;
       line["correct"] = item.answer == item.source["gt_answer"].get<std::string>();
-      out << line.dump() << "\n";
+      // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
+      out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     out.close();
     if (!out) throw UserError("cannot write " + args.output_file);

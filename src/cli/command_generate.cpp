@@ -152,7 +152,8 @@ void run_generate(const GenerateArgs& args) {
       line["completion"] = completion.text;
       line["completion_tokens"] = completion.ids.size();
       line["stopped"] = completion.stopped;
-      (file ? *file : std::cout) << line.dump() << "\n";
+      // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
+      (file ? *file : std::cout) << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
   }
   if (file) {
