@@ -24,9 +24,10 @@ import sys
 SEED = 20240601
 SYSTEM_PROMPT = "You are a careful assistant. Reply with the answer only."
 
-# Sizes of each file (number of jsonl lines).
+# Sizes of each file (number of jsonl lines). sft_train is large so that the demo SFT run
+# (configs/demo-sft.yaml) sees each conversation about once instead of memorising a few thousand.
 SIZES = {
-    "sft_train": 4000,
+    "sft_train": 40000,
     "sft_eval": 200,
     "preference_train": 2000,
     "preference_eval": 200,
