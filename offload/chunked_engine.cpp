@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/thread_pool.h"
+#include "offload/engine_models.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 
@@ -70,31 +71,14 @@ ChunkedEngine::~ChunkedEngine() {
   }
 }
 
-ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) {
-  auto it = models_.find(name);
-  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
-  return it->second;
-}
+ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) { return offload::find_model(models_, name); }
 
 const ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) const {
-  auto it = models_.find(name);
-  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
-  return it->second;
+  return offload::find_model(models_, name);
 }
 
 std::vector<ChunkedEngine::Model*> ChunkedEngine::selected(const std::vector<std::string>& models) {
-  std::vector<Model*> out;
-  if (models.empty()) {
-    for (auto& [name, m] : models_) {
-      if (m.trainable) out.push_back(&m);
-    }
-    return out;
-  }
-  for (const auto& name : models) {
-    Model& m = model(name);
-    if (m.trainable) out.push_back(&m);
-  }
-  return out;
+  return offload::trainable_models(models_, models);
 }
 
 void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGroup> groups, bool trainable) {

@@ -6,6 +6,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/thread_pool.h"
 #include "src/core/error.h"
+#include "offload/engine_models.h"
 #include "offload/optimizer_state_file.h"
 
 namespace ferry {
@@ -86,25 +87,11 @@ void PlainEngine::make_resident(const std::vector<std::string>& models) {
 }
 
 const PlainEngine::Model& PlainEngine::model(const std::string& name) const {
-  auto it = models_.find(name);
-  FERRY_CHECK(it != models_.end(), "no model '", name, "' in the engine");
-  return it->second;
+  return offload::find_model(models_, name);
 }
 
 std::vector<PlainEngine::Model*> PlainEngine::selected(const std::vector<std::string>& models) {
-  std::vector<Model*> out;
-  if (models.empty()) {
-    for (auto& [name, m] : models_) {
-      if (m.trainable) out.push_back(&m);
-    }
-    return out;
-  }
-  for (const auto& name : models) {
-    (void)model(name);
-    Model& m = models_.at(name);
-    if (m.trainable) out.push_back(&m);
-  }
-  return out;
+  return offload::trainable_models(models_, models);
 }
 
 double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
