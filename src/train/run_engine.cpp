@@ -49,6 +49,12 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
       for (const std::string& line : offload::resolve_rates(*rates, config.train.precision).lines) {
         log << "offload.policy auto: " << line << "\n";
       }
+#ifdef FERRY_WITH_CUDA
+      // The probe's buffers go back to the device, and the run's peak starts from here.
+      const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+#endif
     }
     const offload::AutoPolicy plan = offload::resolve_auto_policy(config, model, total, rates);
     log << plan.summary << "\n";
