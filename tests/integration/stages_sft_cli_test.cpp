@@ -104,7 +104,8 @@ std::vector<double> logged_losses(const fs::path& metrics) {
 }
 
 // Every offload policy is a runtime choice of train-sft: the same run under `optimizer`, `params`
-// and `auto` (within a budget on the emulated device) logs the losses of `none`.
+// and `auto` (within a budget on the emulated device) logs the losses of `none`; so does LoRA
+// under `params`.
 TEST(TrainSftCli, OffloadPoliciesTrainLikeNone) {
   const fs::path base = fs::temp_directory_path() / ("ferry_sft_cli_offload_" + std::to_string(::getpid()));
   fs::remove_all(base);
@@ -127,6 +128,19 @@ TEST(TrainSftCli, OffloadPoliciesTrainLikeNone) {
       EXPECT_NEAR(losses[i], reference[i], 1e-6 * std::abs(reference[i])) << name << " step " << i + 1;
     }
   }
+  // LoRA: frozen base weights are paged like the rest, only the adapters train.
+  const std::string lora = " --set lora.rank=4 --set lora.export=adapter";
+  const Result lora_none = run_ferry(small_run(base / "lora_none") + lora);
+  ASSERT_EQ(lora_none.exit_code, 0) << lora_none.output;
+  const Result lora_params = run_ferry(small_run(base / "lora_params") + lora + " --set offload.policy=params");
+  ASSERT_EQ(lora_params.exit_code, 0) << lora_params.output;
+  const std::vector<double> lora_reference = logged_losses(base / "lora_none" / "metrics.jsonl");
+  const std::vector<double> lora_paged = logged_losses(base / "lora_params" / "metrics.jsonl");
+  ASSERT_EQ(lora_paged.size(), lora_reference.size());
+  for (size_t i = 0; i < lora_paged.size(); ++i) {
+    EXPECT_NEAR(lora_paged[i], lora_reference[i], 1e-6 * std::abs(lora_reference[i])) << "LoRA step " << i + 1;
+  }
+  EXPECT_TRUE(fs::exists(base / "lora_params" / "final" / "adapter_model.safetensors"));
   fs::remove_all(base);
 }
 
