@@ -163,7 +163,7 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     m.chunks[static_cast<size_t>(place.chunk)].params.push_back(i);
     p.trainable = trainable && tensor.requires_grad();
     if (p.trainable) {
-      p.decay = tensor.dim() >= 2 && p.name.find("norm") == std::string::npos && p.name.find("bias") == std::string::npos;
+      p.decay = takes_weight_decay(p.name, tensor);
       if (tensor.scalar_type() == at::kFloat) {
         p.master = p.host_view;
       } else {
@@ -368,12 +368,7 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
   transfers_->synchronize();  // no copy may be reading a host chunk while the optimizer writes it
   for (Model* m : selected(models)) {
     ++m->steps;
-    kernels::AdamWParams params;
-    params.lr = learning_rate;
-    params.beta1 = options_.beta1;
-    params.beta2 = options_.beta2;
-    params.eps = options_.eps;
-    params.step = m->steps;
+    kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
     // Chunk by chunk: each updated resident chunk starts its copy back to the device while the
     // CPU updates the next one; the copies are waited for once, at the end.
     for (Chunk& ch : m->chunks) {

@@ -89,6 +89,20 @@ std::string EngineMemoryReport::summary() const {
   return out.str();
 }
 
+bool takes_weight_decay(const std::string& name, const torch::Tensor& parameter) {
+  return parameter.dim() >= 2 && name.find("norm") == std::string::npos && name.find("bias") == std::string::npos;
+}
+
+kernels::AdamWParams EngineOptions::adamw_params(double learning_rate, int64_t step) const {
+  kernels::AdamWParams params;
+  params.lr = learning_rate;
+  params.beta1 = beta1;
+  params.beta2 = beta2;
+  params.eps = eps;
+  params.step = step;
+  return params;
+}
+
 bool EngineOptions::recomputes_layer_group(int64_t group_index) const {
   return std::find(recompute_layers.begin(), recompute_layers.end(), group_index - 1) != recompute_layers.end();
 }

@@ -68,6 +68,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/adamw.h"
 #include "offload/accountant.h"
 #include "src/config/config.h"
 
@@ -79,8 +80,11 @@ struct ParameterGroup {
   std::vector<std::pair<std::string, torch::Tensor>> parameters;
   // Other groups whose parameters this group's forward reads as well: the head of a model with
   // tied embeddings reads "embed". Paging policies make those resident with it.
-  std::vector<std::string> also_uses;
+  std::vector<std::string> also_uses = {};
 };
+
+// Decoupled weight decay applies to weight matrices, not to norms and biases (by name and rank).
+bool takes_weight_decay(const std::string& name, const torch::Tensor& parameter);
 
 // Groups a model's parameters as described above, by name: `*embed_tokens.*` -> "embed",
 // `*layers.<i>.*` -> "layers.<i>", everything else -> "head". Only parameters that require grad
@@ -130,6 +134,9 @@ struct EngineOptions {
 
   // Whether recompute_layers asks for the group (GroupRef index 1 + layer).
   bool recomputes_layer_group(int64_t group_index) const;
+  // The AdamW settings of a model's update number `step` (1-based); weight_decay is set per
+  // parameter (takes_weight_decay).
+  kernels::AdamWParams adamw_params(double learning_rate, int64_t step) const;
 
   static EngineOptions from_config(const Config& config);
 };

@@ -72,7 +72,7 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
       t.exp_avg = torch::zeros(p.sizes(), fp32);
       t.exp_avg_sq = torch::zeros(p.sizes(), fp32);
       if (p.is_cuda()) t.cuda_step = torch::zeros({}, fp32);
-      t.decay = p.dim() >= 2 && pname.find("norm") == std::string::npos && pname.find("bias") == std::string::npos;
+      t.decay = takes_weight_decay(pname, p);
       if (t.master.defined()) {
         accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::master, t.master.nbytes());
       }
@@ -119,12 +119,7 @@ void PlainEngine::step(double learning_rate, double grad_multiplier, const std::
   torch::NoGradGuard no_grad;
   for (Model* m : selected(models)) {
     ++m->steps;
-    kernels::AdamWParams params;
-    params.lr = learning_rate;
-    params.beta1 = options_.beta1;
-    params.beta2 = options_.beta2;
-    params.eps = options_.eps;
-    params.step = m->steps;
+    kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
     for (auto& t : m->parameters) {
       torch::Tensor grad = t.parameter.grad();
       if (!grad.defined()) continue;  // unused in this step: left alone, as torch's optimizers do

@@ -5,9 +5,9 @@
 // trainable parameter (mixed precision: the update is computed and accumulated in fp32, then
 // rounded into the model's weights), so small updates are not lost to bf16's 8-bit mantissa.
 // The accountant counts all of it on the device tier (on a machine without a GPU the model's
-// memory is the emulated device). CPU tensors are updated by CpuAdamW (kernels/cpu/adamw.h, one SIMD pass per tensor that also
-// writes the rounded weights); CUDA tensors by at::_fused_adamw_. Both are torch.optim.AdamW's
-// arithmetic.
+// memory is the emulated device). CPU tensors are updated by CpuAdamW (kernels/cpu/adamw.h, one
+// SIMD pass per tensor that also writes the rounded weights); CUDA tensors by at::_fused_adamw_.
+// Both are torch.optim.AdamW's arithmetic.
 #pragma once
 
 #include <map>

@@ -35,12 +35,22 @@ Transfer TransferStreams::record_on_side() {
 }
 
 Transfer TransferStreams::to_device(const torch::Tensor& dst, const torch::Tensor& src) {
+  return copy_on_side(dst, src, dst);
+}
+
+Transfer TransferStreams::to_host(const torch::Tensor& dst, const torch::Tensor& src) {
+  return copy_on_side(dst, src, src);  // src may be freed by the caller right away
+}
+
+Transfer TransferStreams::copy_on_side(const torch::Tensor& dst, const torch::Tensor& src,
+                                       const torch::Tensor& on_device) {
   if (emulated()) {
     dst.copy_(src);
     return {};
   }
   const c10::impl::VirtualGuardImpl guard(device_.type());
-  // The side stream first waits for what compute has queued (a previous reader of dst).
+  // The side stream first waits for what compute has queued: a previous reader of a device
+  // destination, or the kernel producing a device source.
   c10::Event queued(device_.type());
   queued.record(guard.getStream(device_));
   queued.block(*side_);
@@ -48,24 +58,7 @@ Transfer TransferStreams::to_device(const torch::Tensor& dst, const torch::Tenso
     const c10::StreamGuard on_side(*side_);
     dst.copy_(src, /*non_blocking=*/true);
   }
-  dst.record_stream(*side_);
-  return record_on_side();
-}
-
-Transfer TransferStreams::to_host(const torch::Tensor& dst, const torch::Tensor& src) {
-  if (emulated()) {
-    dst.copy_(src);
-    return {};
-  }
-  const c10::impl::VirtualGuardImpl guard(device_.type());
-  c10::Event produced(device_.type());
-  produced.record(guard.getStream(device_));
-  produced.block(*side_);
-  {
-    const c10::StreamGuard on_side(*side_);
-    dst.copy_(src, /*non_blocking=*/true);
-  }
-  src.record_stream(*side_);  // src may be freed by the caller right away
+  on_device.record_stream(*side_);  // the allocator keeps it until the copy is done
   return record_on_side();
 }
 

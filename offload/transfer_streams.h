@@ -64,6 +64,9 @@ class TransferStreams {
 
  private:
   Transfer record_on_side();
+  // dst <- src on the side stream after the compute stream's queued work; `on_device` (dst or
+  // src) is marked as used by the side stream.
+  Transfer copy_on_side(const torch::Tensor& dst, const torch::Tensor& src, const torch::Tensor& on_device);
 
   c10::Device device_;
   std::optional<c10::Stream> side_;  // unset on the CPU

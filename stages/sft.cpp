@@ -245,7 +245,7 @@ void run_sft(const Config& given) {
             << config.train.grad_accumulation << " samples" << (d.packing ? " (packed)" : "") << "\n"
             << engine->memory_report().summary();
   const TrainResult result = trainer.run();
-  if (result.interrupted) {
+  if (result.interrupted()) {
     throw Interrupted(result.stop_signal, detail::concat("train-sft: interrupted after step ", result.steps,
                                                          "; resume with --set train.resume=auto"));
   }

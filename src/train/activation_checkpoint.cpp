@@ -8,7 +8,8 @@
 namespace ferry {
 namespace {
 
-// What backward needs besides the saved input: the function, the hooks and the RNG state. Held by the autograd context as a capsule.
+// What backward needs besides the saved input: the function, the hooks and the RNG state. Held
+// by the autograd context as a capsule.
 struct Recompute : torch::CustomClassHolder {
   std::function<torch::Tensor(const torch::Tensor&)> fn;
   std::function<void()> before_recompute, after_backward;
@@ -84,13 +85,6 @@ torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn
   state->before_recompute = std::move(before_recompute);
   state->after_backward = std::move(after_backward);
   return CheckpointedFunction::apply(leaf, std::move(state));
-}
-
-torch::Tensor checkpointed_layer(LlamaDecoderLayerImpl& layer, const torch::Tensor& hidden, const LayerInputs& inputs,
-                                 std::function<void()> before_recompute, std::function<void()> after_backward) {
-  LlamaDecoderLayerImpl* block = &layer;
-  return checkpointed([block, inputs](const torch::Tensor& x) { return block->forward(x, inputs.cos, inputs.sin, inputs.mask); },
-                      hidden, std::move(before_recompute), std::move(after_backward));
 }
 
 }  // namespace ferry

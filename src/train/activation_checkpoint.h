@@ -14,10 +14,6 @@
 #include <torch/torch.h>
 
 #include <functional>
-#include <string>
-
-#include "src/model/llama_block.h"
-#include "src/model/llama_model.h"
 
 namespace ferry {
 
@@ -28,10 +24,5 @@ namespace ferry {
 // states under frozen embeddings) is fine: the parameters still get theirs.
 torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& input,
                            std::function<void()> before_recompute = {}, std::function<void()> after_backward = {});
-
-// hidden: (B, T, C) -> (B, T, C), as layer(hidden, inputs...), checkpointed as above.
-torch::Tensor checkpointed_layer(LlamaDecoderLayerImpl& layer, const torch::Tensor& hidden, const LayerInputs& inputs,
-                                 std::function<void()> before_recompute = {},
-                                 std::function<void()> after_backward = {});
 
 }  // namespace ferry

@@ -159,13 +159,12 @@ TrainResult Trainer::run() {
     if (stopping) {
       console_ << "stopped by signal " << stop.signal_number() << " after step " << step << "; checkpoint "
                << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
-      result.interrupted = true;
       result.stop_signal = stop.signal_number();
       break;
     }
   }
   result.steps = step;
-  if (!result.interrupted) {
+  if (!result.interrupted()) {
     if (last_eval_step != step) {
       result.eval_loss = evaluate();
       if (result.eval_loss) metrics.log_eval(step, {{"loss", *result.eval_loss}});

@@ -46,12 +46,13 @@ struct TrainedModel {
 
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps completed in total
-  bool interrupted = false;      // stopped by SIGINT/SIGTERM after saving a checkpoint
-  int stop_signal = 0;           // which, when interrupted
+  int stop_signal = 0;           // SIGINT/SIGTERM that stopped the run after saving a checkpoint; 0: none
   double last_loss = 0.0;        // training loss of the last step
   std::optional<double> eval_loss;  // of the last evaluation
   int64_t skipped_steps = 0;     // steps skipped for non-finite gradients
   std::filesystem::path final_dir;  // empty when interrupted
+
+  bool interrupted() const { return stop_signal != 0; }
 };
 
 class Trainer {
