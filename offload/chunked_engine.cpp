@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -22,11 +23,13 @@ using offload::MemoryTier;
 // Hands each fresh gradient of one parameter to the engine, right after autograd stored it.
 class GradientStreamHook : public torch::autograd::PostAccumulateGradHook {
  public:
-  GradientStreamHook(ChunkedEngine* engine, ChunkedEngine::Param* param) : engine_(engine), param_(param) {}
-  void operator()(const torch::autograd::Variable& /*tensor*/) override { engine_->receive_gradient(*param_); }
+  GradientStreamHook(ChunkedEngine* engine, const std::string* model, ChunkedEngine::Param* param)
+      : engine_(engine), model_(model), param_(param) {}
+  void operator()(const torch::autograd::Variable& /*tensor*/) override { engine_->receive_gradient(*model_, *param_); }
 
  private:
   ChunkedEngine* engine_;
+  const std::string* model_;  // the engine's map key: stable
   ChunkedEngine::Param* param_;
 };
 
@@ -61,6 +64,12 @@ ChunkedEngine::ChunkedEngine(const EngineOptions& options)
 }
 
 ChunkedEngine::~ChunkedEngine() {
+  if (worker_) {  // an overlapped step cut short: its jobs still use the parameters below
+    try {
+      worker_->wait();
+    } catch (...) {  // the step's failure has been reported (or is being) by whoever cut it short
+    }
+  }
   // The models may outlive the engine: drop the hooks and leave every parameter holding its
   // weights (the device copy when resident, else the host copy).
   for (auto& [name, m] : models_) {
@@ -153,6 +162,7 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     p.name = specs[i].name;
     p.parameter = tensor;
     p.chunk = place.chunk;
+    p.only_group = specs[i].group;
     p.offset = place.offset;
     p.host_view = m.chunks[static_cast<size_t>(place.chunk)]
                       .host.narrow(0, static_cast<int64_t>(place.offset), static_cast<int64_t>(place.bytes))
@@ -184,9 +194,23 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     // The model's own storage is freed here; the chunk buffers hold the weights from now on.
     p.parameter.set_data(p.placeholder);
   }
+  const std::string* key = &models_.find(name)->first;
   for (Param& p : m.params) {
     if (p.trainable) {
-      torch::autograd::impl::set_post_acc_grad_hooks(p.parameter, std::make_unique<GradientStreamHook>(this, &p));
+      torch::autograd::impl::set_post_acc_grad_hooks(p.parameter, std::make_unique<GradientStreamHook>(this, key, &p));
+    }
+  }
+  // Backward reaches a chunk's last user group last: then its gradients are complete.
+  for (Chunk& chunk : m.chunks) chunk.last_group = m.num_groups;
+  for (int64_t g = m.num_groups - 1; g >= 0; --g) {
+    for (int64_t c : m.group_chunks[static_cast<size_t>(g)]) m.chunks[static_cast<size_t>(c)].last_group = g;
+  }
+  for (const Param& p : m.params) m.chunks[static_cast<size_t>(p.chunk)].trainable |= p.trainable;
+  for (const auto& group : groups) {
+    for (const std::string& other : group.also_uses) {
+      for (Param& p : m.params) {
+        if (p.only_group == index_of_group.at(other)) p.only_group = -1;
+      }
     }
   }
   for (size_t c = 0; c < m.chunks.size(); ++c) {
@@ -277,6 +301,7 @@ void ChunkedEngine::before_group(const GroupRef& group, GroupPass pass) {
   Model& m = model(*group.model);
   FERRY_CHECK(group.index >= 0 && group.index < m.num_groups, "group ", group.index, " of model '", m.name,
               "' is out of range");
+  if (overlap_.armed && group.index == 0 && pass == GroupPass::forward && torch::GradMode::is_enabled()) ++m.forwards;
   const auto& chunks = m.group_chunks[static_cast<size_t>(group.index)];
   for (int64_t c : chunks) page_in(m, c);
   for (int64_t c : chunks) transfers_->wait_compute(m.chunks[static_cast<size_t>(c)].arrival);
@@ -322,7 +347,7 @@ void ChunkedEngine::drain_gradient(Param& p) {
   accumulate(p, p.staging);
 }
 
-void ChunkedEngine::receive_gradient(Param& p) {
+void ChunkedEngine::receive_gradient(const std::string& model_name, Param& p) {
   torch::Tensor gradient = p.parameter.grad();
   if (!gradient.defined()) return;
   p.parameter.mutable_grad() = torch::Tensor();  // the device gradient goes as soon as it is copied
@@ -337,10 +362,81 @@ void ChunkedEngine::receive_gradient(Param& p) {
     p.grad_copy_pending = true;
   }
   accountant_.release(MemoryTier::device, MemoryCategory::grads, bytes);
+  if (!overlap_.armed) return;
+  // Backward is past every group after p's: the chunks only those use are complete.
+  Model& m = model(model_name);
+  if (m.forwards != 1 || p.only_group < 0) return;
+  for (int64_t c = static_cast<int64_t>(m.chunks.size()) - 1; c >= 0; --c) {
+    const Chunk& ch = m.chunks[static_cast<size_t>(c)];
+    if (ch.last_group > p.only_group && ch.trainable && !ch.handed) {
+      hand_over(m, c);
+      ++chunks_during_backward_;
+    }
+  }
+}
+
+void ChunkedEngine::begin_overlapped_step(double learning_rate) {
+  FERRY_CHECK(!overlap_.armed, "begin_overlapped_step called twice without step()");
+  if (!worker_) worker_ = std::make_unique<offload::BackgroundWorker>();
+  overlap_.armed = true;
+  overlap_.learning_rate = learning_rate;
+  overlap_.stopped = false;
+  for (auto& [name, m] : models_) {
+    m.forwards = 0;
+    for (Chunk& ch : m.chunks) ch.handed = ch.updated = false;
+  }
+}
+
+void ChunkedEngine::hand_over(Model& m, int64_t chunk) {
+  m.chunks[static_cast<size_t>(chunk)].handed = true;
+  worker_->submit([this, &m, chunk] { update_chunk_now(m, chunk); });
+}
+
+void ChunkedEngine::update_chunk_now(Model& m, int64_t chunk) {
+  torch::NoGradGuard no_grad;
+  Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
+  bool finite = true;
+  for (size_t i : ch.params) {
+    Param& p = m.params[i];
+    if (!p.trainable) continue;
+    drain_gradient(p);
+    if (!p.has_grad) continue;
+    p.norm = p.grad.norm().to(at::kDouble);
+    finite = finite && std::isfinite(p.norm.item<double>());
+  }
+  // Chunks arrive in backward order: once one is not finite, none after it is updated.
+  if (!finite) overlap_.stopped = true;
+  if (overlap_.stopped) return;
+  kernels::AdamWParams params = options_.adamw_params(overlap_.learning_rate, m.steps + 1);
+  for (size_t i : ch.params) {
+    Param& p = m.params[i];
+    if (p.trainable && p.has_grad) update_parameter(p, params, 1.0);
+  }
+  ch.updated = true;
+}
+
+void ChunkedEngine::update_parameter(Param& p, kernels::AdamWParams& params, double grad_multiplier) {
+  params.weight_decay = p.decay ? options_.weight_decay : 0.0;
+  const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
+  kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(), p.exp_avg_sq.data_ptr<float>(),
+                        p.grad.data_ptr(), kernels::GradType::f32, static_cast<float>(grad_multiplier),
+                        separate_master ? p.host_view.data_ptr() : nullptr,
+                        separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
+                        p.host_view.numel(), pool_.get());
 }
 
 void ChunkedEngine::finish_gradients() {
   torch::NoGradGuard no_grad;
+  if (overlap_.armed) {
+    // Backward is over: what is left goes to the worker too, in backward order.
+    for (auto& [name, m] : models_) {
+      if (!m.trainable) continue;
+      for (int64_t c = static_cast<int64_t>(m.chunks.size()) - 1; c >= 0; --c) {
+        if (m.chunks[static_cast<size_t>(c)].trainable && !m.chunks[static_cast<size_t>(c)].handed) hand_over(m, c);
+      }
+    }
+    worker_->wait();
+  }
   for (auto& [name, m] : models_) {
     for (Param& p : m.params) drain_gradient(p);
   }
@@ -352,7 +448,7 @@ double ChunkedEngine::gradient_norm(const std::vector<std::string>& models) {
   for (Model* m : selected(models)) {
     std::vector<torch::Tensor> norms;
     for (const Param& p : m->params) {
-      if (p.has_grad) norms.push_back(p.grad.norm().to(at::kDouble));
+      if (p.has_grad) norms.push_back(p.norm.defined() ? p.norm : p.grad.norm().to(at::kDouble));
     }
     if (!norms.empty()) sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
   }
@@ -365,24 +461,27 @@ bool ChunkedEngine::gradients_finite(const std::vector<std::string>& models) {
 
 void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models) {
   torch::NoGradGuard no_grad;
+  if (overlap_.armed) {
+    FERRY_CHECK(models.empty() && grad_multiplier == 1.0 && learning_rate == overlap_.learning_rate,
+                "an overlapped step ends with step(its learning rate, 1) for every model");
+    worker_->wait();
+  }
   transfers_->synchronize();  // no copy may be reading a host chunk while the optimizer writes it
+  const bool overlapped = overlap_.armed;
+  overlap_.armed = false;
   for (Model* m : selected(models)) {
     ++m->steps;
     kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
     // Chunk by chunk: each updated resident chunk starts its copy back to the device while the
-    // CPU updates the next one; the copies are waited for once, at the end.
+    // CPU updates the next one; the copies are waited for once, at the end. An overlapped step
+    // has done the updates already (or stopped at non-finite gradients): only the copies remain.
     for (Chunk& ch : m->chunks) {
-      bool updated = false;
+      bool updated = overlapped && ch.updated;
       for (size_t i : ch.params) {
         Param& p = m->params[i];
+        if (overlapped) break;
         if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
-        params.weight_decay = p.decay ? options_.weight_decay : 0.0;
-        const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-        kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
-                              p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32,
-                              static_cast<float>(grad_multiplier), separate_master ? p.host_view.data_ptr() : nullptr,
-                              separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
-                              p.host_view.numel(), pool_.get());
+        update_parameter(p, params, grad_multiplier);
         updated = true;
       }
       // Paged chunks read the new weights at their next page-in.
@@ -393,11 +492,16 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
 }
 
 void ChunkedEngine::zero_grad(const std::vector<std::string>& models) {
+  if (overlap_.armed) {  // a step that never reached step(): let the worker finish, then forget it
+    overlap_.armed = false;
+    worker_->wait();
+  }
   for (Model* m : selected(models)) {
     for (Param& p : m->params) {
       if (p.grad_copy_pending) transfers_->wait_host(p.grad_copy);
       p.grad_copy_pending = false;
       p.has_grad = false;
+      p.norm = torch::Tensor();
       if (p.trainable) p.parameter.mutable_grad() = torch::Tensor();
     }
   }

@@ -27,6 +27,15 @@
 // chunk itself for fp32 models) and moments; the new weights land in the host chunk, and resident
 // chunks are copied back to the device, one copy per chunk.
 //
+// offload.overlap_step (begin_overlapped_step): during the last backward of a step, the chunks
+// whose gradients are complete go to a background thread (offload/background_worker.h) that
+// drains their gradients, takes their norms and runs CpuAdamW on them while backward goes on. A
+// chunk is complete once a gradient arrives of a parameter only a group before all the groups
+// using the chunk uses: backward
+// through a model runs its groups strictly from the head down, one after the other. That holds
+// for one forward per step; a model run forward twice in the micro-batch is updated after
+// backward instead. Resident device copies are refreshed in step(), after backward's kernels.
+//
 // Device and host bytes go through the accountant; a page-in that would exceed offload.gpu_memory
 // is a ConfigError that names the budget and what needed it. Without a GPU the device tier is
 // emulated in host memory: the same calls, synchronous copies, the same accounting.
@@ -35,10 +44,12 @@
 // with_weights (checkpoints do).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
 
+#include "offload/background_worker.h"
 #include "offload/chunk_layout.h"
 #include "offload/engine.h"
 #include "offload/optimizer_state_file.h"
@@ -63,6 +74,8 @@ class ChunkedEngine : public ParameterEngine {
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
   void zero_grad(const std::vector<std::string>& models = {}) override;
+  bool overlaps_step() const override { return true; }
+  void begin_overlapped_step(double learning_rate) override;
   int64_t step_count(const std::string& model) const override;
   void save_state(const std::filesystem::path& dir) const override;
   void load_state(const std::filesystem::path& dir) override;
@@ -77,6 +90,9 @@ class ChunkedEngine : public ParameterEngine {
     torch::Tensor host_view;    // the same tensor's bytes in the host chunk
     torch::Tensor placeholder;  // empty, the parameter's dtype, on the device
     int64_t chunk = 0;
+    // GroupRef index of the only group that uses the parameter; -1 when other groups use it too
+    // (a tied embedding): its gradient's arrival then says nothing about where backward is.
+    int64_t only_group = -1;
     uint64_t offset = 0;
     bool trainable = false;
     bool decay = true;          // false for norms and biases
@@ -88,10 +104,14 @@ class ChunkedEngine : public ParameterEngine {
     torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
     offload::Transfer grad_copy;  // GPU only: the staging copy in flight
     bool grad_copy_pending = false;
+    torch::Tensor norm;         // L2 norm of `grad` (double), once taken by the overlapped step
   };
 
   // Called by the gradient hook of a trainable parameter (public for the hook only).
-  void receive_gradient(Param& p);
+  void receive_gradient(const std::string& model, Param& p);
+
+  // Chunks handed to the background thread during backward so far, over all steps (tests).
+  int64_t chunks_updated_during_backward() const { return chunks_during_backward_; }
 
   // How many chunks a model has and how many are resident now (tests, progress display).
   int64_t chunk_count(const std::string& model) const;
@@ -105,6 +125,10 @@ class ChunkedEngine : public ParameterEngine {
     offload::MemoryReservation device_bytes;
     bool keep = false;
     std::vector<size_t> params;  // indices into Model::params
+    int64_t last_group = 0;      // the lowest GroupRef index using the chunk: its last in backward
+    bool trainable = false;      // holds a trainable parameter
+    bool handed = false;         // overlapped step: given to the worker
+    bool updated = false;        // overlapped step: AdamW done
   };
   struct Model {
     std::string name;
@@ -116,6 +140,13 @@ class ChunkedEngine : public ParameterEngine {
     std::vector<Chunk> chunks;
     enum class Residency { policy, all, none } residency = Residency::policy;
     std::vector<offload::MemoryReservation> host_bytes;
+    int64_t forwards = 0;  // overlapped step: forwards with grad in the micro-batch
+  };
+  // The overlapped step in progress (begin_overlapped_step .. step).
+  struct Overlap {
+    bool armed = false;
+    double learning_rate = 0.0;
+    std::atomic<bool> stopped{false};  // a chunk had non-finite gradients
   };
 
   Model& model(const std::string& name);
@@ -127,6 +158,9 @@ class ChunkedEngine : public ParameterEngine {
   void point_parameters_at_device(Model& m, int64_t chunk);
   void drain_gradient(Param& p);
   void accumulate(Param& p, const torch::Tensor& gradient);
+  void update_parameter(Param& p, kernels::AdamWParams& params, double grad_multiplier);
+  void hand_over(Model& m, int64_t chunk);
+  void update_chunk_now(Model& m, int64_t chunk);  // on the worker
   std::vector<offload::ParameterStateRef> state_refs() const;
 
   EngineOptions options_;
@@ -134,6 +168,9 @@ class ChunkedEngine : public ParameterEngine {
   std::optional<offload::TransferStreams> transfers_;  // created with the first model (its device)
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  Overlap overlap_;
+  int64_t chunks_during_backward_ = 0;
+  std::unique_ptr<offload::BackgroundWorker> worker_;  // last: joined first
 };
 
 }  // namespace ferry

@@ -174,6 +174,17 @@ class ParameterEngine {
   virtual void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) = 0;
   virtual void zero_grad(const std::vector<std::string>& models = {}) = 0;
 
+  // offload.overlap_step: whether this engine can apply the step during the last backward.
+  virtual bool overlaps_step() const { return false; }
+  // Called before the last micro-batch's forward of a step whose update is known in advance (no
+  // clipping, no loss scaling: grad_multiplier 1): every trainable model's chunks are updated
+  // with `learning_rate` as soon as backward has produced all their gradients, on a background
+  // thread, while backward goes on. The step still ends with finish_gradients() and
+  // step(learning_rate, 1), which update what is left. Gradients are never changed, so
+  // gradient_norm() stays what it was. A chunk whose gradients are not finite is not updated,
+  // and neither is any chunk after it; chunks updated before it keep their update.
+  virtual void begin_overlapped_step(double /*learning_rate*/) {}
+
   // Updates done so far for `model` (Adam's bias-correction step count).
   virtual int64_t step_count(const std::string& model) const = 0;
 

@@ -140,6 +140,7 @@ struct OffloadConfig {
   double pcie_bandwidth_gbps = 0.0;
   int64_t cpu_threads = 0;
   int64_t prefetch = 1;
+  bool overlap_step = false;
 
   template <class V>
   void visit(V& v) {
@@ -149,6 +150,9 @@ struct OffloadConfig {
     v("pcie_bandwidth_gbps", pcie_bandwidth_gbps, "host<->device bandwidth for the planner, GB/s (0: measured on a GPU, else 12)");
     v("cpu_threads", cpu_threads, "threads for the CPU optimizer (0: all cores)");
     v("prefetch", prefetch, "blocks paged in ahead of use under the params policy");
+    v("overlap_step", overlap_step,
+      "run the CPU AdamW on each chunk during backward, as soon as its gradients are complete "
+      "(needs train.max_grad_norm 0, not fp16)");
   }
 };
 

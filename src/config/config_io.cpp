@@ -349,6 +349,18 @@ void validate_config(const Config& c) {
   require(c.offload.cpu_threads >= 0, "offload.cpu_threads must be >= 0 (0: all cores)");
   require(c.offload.prefetch >= 0, "offload.prefetch must be >= 0");
   require(c.offload.pcie_bandwidth_gbps >= 0, "offload.pcie_bandwidth_gbps must be >= 0 (0: measure)");
+  if (c.offload.overlap_step) {
+    require(c.offload.policy != OffloadPolicy::none,
+            "offload.overlap_step overlaps the CPU optimizer with backward: it needs offload.policy optimizer, "
+            "params or auto (under none the optimizer runs where the model does); set offload.overlap_step=false");
+    require(t.max_grad_norm == 0,
+            "offload.overlap_step updates chunks before backward has produced every gradient, so it cannot clip "
+            "by the global gradient norm: set train.max_grad_norm=0 or offload.overlap_step=false (got "
+            "train.max_grad_norm " + to_text(t.max_grad_norm) + ")");
+    require(t.precision != Precision::fp16,
+            "offload.overlap_step cannot be used with train.precision fp16: the loss scale is only checked after "
+            "backward; use bf16 or fp32, or set offload.overlap_step=false");
+  }
   const auto& g = c.generation;
   require(g.max_new_tokens >= 1, "generation.max_new_tokens must be >= 1");
   require(g.temperature > 0, "generation.temperature must be > 0 (use generation.greedy: true for greedy)");

@@ -99,6 +99,12 @@ TrainResult Trainer::run() {
   MetricsLogger metrics(config_.logging, output, metrics_options);
   StopSignal stop;
   BackboneRunner runner(engine_, t.gradient_checkpointing);
+  // offload.overlap_step (validated: no clipping, no fp16): the update starts during backward.
+  const bool overlapped = config_.offload.overlap_step && engine_.overlaps_step();
+  if (config_.offload.overlap_step && !overlapped) {
+    console_ << "note: offload.overlap_step has no effect: the engine runs offload.policy none (the optimizer "
+                "runs where the model does)\n";
+  }
 
   TrainResult result;
   int64_t last_eval_step = -1;
@@ -116,8 +122,11 @@ TrainResult Trainer::run() {
     // The loss of the step is the mean over all units of all its micro-batches.
     const double scale = scaler.scale();
     const double per_unit = 1.0 / static_cast<double>(std::max<int64_t>(weight, 1));
+    const double lr = learning_rate_at(plan, step);
     double loss_sum = 0.0;
-    for (const MicroBatch& batch : batches) {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const MicroBatch& batch = batches[i];
+      if (overlapped && i + 1 == batches.size()) engine_.begin_overlapped_step(lr);
       const LossSum loss = objective_.loss(batch, runner);
       (loss.sum * (scale * per_unit)).backward();
       loss_sum += loss.sum.item<double>();
@@ -125,8 +134,17 @@ TrainResult Trainer::run() {
     engine_.finish_gradients();
     const double grad_norm = engine_.gradient_norm() / scale;
     const bool finite = std::isfinite(grad_norm);
-    const double lr = learning_rate_at(plan, step);
-    if (scaler.update(finite)) {
+    if (overlapped) {
+      // The engine has updated what backward let it; this finishes the step. Without clipping
+      // or loss scaling the multiplier is 1.
+      engine_.step(lr, 1.0);
+      if (!finite) {
+        ++result.skipped_steps;
+        console_ << "warning: step " << step + 1
+                 << " has non-finite gradients; under offload.overlap_step the chunks updated during backward "
+                    "before the first non-finite one keep their update, the rest were not updated\n";
+      }
+    } else if (scaler.update(finite)) {
       const double clip = t.max_grad_norm > 0 ? std::min(1.0, t.max_grad_norm / (grad_norm + 1e-6)) : 1.0;
       engine_.step(lr, clip / scale);
     } else {

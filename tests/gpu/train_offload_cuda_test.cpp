@@ -2,7 +2,8 @@
 // engine places it (whole under `none`, resident chunks under `optimizer` / `params`), gradients
 // cross PCIe on the side stream into pinned buffers, CpuAdamW updates the host copies. The same
 // steps' losses and weights must match the CPU run (fp32; TF32 is off by default in libtorch),
-// and under `params` the bytes the CUDA allocator really holds for weights stay near two chunks.
+// and under `params` the bytes the CUDA allocator really holds for weights stay near two chunks;
+// so must the overlapped step (offload.overlap_step) without clipping.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -51,6 +52,26 @@ TEST_P(OffloadCuda, LossesAndWeightsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Policies, OffloadCuda,
                          ::testing::Values(OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params),
                          [](const auto& info) { return std::string(enum_name(info.param)); });
+
+// offload.overlap_step on a GPU: gradients are drained and chunks updated on the background
+// thread while backward's kernels still run; the device copies are refreshed only after them.
+TEST_F(OffloadCuda, OverlappedStepMatchesTheCpu) {
+  for (OffloadPolicy policy : {OffloadPolicy::optimizer, OffloadPolicy::params}) {
+    RunSpec reference;
+    reference.steps = 8;
+    reference.max_grad_norm = 0;
+    RunSpec spec = reference;
+    spec.policy = policy;
+    spec.overlap_step = true;
+    spec.device = c10::Device(c10::kCUDA, 0);
+    const std::string name(enum_name(policy));
+    const RunResult cpu = train(reference, "cuda_overlap_reference_" + name);
+    const RunResult gpu = train(spec, "cuda_overlap_" + name);
+    EXPECT_LE(worst_relative(gpu.losses, cpu.losses), 1e-4) << name;
+    EXPECT_LE(worst_weight_difference(gpu.weights, cpu.weights), 1e-4) << name;
+    EXPECT_EQ(gpu.chunks_updated_during_backward, 8 * 4) << name;
+  }
+}
 
 // What the engine counts is what the device holds: under `params` the model's weights never go
 // to the GPU whole, so the allocator's peak stays far below the model size.

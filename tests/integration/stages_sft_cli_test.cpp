@@ -141,6 +141,32 @@ TEST(TrainSftCli, OffloadPoliciesTrainLikeNone) {
     EXPECT_NEAR(lora_paged[i], lora_reference[i], 1e-6 * std::abs(lora_reference[i])) << "LoRA step " << i + 1;
   }
   EXPECT_TRUE(fs::exists(base / "lora_params" / "final" / "adapter_model.safetensors"));
+
+  // offload.overlap_step (AdamW during backward, no clipping): the losses of none without clipping,
+  // for full fine-tuning under optimizer and LoRA under params.
+  const std::string unclipped = " --set train.max_grad_norm=0";
+  const std::string overlap = unclipped + " --set offload.overlap_step=true";
+  const std::vector<std::array<std::string, 3>> overlap_runs = {
+      {"overlap_optimizer", unclipped, overlap + " --set offload.policy=optimizer"},
+      {"overlap_lora_params", unclipped + lora, overlap + lora + " --set offload.policy=params"},
+  };
+  for (const auto& [name, reference_settings, settings] : overlap_runs) {
+    const Result plain = run_ferry(small_run(base / (name + "_none")) + reference_settings);
+    ASSERT_EQ(plain.exit_code, 0) << name << "\n" << plain.output;
+    const Result r = run_ferry(small_run(base / name) + settings);
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    const std::vector<double> expected = logged_losses(base / (name + "_none") / "metrics.jsonl");
+    const std::vector<double> losses = logged_losses(base / name / "metrics.jsonl");
+    ASSERT_EQ(losses.size(), expected.size()) << name;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_NEAR(losses[i], expected[i], 1e-6 * std::abs(expected[i])) << name << " step " << i + 1;
+    }
+  }
+  // With clipping it is refused before anything runs, naming both keys.
+  const Result clipped = run_ferry(small_run(base / "overlap_clipped") + " --set offload.policy=optimizer --set offload.overlap_step=true");
+  EXPECT_EQ(clipped.exit_code, 2) << clipped.output;
+  EXPECT_CONTAINS(clipped.output, "offload.overlap_step");
+  EXPECT_CONTAINS(clipped.output, "train.max_grad_norm=0");
   fs::remove_all(base);
 }
 

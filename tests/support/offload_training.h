@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "offload/chunked_engine.h"
 #include "offload/engine.h"
 #include "src/io/safetensors.h"
 #include "src/model/llama_heads.h"
@@ -132,6 +133,8 @@ struct RunSpec {
   bool resume = false;          // train.resume auto
   int64_t crash_after = 0;      // throw after this step (0: never)
   c10::Device device = c10::kCPU;  // where the model computes (it is built on the CPU)
+  double max_grad_norm = 1.0;
+  bool overlap_step = false;    // offload.overlap_step (needs max_grad_norm 0)
 };
 
 struct Crash : std::runtime_error {
@@ -142,6 +145,7 @@ struct RunResult {
   std::vector<double> losses;
   io::TensorMap weights;
   offload::MemorySnapshot memory;
+  int64_t chunks_updated_during_backward = 0;  // ChunkedEngine only
 };
 
 inline RunResult train(const RunSpec& spec, const std::string& name) {
@@ -159,13 +163,14 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.train.weight_decay = 0.01;
   config.train.micro_batch_size = spec.micro_batch_size;
   config.train.grad_accumulation = spec.grad_accumulation;
-  config.train.max_grad_norm = 1.0;
+  config.train.max_grad_norm = spec.max_grad_norm;
   config.train.max_steps = spec.steps;
   config.train.gradient_checkpointing = spec.checkpointing;
   config.offload.policy = spec.policy;
   config.offload.chunk_size.bytes = spec.chunk_size;
   config.offload.prefetch = spec.prefetch;
   config.offload.gpu_memory.bytes = spec.budget;
+  config.offload.overlap_step = spec.overlap_step;
 
   LlamaForCausalLM model(spec.shape);
   init_llama_weights(*model, spec.shape, 0.02, 5);
@@ -198,6 +203,9 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
     for (const auto& [key, t] : state_of(*model)) result.weights[key] = t.to(torch::kCPU, torch::kFloat).clone();
   });
   result.memory = engine->accountant().snapshot();
+  if (const auto* chunked = dynamic_cast<const ChunkedEngine*>(engine.get())) {
+    result.chunks_updated_during_backward = chunked->chunks_updated_during_backward();
+  }
   if (spec.output.empty()) {
     std::error_code ec;
     fs::remove_all(config.output.dir, ec);

@@ -222,6 +222,24 @@ TEST(Config, ValidationCatchesRanges) {
   }
 }
 
+TEST(Config, OverlapStepNeedsAnOffloadedOptimizerWithoutClippingOrFp16) {
+  const auto error_for = [](const std::vector<std::string>& overrides) {
+    Config config;
+    for (const auto& o : overrides) apply_override(config, o);
+    return config_error([&] { validate_config(config); });
+  };
+  EXPECT_CONTAINS(error_for({"offload.overlap_step=true", "offload.policy=optimizer"}), "train.max_grad_norm=0");
+  EXPECT_CONTAINS(error_for({"offload.overlap_step=true", "train.max_grad_norm=0"}), "offload.policy");
+  EXPECT_CONTAINS(error_for({"offload.overlap_step=true", "offload.policy=params", "train.max_grad_norm=0",
+                             "train.precision=fp16"}),
+                  "train.precision fp16");
+  Config fine;
+  for (const auto& o : {"offload.overlap_step=true", "offload.policy=auto", "train.max_grad_norm=0"}) {
+    apply_override(fine, o);
+  }
+  EXPECT_NO_THROW(validate_config(fine));
+}
+
 TEST(Config, YamlRoundTripKeepsEveryValue) {
   Config c;
   apply_override(c, "train.learning_rate=1.25e-4");

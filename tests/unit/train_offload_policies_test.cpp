@@ -5,6 +5,9 @@
 //   bounded memory the accountant's peak device bytes for the demo model's shape under each policy
 //                  (none 16 B/param in fp32, optimizer the weights + one gradient in flight,
 //                  params two chunks + one gradient in flight);
+//   overlap_step   AdamW applied chunk by chunk during the last backward gives the losses and
+//                  weights of `none` without clipping (untied and tied, optimizer and params),
+//                  and all but the last chunks of each step are handed over during backward;
 //   auto           never exceeds its budget across a sweep of budgets, rejects an impossible one
 //                  with the planner's explanation;
 //   one budget     two demo-sized models: make_resident swaps them, both do not fit at once (a
@@ -80,6 +83,61 @@ TEST(OffloadPolicies, TiedEmbeddingsUnderParamsGiveTheLossesOfNone) {
   // The tied matrix's two gradient contributions are summed in a different order (autograd adds
   // them before accumulating; the host accumulator adds them one by one): rounding only.
   EXPECT_LE(worst_relative(b.losses, a.losses), 1e-5);
+}
+
+// Without clipping, the reference and the overlapped runs (offload.overlap_step).
+const RunResult& none_unclipped() {
+  static const RunResult result = [] {
+    RunSpec spec;
+    spec.max_grad_norm = 0;
+    return train(spec, "none_unclipped");
+  }();
+  return result;
+}
+
+TEST(OffloadPolicies, OverlappedStepUnderOptimizerGivesTheLossesOfNone) {
+  RunSpec spec;
+  spec.policy = OffloadPolicy::optimizer;
+  spec.max_grad_norm = 0;
+  spec.overlap_step = true;
+  const RunResult run = train(spec, "optimizer_overlap");
+  ASSERT_EQ(run.losses.size(), 20u);
+  EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
+  EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
+  // 5 chunks (embed, 3 layers, head): all but the embedding's go during backward, every step.
+  EXPECT_EQ(run.chunks_updated_during_backward, 20 * 4);
+}
+
+TEST(OffloadPolicies, OverlappedStepUnderParamsWithPackedChunksGivesTheLossesOfNone) {
+  RunSpec spec;
+  spec.policy = OffloadPolicy::params;
+  spec.max_grad_norm = 0;
+  spec.overlap_step = true;
+  spec.chunk_size = 48 << 10;  // chunks across block boundaries: complete only after their lowest block
+  spec.prefetch = 2;
+  const RunResult run = train(spec, "params_overlap");
+  EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
+  EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
+  EXPECT_GT(run.chunks_updated_during_backward, 20);
+}
+
+TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
+  // The tied matrix gets gradients from the head and from the embedding, in two separate
+  // recomputed backwards under params: its first one must not be taken for the end of the model.
+  RunSpec reference;
+  reference.shape = small_shape(/*tied=*/true);
+  reference.steps = 10;
+  reference.max_grad_norm = 0;
+  RunSpec overlapped = reference;
+  overlapped.policy = OffloadPolicy::params;
+  overlapped.overlap_step = true;
+  const RunResult a = train(reference, "tied_none_unclipped");
+  const RunResult b = train(overlapped, "tied_params_overlap");
+  EXPECT_LE(worst_relative(b.losses, a.losses), 1e-5);
+  EXPECT_LE(worst_weight_difference(b.weights, a.weights), 1e-5);
+  // The head and the first two layers go during backward; the first layer once the embedding's
+  // gradient is complete, at the end, with it.
+  EXPECT_EQ(b.chunks_updated_during_backward, 10 * 3);
 }
 
 TEST(OffloadPolicies, ACheckpointOfNoneResumesUnderParamsExactly) {
