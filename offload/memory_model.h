@@ -37,6 +37,7 @@ struct TrainingShape {
   int64_t grad_accumulation = 1;    // > 1: host gradients accumulate in fp32 under `params`
   int64_t lora_rank = 0;            // 0: full fine-tuning
   std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+  bool overlap_step = false;        // offload.overlap_step: CPU AdamW during the last backward
 };
 
 struct MemoryModelConstants {

@@ -85,6 +85,7 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   table.num_layers = m.num_hidden_layers;
   table.lora = lora;
   table.tied_embeddings = m.tie_word_embeddings && layout.chunks().size() > 1;
+  table.overlap_step = model.shape().overlap_step;
   table.trainable_parameters = static_cast<double>(model.trainable_parameters());
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
@@ -178,7 +179,16 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
         largest = std::max(largest, table.chunks[c].trainable_bytes);
       }
     }
-    e.optimizer_s = std::max(table.trainable_parameters / rates.cpu_adam_params_per_s, upload / bw) + largest / bw;
+    double adam = table.trainable_parameters / rates.cpu_adam_params_per_s;
+    if (table.overlap_step) {
+      // Chunks are updated as backward completes them, all but the first (the embedding's, which
+      // backward reaches last) during the last micro-batch's backward.
+      double trainable = 0;
+      for (const ChunkCost& chunk : table.chunks) trainable += chunk.trainable_bytes;
+      const double first = trainable > 0 ? adam * table.chunks.front().trainable_bytes / trainable : 0.0;
+      adam -= std::min(adam - first, e.backward_s / accumulation);
+    }
+    e.optimizer_s = std::max(adam, upload / bw) + largest / bw;
     e.host_to_device_bytes += static_cast<uint64_t>(upload);
   }
   return e;

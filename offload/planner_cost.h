@@ -7,7 +7,8 @@
 //   per chunk max(compute, host->device bytes / bandwidth, device->host bytes / bandwidth): copies
 //             run on a side stream and PCIe is full duplex, so a chunk costs its slowest part
 //   optimizer CPU AdamW at its params/s rate (overlapped with uploading the new weights), or
-//             the fused GPU AdamW under `none`
+//             the fused GPU AdamW under `none`; with offload.overlap_step the CPU AdamW of every
+//             chunk but the first hides behind the last micro-batch's backward
 #pragma once
 
 #include <cstdint>
@@ -83,6 +84,7 @@ struct StepCostTable {
   int64_t num_layers = 0;
   bool lora = false;
   bool tied_embeddings = false;  // the LM head pages the embedding's chunk (chunk 0) in again
+  bool overlap_step = false;     // TrainingShape::overlap_step
 };
 
 StepCostTable build_step_cost_table(const MemoryModel& model);

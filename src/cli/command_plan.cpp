@@ -189,6 +189,9 @@ void run_plan(const PlanArgs& args) {
   out << "estimated step: " << seconds(p.time.total_s()) << " (forward " << seconds(p.time.forward_s) << ", backward "
       << seconds(p.time.backward_s) << ", optimizer " << seconds(p.time.optimizer_s) << "; compute alone "
       << seconds(p.time.compute_s) << ")";
+  if (config.offload.overlap_step && p.choice.policy != OffloadPolicy::none) {
+    out << " [optimizer: what backward does not hide, offload.overlap_step]";
+  }
   char rate[64];
   std::snprintf(rate, sizeof(rate), "%.0f", p.tokens_per_s());
   out << ", " << rate << " tokens/s\n";
