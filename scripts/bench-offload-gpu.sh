@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offload on a GPU: with the device capped at a budget (default 8 GiB: offload.gpu_memory, which
 # also caps the CUDA caching allocator), the largest Llama-shaped model that full-fine-tunes under
-# each policy (none, optimizer, params), and its tokens/s.
+# each policy (none, optimizer, params), and its tokens/s; then the optimizer run's model without
+# clipping, with the CPU AdamW after backward and overlapped with it (offload.overlap_step).
 #
 # For each policy, `ferry plan` picks the largest model of the ladder below that it estimates to
 # fit; `ferry train-sft` then trains that model for a few steps (bf16, random init, the demo data
@@ -60,6 +61,39 @@ if [ "$device" = cpu ]; then  # the script's own check: fp32, an emulated device
   plan_extra=(--device-overhead 0)
 fi
 
+train_and_report() {  # label policy model [--set k=v ...]: trains, appends one line to $results
+  local label=$1 policy=$2 chosen=$3
+  shift 3
+  local extra=("$@")
+  local slug=${label//[^a-zA-Z0-9]/_}
+  local out=$work/run-$slug
+  local log=$work/$slug.log
+  local start=$(date +%s)
+  "$ferry" train-sft "${common[@]}" --set model.config="$work/$chosen.json" --set offload.policy=$policy \
+    "${extra[@]}" --set offload.gpu_memory="$budget" --set train.max_steps="$steps" --set output.dir="$out" > "$log" 2>&1
+  rc=$?
+  seconds=$(( $(date +%s) - start ))
+  if [ $rc -ne 0 ]; then
+    echo "$label: $chosen FAILED (exit $rc after ${seconds} s): $(grep -m1 -i 'error' "$log")" | tee -a "$results"
+    tail -5 "$log"
+    return
+  fi
+  "$python" - "$label" "$chosen" "$out/metrics.jsonl" "$log" "$seconds" <<'PY' | tee -a "$results"
+import json, re, sys
+policy, name, metrics, log, seconds = sys.argv[1:]
+rows = [json.loads(l) for l in open(metrics) if '"loss"' in l and '"eval_loss"' not in l]
+rates = [r["tokens_per_s"] for r in rows[1:]] or [r["tokens_per_s"] for r in rows]
+text = open(log).read()
+params = re.search(r"model (\d+) parameters", text)
+engine = re.search(r"engine peak.*?: (.*) on the device, (.*) on the host", text)
+alloc = re.search(r"CUDA allocator peak.*?: (\S+ \S+) reserved", text)
+print(f"{policy}: {name} ({int(params.group(1)) / 1e6:,.1f} M params) trains: "
+      f"{sum(rates) / len(rates):,.0f} tokens/s, loss {rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}; "
+      f"engine peak {engine.group(1)} device / {engine.group(2)} host"
+      + (f"; allocator peak {alloc.group(1)}" if alloc else "") + f"; {seconds} s with start-up")
+PY
+}
+
 echo "== offload on $device within $budget: largest model per policy ($steps steps, bf16, $seq tokens x 4 per step)"
 results=$work/results.txt
 : > "$results"
@@ -94,32 +128,16 @@ else:
     echo "$policy: nothing in the ladder fits $budget" | tee -a "$results"
     continue
   fi
-  out=$work/run-$policy
-  log=$work/$policy.log
-  start=$(date +%s)
-  "$ferry" train-sft "${common[@]}" --set model.config="$work/$chosen.json" --set offload.policy=$policy \
-    --set offload.gpu_memory="$budget" --set train.max_steps="$steps" --set output.dir="$out" > "$log" 2>&1
-  rc=$?
-  seconds=$(( $(date +%s) - start ))
-  if [ $rc -ne 0 ]; then
-    echo "$policy: $chosen FAILED (exit $rc after ${seconds} s): $(grep -m1 -i 'error' "$log")" | tee -a "$results"
-    tail -5 "$log"
-    continue
-  fi
-  "$python" - "$policy" "$chosen" "$out/metrics.jsonl" "$log" "$seconds" <<'PY' | tee -a "$results"
-import json, re, sys
-policy, name, metrics, log, seconds = sys.argv[1:]
-rows = [json.loads(l) for l in open(metrics) if '"loss"' in l and '"eval_loss"' not in l]
-rates = [r["tokens_per_s"] for r in rows[1:]] or [r["tokens_per_s"] for r in rows]
-text = open(log).read()
-params = re.search(r"model (\d+) parameters", text)
-engine = re.search(r"engine peak.*?: (.*) on the device, (.*) on the host", text)
-alloc = re.search(r"CUDA allocator peak.*?: (\S+ \S+) reserved", text)
-print(f"{policy}: {name} ({int(params.group(1)) / 1e6:,.1f} M params) trains: "
-      f"{sum(rates) / len(rates):,.0f} tokens/s, loss {rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}; "
-      f"engine peak {engine.group(1)} device / {engine.group(2)} host"
-      + (f"; allocator peak {alloc.group(1)}" if alloc else "") + f"; {seconds} s with start-up")
-PY
+  train_and_report "$policy" "$policy" "$chosen"
+  [ "$policy" = optimizer ] && optimizer_model=$chosen
 done
+# offload.overlap_step: the same optimizer run without clipping, with the CPU AdamW after backward
+# and during it.
+if [ -n "${optimizer_model:-}" ]; then
+  echo "== optimizer without clipping ($optimizer_model): AdamW after backward, then during it (offload.overlap_step)"
+  train_and_report "optimizer, no clipping" optimizer "$optimizer_model" --set train.max_grad_norm=0
+  train_and_report "optimizer, no clipping, overlap_step" optimizer "$optimizer_model" --set train.max_grad_norm=0 \
+    --set offload.overlap_step=true
+fi
 echo "== summary"
 cat "$results"
