@@ -97,7 +97,9 @@ TEST_F(IoExportTest, ShardedExportRoundTrips) {
   const int shards = count_shards(sharded);
   EXPECT_GE(shards, 3);
   for (const auto& entry : fs::directory_iterator(sharded)) {
-    if (entry.path().extension() == ".safetensors") EXPECT_LE(fs::file_size(entry.path()), (1u << 20) + 4096) << entry.path();
+    if (entry.path().extension() == ".safetensors") {
+      EXPECT_LE(fs::file_size(entry.path()), (1u << 20) + 4096) << entry.path();
+    }
   }
   Result check = checker("model '" + in.string() + "' '" + sharded.string() + "' --shards " + std::to_string(shards));
   EXPECT_EQ(check.exit_code, 0) << check.output;
