@@ -2,7 +2,8 @@
 # CpuAdamW throughput against torch and against the memory bus, on the same CPU and thread count:
 # Ferry's SIMD AdamW (fp32 grads; bf16 grads + bf16 weight output), torch::optim::AdamW (C++
 # frontend), torch.optim.AdamW(fused=True) and (foreach=True) from Python, for 50M/100M/200M
-# parameters, and a STREAM-style triad whose bandwidth / 28 bytes bounds any fp32 AdamW.
+# parameters, a STREAM-style triad whose bandwidth / 28 bytes bounds any fp32 AdamW, and the
+# same-traffic stream (AdamW's loads and stores with no arithmetic), the tighter bound.
 # Prints every figure, then the ratios. Each figure is the best of a few runs: on a shared machine
 # other work only slows a run down. Takes 1-3 minutes and ~6 GB of memory at 200M.
 #
@@ -73,10 +74,13 @@ for path in sys.argv[1:]:
 bound = results[("adamw_bound", 0)]
 print(f"memory bandwidth (triad, 24 B/element): {results[('triad_bytes_per_s', 0)] / 1e9:.2f} GB/s"
       f" -> AdamW bound at 28 B/param: {bound / 1e6:.1f} M params/s")
+traffic = results[("same_traffic", 0)]
+print(f"same-traffic stream (AdamW's 4 loads + 3 stores, no math): {traffic / 1e6:.1f} M params/s"
+      f" = {100 * traffic / bound:.0f}% of the triad bound")
 sizes = sorted({size for (what, size) in results if what == "ferry_f32"})
 cols = ["ferry_f32", "ferry_bf16grad_bf16out", "torch_cpp_adamw", "aten_fused_adamw", "py_fused", "py_foreach"]
 print(f"{'size':>6} " + " ".join(f"{c:>22}" for c in cols) +
-      f" {'/torch C++':>11} {'/aten fused':>12} {'/py fused':>10} {'/py foreach':>12} {'/bound':>7}")
+      f" {'/torch C++':>11} {'/aten fused':>12} {'/py fused':>10} {'/py foreach':>12} {'/triad':>7} {'/stream':>8}")
 def get(what, size):
     return results.get((what, size), float("nan"))
 for size in sizes:
@@ -84,7 +88,8 @@ for size in sizes:
     print(f"{size:>5}M " + " ".join(f"{get(c, size) / 1e6:22.1f}" for c in cols) +
           f" {ferry / get('torch_cpp_adamw', size):10.1f}x {ferry / get('aten_fused_adamw', size):11.2f}x"
           f" {ferry / get('py_fused', size):9.2f}x"
-          f" {ferry / get('py_foreach', size):11.2f}x {100 * ferry / bound:6.0f}%")
+          f" {ferry / get('py_foreach', size):11.2f}x {100 * ferry / bound:6.0f}% {100 * ferry / traffic:7.0f}%")
 print("aten fused = torch.optim.AdamW(fused=True)'s kernel timed alternately with Ferry in one process")
 print("targets: >= 20x torch C++, >= 3x Python fused, >= 80% of the triad bound")
+print("/stream: Ferry over the same-traffic stream, the most any AdamW can do with this memory traffic")
 PY
