@@ -375,11 +375,12 @@ void ChunkedEngine::receive_gradient(const std::string& model_name, Param& p) {
   }
 }
 
-void ChunkedEngine::begin_overlapped_step(double learning_rate) {
-  FERRY_CHECK(!overlap_.armed, "begin_overlapped_step called twice without step()");
+void ChunkedEngine::begin_last_backward(std::optional<double> learning_rate) {
+  FERRY_CHECK(!overlap_.armed, "begin_last_backward called twice without step() or zero_grad()");
   if (!worker_) worker_ = std::make_unique<offload::BackgroundWorker>();
   overlap_.armed = true;
-  overlap_.learning_rate = learning_rate;
+  overlap_.update = learning_rate.has_value();
+  overlap_.learning_rate = learning_rate.value_or(0.0);
   overlap_.stopped = false;
   for (auto& [name, m] : models_) {
     m.forwards = 0;
@@ -404,6 +405,7 @@ void ChunkedEngine::update_chunk_now(Model& m, int64_t chunk) {
     p.norm = p.grad.norm().to(at::kDouble);
     finite = finite && std::isfinite(p.norm.item<double>());
   }
+  if (!overlap_.update) return;
   // Chunks arrive in backward order: once one is not finite, none after it is updated.
   if (!finite) overlap_.stopped = true;
   if (overlap_.stopped) return;
@@ -462,12 +464,12 @@ bool ChunkedEngine::gradients_finite(const std::vector<std::string>& models) {
 void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models) {
   torch::NoGradGuard no_grad;
   if (overlap_.armed) {
-    FERRY_CHECK(models.empty() && grad_multiplier == 1.0 && learning_rate == overlap_.learning_rate,
+    FERRY_CHECK(!overlap_.update || (models.empty() && grad_multiplier == 1.0 && learning_rate == overlap_.learning_rate),
                 "an overlapped step ends with step(its learning rate, 1) for every model");
     worker_->wait();
   }
   transfers_->synchronize();  // no copy may be reading a host chunk while the optimizer writes it
-  const bool overlapped = overlap_.armed;
+  const bool overlapped = overlap_.armed && overlap_.update;
   overlap_.armed = false;
   for (Model* m : selected(models)) {
     ++m->steps;

@@ -27,9 +27,9 @@
 // chunk itself for fp32 models) and moments; the new weights land in the host chunk, and resident
 // chunks are copied back to the device, one copy per chunk.
 //
-// offload.overlap_step (begin_overlapped_step): during the last backward of a step, the chunks
-// whose gradients are complete go to a background thread (offload/background_worker.h) that
-// drains their gradients, takes their norms and runs CpuAdamW on them while backward goes on. A
+// The last backward of a step (begin_last_backward): the chunks whose gradients are complete go
+// to a background thread (offload/background_worker.h) that drains their gradients and takes
+// their norms while backward goes on, and with offload.overlap_step runs CpuAdamW on them. A
 // chunk is complete once a gradient arrives of a parameter only a group before all the groups
 // using the chunk uses: backward
 // through a model runs its groups strictly from the head down, one after the other. That holds
@@ -75,7 +75,7 @@ class ChunkedEngine : public ParameterEngine {
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
   void zero_grad(const std::vector<std::string>& models = {}) override;
   bool overlaps_step() const override { return true; }
-  void begin_overlapped_step(double learning_rate) override;
+  void begin_last_backward(std::optional<double> learning_rate) override;
   int64_t step_count(const std::string& model) const override;
   void save_state(const std::filesystem::path& dir) const override;
   void load_state(const std::filesystem::path& dir) override;
@@ -110,8 +110,9 @@ class ChunkedEngine : public ParameterEngine {
   // Called by the gradient hook of a trainable parameter (public for the hook only).
   void receive_gradient(const std::string& model, Param& p);
 
-  // Chunks handed to the background thread during backward so far, over all steps (tests).
-  int64_t chunks_updated_during_backward() const { return chunks_during_backward_; }
+  // Chunks whose gradients (and, overlapped, update) were finished during a backward, over all
+  // steps (tests).
+  int64_t chunks_finished_during_backward() const { return chunks_during_backward_; }
 
   // How many chunks a model has and how many are resident now (tests, progress display).
   int64_t chunk_count(const std::string& model) const;
@@ -142,9 +143,10 @@ class ChunkedEngine : public ParameterEngine {
     std::vector<offload::MemoryReservation> host_bytes;
     int64_t forwards = 0;  // overlapped step: forwards with grad in the micro-batch
   };
-  // The overlapped step in progress (begin_overlapped_step .. step).
+  // The last backward in progress (begin_last_backward .. step or zero_grad).
   struct Overlap {
     bool armed = false;
+    bool update = false;  // offload.overlap_step: AdamW on the worker too
     double learning_rate = 0.0;
     std::atomic<bool> stopped{false};  // a chunk had non-finite gradients
   };

@@ -12,7 +12,8 @@
 //
 // Life of an optimizer step (the loop's calls, in order):
 //   zero_grad()
-//   for each micro-batch:  forward + backward through BackboneRunner (src/train/backbone_runner.h),
+//   for each micro-batch:  (before the last one: begin_last_backward(), see below)
+//                          forward + backward through BackboneRunner (src/train/backbone_runner.h),
 //                          which calls before_group / after_group around every group's forward,
 //                          and with activation checkpointing around each decoder layer's
 //                          recomputation in backward (the only backward hooks: `params` requires
@@ -176,14 +177,15 @@ class ParameterEngine {
 
   // offload.overlap_step: whether this engine can apply the step during the last backward.
   virtual bool overlaps_step() const { return false; }
-  // Called before the last micro-batch's forward of a step whose update is known in advance (no
-  // clipping, no loss scaling: grad_multiplier 1): every trainable model's chunks are updated
-  // with `learning_rate` as soon as backward has produced all their gradients, on a background
-  // thread, while backward goes on. The step still ends with finish_gradients() and
-  // step(learning_rate, 1), which update what is left. Gradients are never changed, so
-  // gradient_norm() stays what it was. A chunk whose gradients are not finite is not updated,
-  // and neither is any chunk after it; chunks updated before it keep their update.
-  virtual void begin_overlapped_step(double /*learning_rate*/) {}
+  // Called before the last micro-batch's forward of every step. The engine may then finish the
+  // gradients of the chunks backward has completed (host copies, norms) while backward goes on.
+  // With a learning rate — a step whose update is known in advance (offload.overlap_step: no
+  // clipping, no loss scaling, grad_multiplier 1) — it also updates those chunks with AdamW
+  // there; the step then ends with finish_gradients() and step(learning_rate, 1), which update
+  // what is left. Gradients are never changed, so gradient_norm() stays what it was. A chunk
+  // whose gradients are not finite is not updated, and neither is any chunk after it; chunks
+  // updated before it keep their update.
+  virtual void begin_last_backward(std::optional<double> /*learning_rate*/) {}
 
   // Updates done so far for `model` (Adam's bias-correction step count).
   virtual int64_t step_count(const std::string& model) const = 0;

@@ -126,7 +126,7 @@ TrainResult Trainer::run() {
     double loss_sum = 0.0;
     for (size_t i = 0; i < batches.size(); ++i) {
       const MicroBatch& batch = batches[i];
-      if (overlapped && i + 1 == batches.size()) engine_.begin_overlapped_step(lr);
+      if (i + 1 == batches.size()) engine_.begin_last_backward(overlapped ? std::optional<double>(lr) : std::nullopt);
       const LossSum loss = objective_.loss(batch, runner);
       (loss.sum * (scale * per_unit)).backward();
       loss_sum += loss.sum.item<double>();

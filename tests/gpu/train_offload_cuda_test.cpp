@@ -69,7 +69,7 @@ TEST_F(OffloadCuda, OverlappedStepMatchesTheCpu) {
     const RunResult gpu = train(spec, "cuda_overlap_" + name);
     EXPECT_LE(worst_relative(gpu.losses, cpu.losses), 1e-4) << name;
     EXPECT_LE(worst_weight_difference(gpu.weights, cpu.weights), 1e-4) << name;
-    EXPECT_EQ(gpu.chunks_updated_during_backward, 8 * 4) << name;
+    EXPECT_EQ(gpu.chunks_finished_during_backward, 8 * 4) << name;
   }
 }
 

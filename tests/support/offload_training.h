@@ -145,7 +145,7 @@ struct RunResult {
   std::vector<double> losses;
   io::TensorMap weights;
   offload::MemorySnapshot memory;
-  int64_t chunks_updated_during_backward = 0;  // ChunkedEngine only
+  int64_t chunks_finished_during_backward = 0;  // ChunkedEngine only
 };
 
 inline RunResult train(const RunSpec& spec, const std::string& name) {
@@ -204,7 +204,7 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   });
   result.memory = engine->accountant().snapshot();
   if (const auto* chunked = dynamic_cast<const ChunkedEngine*>(engine.get())) {
-    result.chunks_updated_during_backward = chunked->chunks_updated_during_backward();
+    result.chunks_finished_during_backward = chunked->chunks_finished_during_backward();
   }
   if (spec.output.empty()) {
     std::error_code ec;

@@ -7,7 +7,8 @@
 //                  params two chunks + one gradient in flight);
 //   overlap_step   AdamW applied chunk by chunk during the last backward gives the losses and
 //                  weights of `none` without clipping (untied and tied, optimizer and params),
-//                  and all but the last chunks of each step are handed over during backward;
+//                  and all but the last chunks of each step are handed over during backward
+//                  (with clipping too: their gradients and norms are finished there);
 //   auto           never exceeds its budget across a sweep of budgets, rejects an impossible one
 //                  with the planner's explanation;
 //   one budget     two demo-sized models: make_resident swaps them, both do not fit at once (a
@@ -51,6 +52,9 @@ TEST(OffloadPolicies, OptimizerGivesTheLossesOfNone) {
   EXPECT_LT(none_fp32().losses.back(), none_fp32().losses.front());  // it trains at all
   EXPECT_LE(worst_relative(run.losses, none_fp32().losses), 1e-6);
   EXPECT_LE(worst_weight_difference(run.weights, none_fp32().weights), 1e-6);
+  // With clipping the update waits for backward, but every chunk except the embedding's had its
+  // gradients drained and its norms taken during backward, every step.
+  EXPECT_EQ(run.chunks_finished_during_backward, 20 * 4);
 }
 
 TEST(OffloadPolicies, ParamsGivesTheLossesOfNone) {
@@ -105,7 +109,7 @@ TEST(OffloadPolicies, OverlappedStepUnderOptimizerGivesTheLossesOfNone) {
   EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
   EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
   // 5 chunks (embed, 3 layers, head): all but the embedding's go during backward, every step.
-  EXPECT_EQ(run.chunks_updated_during_backward, 20 * 4);
+  EXPECT_EQ(run.chunks_finished_during_backward, 20 * 4);
 }
 
 TEST(OffloadPolicies, OverlappedStepUnderParamsWithPackedChunksGivesTheLossesOfNone) {
@@ -118,7 +122,7 @@ TEST(OffloadPolicies, OverlappedStepUnderParamsWithPackedChunksGivesTheLossesOfN
   const RunResult run = train(spec, "params_overlap");
   EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
   EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
-  EXPECT_GT(run.chunks_updated_during_backward, 20);
+  EXPECT_GT(run.chunks_finished_during_backward, 20);
 }
 
 TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
@@ -137,7 +141,7 @@ TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
   EXPECT_LE(worst_weight_difference(b.weights, a.weights), 1e-5);
   // The head and the first two layers go during backward; the first layer once the embedding's
   // gradient is complete, at the end, with it.
-  EXPECT_EQ(b.chunks_updated_during_backward, 10 * 3);
+  EXPECT_EQ(b.chunks_finished_during_backward, 10 * 3);
 }
 
 TEST(OffloadPolicies, ACheckpointOfNoneResumesUnderParamsExactly) {
