@@ -9,7 +9,8 @@
 //                  weights of `none` without clipping (untied and tied, optimizer and params),
 //                  and all but the last chunks of each step are handed over during backward
 //                  (with clipping too: their gradients and norms are finished there); in
-//                  bf16 the overlapped step equals the step after backward;
+//                  bf16 the overlapped step equals the step after backward; a NaN gradient
+//                  stops it at that chunk;
 //   auto           never exceeds its budget across a sweep of budgets, rejects an impossible one
 //                  with the planner's explanation;
 //   one budget     two demo-sized models: make_resident swaps them, both do not fit at once (a
@@ -203,6 +204,52 @@ TEST(OffloadPolicies, Bf16OverlappedStepEqualsTheStepAfterBackward) {
     EXPECT_LE(worst_weight_difference(b.weights, a.weights), 1e-6) << name;
     EXPECT_EQ(b.chunks_finished_during_backward, 10 * 4) << name;
   }
+}
+
+TEST(OffloadPolicies, OverlappedStepStopsAtTheFirstNonFiniteChunk) {
+  // Layer 1's q_proj gradient is made NaN. Backward reaches the head, then layers 2, 1, 0, then the
+  // embedding: the head and layer 2 are updated during backward before layer 1's NaN is seen,
+  // layer 1 is not, and neither is anything after it (layer 0, the embedding).
+  const LlamaConfig shape = small_shape();
+  LlamaForCausalLM model(shape);
+  init_llama_weights(*model, shape, 0.02, 3);
+  EngineOptions options;
+  options.policy = OffloadPolicy::optimizer;
+  ChunkedEngine engine(options);
+  engine.add_model("policy", group_parameters(*model, false), true);
+  for (auto& item : model->named_parameters()) {
+    if (item.key() == "model.layers.1.self_attn.q_proj.weight") {
+      item.value().register_hook([](const torch::Tensor& g) { return torch::full_like(g, std::nan("")); });
+    }
+  }
+  const auto weights = [&] {
+    io::TensorMap out;
+    engine.with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+      for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
+    });
+    return out;
+  };
+  const io::TensorMap before = weights();
+  RandomTokens data(shape.vocab_size, 2, 16, 5);
+  NextTokenLoss objective(*model);
+  BackboneRunner runner(engine, false);
+  engine.zero_grad();
+  engine.begin_last_backward(1e-2);
+  objective.loss(data.next_train_batch(), runner).sum.backward();
+  engine.finish_gradients();
+  EXPECT_FALSE(std::isfinite(engine.gradient_norm()));
+  engine.step(1e-2, 1.0);
+  const io::TensorMap after = weights();
+  const auto changed = [&](const std::string& name) { return !torch::equal(before.at(name), after.at(name)); };
+  EXPECT_TRUE(changed("lm_head.weight"));
+  EXPECT_TRUE(changed("model.norm.weight"));
+  EXPECT_TRUE(changed("model.layers.2.mlp.up_proj.weight"));
+  EXPECT_FALSE(changed("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_FALSE(changed("model.layers.1.mlp.up_proj.weight"));  // same chunk, finite gradient
+  EXPECT_FALSE(changed("model.layers.0.mlp.up_proj.weight"));
+  EXPECT_FALSE(changed("model.embed_tokens.weight"));
+  for (const auto& [name, t] : after) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << name;
+  EXPECT_EQ(engine.step_count("policy"), 1);
 }
 
 // Peak device bytes as the accountant counted them, demo model shape, fp32, one micro-batch.
