@@ -31,10 +31,10 @@
 // to a background thread (offload/background_worker.h) that drains their gradients and takes
 // their norms while backward goes on, and with offload.overlap_step runs CpuAdamW on them. A
 // chunk is complete once a gradient arrives of a parameter only a group before all the groups
-// using the chunk uses: backward
-// through a model runs its groups strictly from the head down, one after the other. That holds
-// for one forward per step; a model run forward twice in the micro-batch is updated after
-// backward instead. Resident device copies are refreshed in step(), after backward's kernels.
+// using the chunk uses: backward through a model runs its groups strictly from the head down,
+// one after the other. That holds for one forward per micro-batch; a model run forward twice
+// (perhaps with a backward call each) is finished after backward instead. Resident device
+// copies are refreshed in step(), after backward's kernels.
 //
 // Device and host bytes go through the accountant; a page-in that would exceed offload.gpu_memory
 // is a ConfigError that names the budget and what needed it. Without a GPU the device tier is

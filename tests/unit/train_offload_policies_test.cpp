@@ -10,7 +10,7 @@
 //                  and all but the last chunks of each step are handed over during backward
 //                  (with clipping too: their gradients and norms are finished there); in
 //                  bf16 the overlapped step equals the step after backward; a NaN gradient
-//                  stops it at that chunk;
+//                  stops it at that chunk; a model run forward twice is finished after backward;
 //   auto           never exceeds its budget across a sweep of budgets, rejects an impossible one
 //                  with the planner's explanation;
 //   one budget     two demo-sized models: make_resident swaps them, both do not fit at once (a
@@ -250,6 +250,46 @@ TEST(OffloadPolicies, OverlappedStepStopsAtTheFirstNonFiniteChunk) {
   EXPECT_FALSE(changed("model.embed_tokens.weight"));
   for (const auto& [name, t] : after) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << name;
   EXPECT_EQ(engine.step_count("policy"), 1);
+}
+
+TEST(OffloadPolicies, OverlappedStepWaitsForBackwardWhenAModelRunsForwardTwice) {
+  // Two forwards of one model in a micro-batch, each with its own backward (an objective that
+  // runs DPO's chosen and rejected separately): the first backward's gradients are not the whole
+  // of any chunk's. The engine then finishes every chunk after backward, and the step equals the
+  // one after backward. (One backward over a summed loss would be safe: autograd accumulates a
+  // parameter's gradient once, after every use of it.)
+  const LlamaConfig shape = small_shape();
+  const auto one_step = [&](bool overlapped, int64_t* finished_during_backward) {
+    LlamaForCausalLM model(shape);
+    init_llama_weights(*model, shape, 0.02, 3);
+    EngineOptions options;
+    options.policy = OffloadPolicy::optimizer;
+    ChunkedEngine engine(options);
+    engine.add_model("policy", group_parameters(*model, false), true);
+    RandomTokens data(shape.vocab_size, 2, 16, 5);
+    NextTokenLoss objective(*model);
+    BackboneRunner runner(engine, false);
+    engine.zero_grad();
+    engine.begin_last_backward(overlapped ? std::optional<double>(1e-2) : std::nullopt);
+    const MicroBatch first = data.next_train_batch(), second = data.next_train_batch();
+    const torch::Tensor a = objective.loss(first, runner).sum, b = objective.loss(second, runner).sum;
+    a.backward();
+    b.backward();
+    engine.finish_gradients();
+    engine.step(1e-2, 1.0);
+    *finished_during_backward = engine.chunks_finished_during_backward();
+    io::TensorMap out;
+    engine.with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+      for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
+    });
+    return out;
+  };
+  int64_t during_overlapped = -1, during_after = -1;
+  const io::TensorMap overlapped = one_step(true, &during_overlapped);
+  const io::TensorMap after = one_step(false, &during_after);
+  EXPECT_EQ(during_overlapped, 0);
+  EXPECT_EQ(during_after, 0);
+  for (const auto& [name, t] : after) EXPECT_TRUE(torch::equal(overlapped.at(name), t)) << name;
 }
 
 // Peak device bytes as the accountant counted them, demo model shape, fp32, one micro-batch.
