@@ -409,22 +409,24 @@ void ChunkedEngine::update_chunk_now(Model& m, int64_t chunk) {
   // Chunks arrive in backward order: once one is not finite, none after it is updated.
   if (!finite) overlap_.stopped = true;
   if (overlap_.stopped) return;
-  kernels::AdamWParams params = options_.adamw_params(overlap_.learning_rate, m.steps + 1);
-  for (size_t i : ch.params) {
-    Param& p = m.params[i];
-    if (p.trainable && p.has_grad) update_parameter(p, params, 1.0);
-  }
-  ch.updated = true;
+  ch.updated = update_chunk(m, ch, options_.adamw_params(overlap_.learning_rate, m.steps + 1), 1.0);
 }
 
-void ChunkedEngine::update_parameter(Param& p, kernels::AdamWParams& params, double grad_multiplier) {
-  params.weight_decay = p.decay ? options_.weight_decay : 0.0;
-  const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-  kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(), p.exp_avg_sq.data_ptr<float>(),
-                        p.grad.data_ptr(), kernels::GradType::f32, static_cast<float>(grad_multiplier),
-                        separate_master ? p.host_view.data_ptr() : nullptr,
-                        separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
-                        p.host_view.numel(), pool_.get());
+bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier) {
+  bool updated = false;
+  for (size_t i : ch.params) {
+    Param& p = m.params[i];
+    if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
+    params.weight_decay = p.decay ? options_.weight_decay : 0.0;
+    const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
+    kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(), p.exp_avg_sq.data_ptr<float>(),
+                          p.grad.data_ptr(), kernels::GradType::f32, static_cast<float>(grad_multiplier),
+                          separate_master ? p.host_view.data_ptr() : nullptr,
+                          separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
+                          p.host_view.numel(), pool_.get());
+    updated = true;
+  }
+  return updated;
 }
 
 void ChunkedEngine::finish_gradients() {
@@ -473,19 +475,12 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
   overlap_.armed = false;
   for (Model* m : selected(models)) {
     ++m->steps;
-    kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
+    const kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
     // Chunk by chunk: each updated resident chunk starts its copy back to the device while the
     // CPU updates the next one; the copies are waited for once, at the end. An overlapped step
     // has done the updates already (or stopped at non-finite gradients): only the copies remain.
     for (Chunk& ch : m->chunks) {
-      bool updated = overlapped && ch.updated;
-      for (size_t i : ch.params) {
-        Param& p = m->params[i];
-        if (overlapped) break;
-        if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
-        update_parameter(p, params, grad_multiplier);
-        updated = true;
-      }
+      const bool updated = overlapped ? ch.updated : update_chunk(*m, ch, params, grad_multiplier);
       // Paged chunks read the new weights at their next page-in.
       if (updated && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
     }

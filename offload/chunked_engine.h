@@ -160,7 +160,8 @@ class ChunkedEngine : public ParameterEngine {
   void point_parameters_at_device(Model& m, int64_t chunk);
   void drain_gradient(Param& p);
   void accumulate(Param& p, const torch::Tensor& gradient);
-  void update_parameter(Param& p, kernels::AdamWParams& params, double grad_multiplier);
+  // AdamW on the chunk's trainable parameters that have gradients; false if there were none.
+  bool update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier);
   void hand_over(Model& m, int64_t chunk);
   void update_chunk_now(Model& m, int64_t chunk);  // on the worker
   std::vector<offload::ParameterStateRef> state_refs() const;

@@ -219,19 +219,14 @@ double measure_triad_bandwidth(ThreadPool& pool, int64_t n, int reps) {
   double best = plain;
   std::printf("  triad (plain stores)        %8.2f GB/s\n", kTriadBytesPerElement * n / plain / 1e9);
 #if defined(__x86_64__)
-  if (cpu_supports(SimdLevel::avx512)) {
+  using Triad = void (*)(float*, const float*, const float*, float, int64_t, int64_t);
+  const Triad streaming_triad = cpu_supports(SimdLevel::avx512) ? triad_streaming_avx512
+                                : cpu_supports(SimdLevel::avx2) ? triad_streaming_avx2
+                                                                 : nullptr;
+  if (streaming_triad) {
     const double streaming = best_seconds(reps, [&] {
       pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
-        triad_streaming_avx512(a.get(), b.get(), c.get(), 3.0f, begin, end);
-      });
-      _mm_sfence();
-    });
-    std::printf("  triad (streaming stores)    %8.2f GB/s\n", kTriadBytesPerElement * n / streaming / 1e9);
-    best = std::min(best, streaming);
-  } else if (cpu_supports(SimdLevel::avx2)) {
-    const double streaming = best_seconds(reps, [&] {
-      pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
-        triad_streaming_avx2(a.get(), b.get(), c.get(), 3.0f, begin, end);
+        streaming_triad(a.get(), b.get(), c.get(), 3.0f, begin, end);
       });
       _mm_sfence();
     });

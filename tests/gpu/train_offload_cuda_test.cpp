@@ -45,8 +45,7 @@ TEST_P(OffloadCuda, LossesAndWeightsMatchTheCpu) {
   spec.device = c10::Device(c10::kCUDA, 0);
   const RunResult gpu = train(spec, std::string("cuda_") + std::string(enum_name(GetParam())));
   const RunResult& cpu = cpu_reference();
-  EXPECT_LE(worst_relative(gpu.losses, cpu.losses), 1e-4);
-  EXPECT_LE(worst_weight_difference(gpu.weights, cpu.weights), 1e-4);
+  expect_trains_like(gpu, cpu, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, OffloadCuda,
@@ -67,8 +66,7 @@ TEST_F(OffloadCuda, OverlappedStepMatchesTheCpu) {
     const std::string name(enum_name(policy));
     const RunResult cpu = train(reference, "cuda_overlap_reference_" + name);
     const RunResult gpu = train(spec, "cuda_overlap_" + name);
-    EXPECT_LE(worst_relative(gpu.losses, cpu.losses), 1e-4) << name;
-    EXPECT_LE(worst_weight_difference(gpu.weights, cpu.weights), 1e-4) << name;
+    expect_trains_like(gpu, cpu, 1e-4, name);
     EXPECT_EQ(gpu.chunks_finished_during_backward, 8 * 4) << name;
   }
 }

@@ -226,4 +226,12 @@ inline double worst_weight_difference(const io::TensorMap& a, const io::TensorMa
   return worst;
 }
 
+// The run trained like the reference: every loss within `tolerance` relative, every weight
+// within `tolerance` absolute.
+inline void expect_trains_like(const RunResult& run, const RunResult& reference, double tolerance,
+                               const std::string& what = "") {
+  EXPECT_LE(worst_relative(run.losses, reference.losses), tolerance) << what;
+  EXPECT_LE(worst_weight_difference(run.weights, reference.weights), tolerance) << what;
+}
+
 }  // namespace ferry::offload_test

@@ -165,21 +165,26 @@ TEST(Planner, FixedPolicySearchesNothingElse) {
   EXPECT_EQ(result.best->checkpointed_layers(), 22);
 }
 
+// Two layers of hidden 64 (MLP 128, 4 heads of 16), vocabulary 100, 8-token sequences: small
+// enough to count every FLOP and parameter by hand.
+TrainingShape tiny_shape() {
+  TrainingShape shape;
+  shape.model.vocab_size = 100;
+  shape.model.hidden_size = 64;
+  shape.model.intermediate_size = 128;
+  shape.model.num_hidden_layers = 2;
+  shape.model.num_attention_heads = 4;
+  shape.model.num_key_value_heads = 4;
+  shape.model.head_dim = 16;
+  shape.seq_len = 8;
+  return shape;
+}
+
 TEST(PlannerCost, ComputeIsSixFlopsPerParameterPerToken) {
   // Tiny model under `none`: compute = tokens * (6 * matmul params + 6 * layers * T * heads *
   // head_dim (causal attention, forward + backward)) / FLOP rate. Matmul params exclude the
   // embedding (a gather) and the norms.
-  LlamaConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = 16;
-  TrainingShape shape;
-  shape.model = c;
-  shape.seq_len = 8;
+  TrainingShape shape = tiny_shape();
   const MemoryModel model(shape);
   PlacementChoice choice;
   choice.policy = OffloadPolicy::none;
@@ -205,17 +210,7 @@ TEST(PlannerCost, OverlappedStepHidesAllButTheEmbeddingsUpdateBehindBackward) {
   // The tiny model of the test above under `optimizer`, CPU AdamW at 1e6 params/s, free transfers:
   // 95040 parameters, 6400 of them in the embedding's chunk (vocab 100 x 64), which backward
   // reaches last.
-  LlamaConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = 16;
-  TrainingShape shape;
-  shape.model = c;
-  shape.seq_len = 8;
+  TrainingShape shape = tiny_shape();
   shape.overlap_step = true;
   const MemoryModel model(shape);
   PlacementChoice choice;

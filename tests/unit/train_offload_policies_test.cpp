@@ -52,8 +52,7 @@ TEST(OffloadPolicies, OptimizerGivesTheLossesOfNone) {
   const RunResult run = train(spec, "optimizer");
   ASSERT_EQ(run.losses.size(), 20u);
   EXPECT_LT(none_fp32().losses.back(), none_fp32().losses.front());  // it trains at all
-  EXPECT_LE(worst_relative(run.losses, none_fp32().losses), 1e-6);
-  EXPECT_LE(worst_weight_difference(run.weights, none_fp32().weights), 1e-6);
+  expect_trains_like(run, none_fp32(), 1e-6);
   // With clipping the update waits for backward, but every chunk except the embedding's had its
   // gradients drained and its norms taken during backward, every step.
   EXPECT_EQ(run.chunks_finished_during_backward, 20 * 4);
@@ -63,8 +62,7 @@ TEST(OffloadPolicies, ParamsGivesTheLossesOfNone) {
   RunSpec spec;
   spec.policy = OffloadPolicy::params;
   const RunResult run = train(spec, "params");
-  EXPECT_LE(worst_relative(run.losses, none_fp32().losses), 1e-6);
-  EXPECT_LE(worst_weight_difference(run.weights, none_fp32().weights), 1e-6);
+  expect_trains_like(run, none_fp32(), 1e-6);
 }
 
 TEST(OffloadPolicies, ParamsWithPackedChunksAndDeeperPrefetchGivesTheLossesOfNone) {
@@ -74,8 +72,7 @@ TEST(OffloadPolicies, ParamsWithPackedChunksAndDeeperPrefetchGivesTheLossesOfNon
   spec.prefetch = 2;
   spec.kept_groups = {"embed"};  // a mixed plan: one group kept, the rest paged
   const RunResult run = train(spec, "params_packed");
-  EXPECT_LE(worst_relative(run.losses, none_fp32().losses), 1e-6);
-  EXPECT_LE(worst_weight_difference(run.weights, none_fp32().weights), 1e-6);
+  expect_trains_like(run, none_fp32(), 1e-6);
 }
 
 TEST(OffloadPolicies, TiedEmbeddingsUnderParamsGiveTheLossesOfNone) {
@@ -108,8 +105,7 @@ TEST(OffloadPolicies, OverlappedStepUnderOptimizerGivesTheLossesOfNone) {
   spec.overlap_step = true;
   const RunResult run = train(spec, "optimizer_overlap");
   ASSERT_EQ(run.losses.size(), 20u);
-  EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
-  EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
+  expect_trains_like(run, none_unclipped(), 1e-6);
   // 5 chunks (embed, 3 layers, head): all but the embedding's go during backward, every step.
   EXPECT_EQ(run.chunks_finished_during_backward, 20 * 4);
 }
@@ -122,8 +118,7 @@ TEST(OffloadPolicies, OverlappedStepUnderParamsWithPackedChunksGivesTheLossesOfN
   spec.chunk_size = 48 << 10;  // chunks across block boundaries: complete only after their lowest block
   spec.prefetch = 2;
   const RunResult run = train(spec, "params_overlap");
-  EXPECT_LE(worst_relative(run.losses, none_unclipped().losses), 1e-6);
-  EXPECT_LE(worst_weight_difference(run.weights, none_unclipped().weights), 1e-6);
+  expect_trains_like(run, none_unclipped(), 1e-6);
   EXPECT_GT(run.chunks_finished_during_backward, 20);
 }
 
@@ -139,8 +134,7 @@ TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
   overlapped.overlap_step = true;
   const RunResult a = train(reference, "tied_none_unclipped");
   const RunResult b = train(overlapped, "tied_params_overlap");
-  EXPECT_LE(worst_relative(b.losses, a.losses), 1e-5);
-  EXPECT_LE(worst_weight_difference(b.weights, a.weights), 1e-5);
+  expect_trains_like(b, a, 1e-5);
   // The head and the first two layers go during backward; the first layer once the embedding's
   // gradient is complete, at the end, with it.
   EXPECT_EQ(b.chunks_finished_during_backward, 10 * 3);
@@ -200,8 +194,7 @@ TEST(OffloadPolicies, Bf16OverlappedStepEqualsTheStepAfterBackward) {
     const std::string name(enum_name(policy));
     const RunResult a = train(after, "bf16_after_" + name);
     const RunResult b = train(during, "bf16_during_" + name);
-    EXPECT_LE(worst_relative(b.losses, a.losses), 1e-6) << name;
-    EXPECT_LE(worst_weight_difference(b.weights, a.weights), 1e-6) << name;
+    expect_trains_like(b, a, 1e-6, name);
     EXPECT_EQ(b.chunks_finished_during_backward, 10 * 4) << name;
   }
 }
