@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -199,40 +200,50 @@ TEST(OffloadPolicies, Bf16OverlappedStepEqualsTheStepAfterBackward) {
   }
 }
 
+// One small model under `optimizer`, driven step by step through the engine's calls (the tests
+// below need to act between them), with the demo-like batches of the harness.
+struct EngineDrivenModel {
+  LlamaConfig shape = small_shape();
+  LlamaForCausalLM model{shape};
+  std::unique_ptr<ChunkedEngine> engine;
+  RandomTokens data{shape.vocab_size, 2, 16, 5};
+
+  EngineDrivenModel() {
+    init_llama_weights(*model, shape, 0.02, 3);
+    EngineOptions options;
+    options.policy = OffloadPolicy::optimizer;
+    engine = std::make_unique<ChunkedEngine>(options);
+    engine->add_model("policy", group_parameters(*model, false), true);
+  }
+  io::TensorMap weights() {
+    io::TensorMap out;
+    engine->with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+      for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
+    });
+    return out;
+  }
+};
+
 TEST(OffloadPolicies, OverlappedStepStopsAtTheFirstNonFiniteChunk) {
   // Layer 1's q_proj gradient is made NaN. Backward reaches the head, then layers 2, 1, 0, then the
   // embedding: the head and layer 2 are updated during backward before layer 1's NaN is seen,
   // layer 1 is not, and neither is anything after it (layer 0, the embedding).
-  const LlamaConfig shape = small_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.02, 3);
-  EngineOptions options;
-  options.policy = OffloadPolicy::optimizer;
-  ChunkedEngine engine(options);
-  engine.add_model("policy", group_parameters(*model, false), true);
-  for (auto& item : model->named_parameters()) {
+  EngineDrivenModel run;
+  for (auto& item : run.model->named_parameters()) {
     if (item.key() == "model.layers.1.self_attn.q_proj.weight") {
       item.value().register_hook([](const torch::Tensor& g) { return torch::full_like(g, std::nan("")); });
     }
   }
-  const auto weights = [&] {
-    io::TensorMap out;
-    engine.with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
-      for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
-    });
-    return out;
-  };
-  const io::TensorMap before = weights();
-  RandomTokens data(shape.vocab_size, 2, 16, 5);
-  NextTokenLoss objective(*model);
-  BackboneRunner runner(engine, false);
-  engine.zero_grad();
-  engine.begin_last_backward(1e-2);
-  objective.loss(data.next_train_batch(), runner).sum.backward();
-  engine.finish_gradients();
-  EXPECT_FALSE(std::isfinite(engine.gradient_norm()));
-  engine.step(1e-2, 1.0);
-  const io::TensorMap after = weights();
+  const io::TensorMap before = run.weights();
+  NextTokenLoss objective(*run.model);
+  BackboneRunner runner(*run.engine, false);
+  run.engine->zero_grad();
+  run.engine->begin_last_backward(1e-2);
+  objective.loss(run.data.next_train_batch(), runner).sum.backward();
+  run.engine->finish_gradients();
+  EXPECT_FALSE(std::isfinite(run.engine->gradient_norm()));
+  run.engine->step(1e-2, 1.0);
+  const io::TensorMap after = run.weights();
   const auto changed = [&](const std::string& name) { return !torch::equal(before.at(name), after.at(name)); };
   EXPECT_TRUE(changed("lm_head.weight"));
   EXPECT_TRUE(changed("model.norm.weight"));
@@ -242,7 +253,7 @@ TEST(OffloadPolicies, OverlappedStepStopsAtTheFirstNonFiniteChunk) {
   EXPECT_FALSE(changed("model.layers.0.mlp.up_proj.weight"));
   EXPECT_FALSE(changed("model.embed_tokens.weight"));
   for (const auto& [name, t] : after) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << name;
-  EXPECT_EQ(engine.step_count("policy"), 1);
+  EXPECT_EQ(run.engine->step_count("policy"), 1);
 }
 
 TEST(OffloadPolicies, OverlappedStepWaitsForBackwardWhenAModelRunsForwardTwice) {
@@ -251,31 +262,20 @@ TEST(OffloadPolicies, OverlappedStepWaitsForBackwardWhenAModelRunsForwardTwice) 
   // of any chunk's. The engine then finishes every chunk after backward, and the step equals the
   // one after backward. (One backward over a summed loss would be safe: autograd accumulates a
   // parameter's gradient once, after every use of it.)
-  const LlamaConfig shape = small_shape();
-  const auto one_step = [&](bool overlapped, int64_t* finished_during_backward) {
-    LlamaForCausalLM model(shape);
-    init_llama_weights(*model, shape, 0.02, 3);
-    EngineOptions options;
-    options.policy = OffloadPolicy::optimizer;
-    ChunkedEngine engine(options);
-    engine.add_model("policy", group_parameters(*model, false), true);
-    RandomTokens data(shape.vocab_size, 2, 16, 5);
-    NextTokenLoss objective(*model);
-    BackboneRunner runner(engine, false);
-    engine.zero_grad();
-    engine.begin_last_backward(overlapped ? std::optional<double>(1e-2) : std::nullopt);
-    const MicroBatch first = data.next_train_batch(), second = data.next_train_batch();
+  const auto one_step = [](bool overlapped, int64_t* finished_during_backward) {
+    EngineDrivenModel run;
+    NextTokenLoss objective(*run.model);
+    BackboneRunner runner(*run.engine, false);
+    run.engine->zero_grad();
+    run.engine->begin_last_backward(overlapped ? std::optional<double>(1e-2) : std::nullopt);
+    const MicroBatch first = run.data.next_train_batch(), second = run.data.next_train_batch();
     const torch::Tensor a = objective.loss(first, runner).sum, b = objective.loss(second, runner).sum;
     a.backward();
     b.backward();
-    engine.finish_gradients();
-    engine.step(1e-2, 1.0);
-    *finished_during_backward = engine.chunks_finished_during_backward();
-    io::TensorMap out;
-    engine.with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
-      for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
-    });
-    return out;
+    run.engine->finish_gradients();
+    run.engine->step(1e-2, 1.0);
+    *finished_during_backward = run.engine->chunks_finished_during_backward();
+    return run.weights();
   };
   int64_t during_overlapped = -1, during_after = -1;
   const io::TensorMap overlapped = one_step(true, &during_overlapped);
