@@ -5,6 +5,8 @@
 
 #include "src/config/config_io.h"
 #include "src/core/error.h"
+#include "stages/dpo.h"
+#include "stages/rm.h"
 #include "stages/sft.h"
 
 namespace ferry {
@@ -12,8 +14,8 @@ namespace ferry {
 const std::vector<StageInfo>& all_stages() {
   static const std::vector<StageInfo> stages{
       {Stage::sft, "train-sft", "supervised fine-tuning", run_sft},
-      {Stage::rm, "train-rm", "reward-model training", nullptr},
-      {Stage::dpo, "train-dpo", "direct preference optimisation", nullptr},
+      {Stage::rm, "train-rm", "reward-model training", run_rm},
+      {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo},
       {Stage::ppo, "train-ppo", "PPO from a reward model", nullptr},
       {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", nullptr},
   };

@@ -19,6 +19,7 @@ int run_cli(int argc, char** argv) {
   add_pipeline_command(app);
   add_generate_command(app);
   add_eval_command(app);
+  add_score_command(app);
   add_plan_command(app);
   add_export_command(app);
   add_config_command(app);

@@ -12,6 +12,7 @@ void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, t
 void add_pipeline_command(CLI::App& app);   // pipeline
 void add_generate_command(CLI::App& app);   // generate
 void add_eval_command(CLI::App& app);       // eval
+void add_score_command(CLI::App& app);      // score
 void add_plan_command(CLI::App& app);       // plan
 void add_export_command(CLI::App& app);     // export
 void add_config_command(CLI::App& app);     // config show

@@ -204,6 +204,39 @@ struct PpoConfig {
   }
 };
 
+struct RmConfig {
+  double center_rewards_coefficient = 0.0;
+
+  template <class V>
+  void visit(V& v) {
+    v("center_rewards_coefficient", center_rewards_coefficient,
+      "adds coef * mean((r_chosen + r_rejected)^2), keeping rewards centred on 0 (TRL's; 0: off)");
+  }
+};
+
+struct DpoConfig {
+  DpoLoss loss_type = DpoLoss::sigmoid;
+  double beta = 0.1;
+  double label_smoothing = 0.0;
+  double simpo_gamma = 0.5;
+  double cpo_alpha = 0.0;
+  DpoReference reference = DpoReference::auto_;
+  std::string reference_model;
+
+  template <class V>
+  void visit(V& v) {
+    v("loss_type", loss_type, "sigmoid (DPO), robust, hinge, ipo, simpo (reference-free) or orpo (reference-free)");
+    v("beta", beta, "strength of the preference term (DPO's beta; IPO's tau; SimPO's and ORPO's beta)");
+    v("label_smoothing", label_smoothing, "sigmoid: conservative DPO's label noise; robust: flip probability in [0, 0.5)");
+    v("simpo_gamma", simpo_gamma, "simpo: target reward margin gamma");
+    v("cpo_alpha", cpo_alpha, "simpo: weight of the chosen responses' NLL added to the loss (TRL's CPO-SimPO; 0: pure SimPO)");
+    v("reference", reference,
+      "auto (lora_off with LoRA, else precompute), precompute (reference log-probs once before training), "
+      "model (a frozen second model) or lora_off (the policy with its adapters switched off)");
+    v("reference_model", reference_model, "reference model folder for precompute/model (empty: model.path)");
+  }
+};
+
 struct OutputConfig {
   std::string dir = "runs/ferry";
   int64_t keep_last = 2;
@@ -249,6 +282,8 @@ struct Config {
   LoraConfig lora;
   OffloadConfig offload;
   GenerationConfig generation;
+  RmConfig rm;
+  DpoConfig dpo;
   PpoConfig ppo;
   OutputConfig output;
   LoggingConfig logging;
@@ -264,6 +299,8 @@ struct Config {
     v.section("lora", lora);
     v.section("offload", offload);
     v.section("generation", generation);
+    v.section("rm", rm);
+    v.section("dpo", dpo);
     v.section("ppo", ppo);
     v.section("output", output);
     v.section("logging", logging);

@@ -15,6 +15,8 @@ enum class OffloadPolicy { none, optimizer, params, auto_ };
 enum class Stage { any, sft, rm, dpo, ppo, grpo };
 enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
+enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
+enum class DpoReference { auto_, precompute, model, lora_off };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -37,6 +39,10 @@ FERRY_ENUM_NAMES(Stage, {Stage::any, "any"}, {Stage::sft, "sft"}, {Stage::rm, "r
 FERRY_ENUM_NAMES(ProgressMode, {ProgressMode::auto_, "auto"}, {ProgressMode::always, "always"},
                  {ProgressMode::never, "never"});
 FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapter, "adapter"});
+FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robust"}, {DpoLoss::hinge, "hinge"},
+                 {DpoLoss::ipo, "ipo"}, {DpoLoss::simpo, "simpo"}, {DpoLoss::orpo, "orpo"});
+FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},
+                 {DpoReference::model, "model"}, {DpoReference::lora_off, "lora_off"});
 
 #undef FERRY_ENUM_NAMES
 

@@ -366,6 +366,12 @@ void validate_config(const Config& c) {
   require(g.temperature > 0, "generation.temperature must be > 0 (use generation.greedy: true for greedy)");
   require(g.top_k >= 0, "generation.top_k must be >= 0 (0: no limit)");
   require(g.top_p > 0 && g.top_p <= 1, "generation.top_p must be in (0, 1]");
+  require(c.rm.center_rewards_coefficient >= 0, "rm.center_rewards_coefficient must be >= 0 (0: off)");
+  const auto& dpo = c.dpo;
+  require(dpo.beta > 0, "dpo.beta must be > 0 (got " + to_text(dpo.beta) + ")");
+  require(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5,
+          "dpo.label_smoothing must be in [0, 0.5) (got " + to_text(dpo.label_smoothing) + ")");
+  require(dpo.cpo_alpha >= 0, "dpo.cpo_alpha must be >= 0");
   const auto& p = c.ppo;
   require(p.rollout_batch_size >= 1 && p.ppo_epochs >= 1 && p.num_episodes >= 1,
           "ppo.rollout_batch_size, ppo.ppo_epochs and ppo.num_episodes must be >= 1");

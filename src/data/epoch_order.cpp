@@ -1,6 +1,7 @@
 // Seeded per-epoch permutations and the resumable sampler.
 #include "src/data/epoch_order.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "src/core/error.h"
@@ -58,6 +59,15 @@ std::vector<int64_t> EpochSampler::next(size_t count) {
     indices.push_back(order_[cursor_.position++]);
   }
   return indices;
+}
+
+std::vector<uint8_t> eval_split_mask(size_t n, double fraction, uint64_t seed) {
+  std::vector<uint8_t> is_eval(n, 0);
+  if (fraction <= 0 || n < 2) return is_eval;
+  const auto order = epoch_order(n, seed, /*epoch=*/0);
+  const size_t n_eval = std::clamp<size_t>(static_cast<size_t>(fraction * static_cast<double>(n)), 1, n - 1);
+  for (size_t i = 0; i < n_eval; ++i) is_eval[static_cast<size_t>(order[i])] = 1;
+  return is_eval;
 }
 
 }  // namespace ferry

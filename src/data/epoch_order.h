@@ -18,6 +18,20 @@ struct DataCursor {
   bool operator==(const DataCursor&) const = default;
 };
 
+// Which of n samples a seeded random `fraction` holds out for evaluation (1: eval): at least one
+// when fraction > 0 and n >= 2, never all. Deterministic for a given seed.
+std::vector<uint8_t> eval_split_mask(size_t n, double fraction, uint64_t seed);
+
+// Moves the samples eval_split_mask picks out of `train` into the returned eval set, keeping order.
+template <class Sample>
+std::vector<Sample> split_off_eval(std::vector<Sample>& train, double fraction, uint64_t seed) {
+  const std::vector<uint8_t> is_eval = eval_split_mask(train.size(), fraction, seed);
+  std::vector<Sample> eval, kept;
+  for (size_t i = 0; i < train.size(); ++i) (is_eval[i] ? eval : kept).push_back(std::move(train[i]));
+  train = std::move(kept);
+  return eval;
+}
+
 // Hands out sample indices batch by batch across epochs; shuffle=false keeps file order.
 class EpochSampler {
  public:

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "src/data/conversation_json.h"
-#include "src/data/epoch_order.h"
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {
@@ -51,22 +50,6 @@ SftDataset load_sft_dataset(const std::string& path, const Tokenizer& tokenizer,
   });
   stats.samples = static_cast<int64_t>(dataset.samples.size());
   return dataset;
-}
-
-std::vector<TokenizedSample> split_off_eval(std::vector<TokenizedSample>& train, double fraction, uint64_t seed) {
-  std::vector<TokenizedSample> eval;
-  if (fraction <= 0 || train.size() < 2) return eval;
-  const auto order = epoch_order(train.size(), seed, /*epoch=*/0);
-  const size_t n_eval = std::clamp<size_t>(static_cast<size_t>(fraction * train.size()), 1, train.size() - 1);
-  std::vector<uint8_t> is_eval(train.size(), 0);
-  for (size_t i = 0; i < n_eval; ++i) is_eval[order[i]] = 1;
-  std::vector<TokenizedSample> kept;
-  kept.reserve(train.size() - n_eval);
-  for (size_t i = 0; i < train.size(); ++i) {
-    (is_eval[i] ? eval : kept).push_back(std::move(train[i]));
-  }
-  train = std::move(kept);
-  return eval;
 }
 
 }  // namespace ferry

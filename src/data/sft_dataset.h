@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/data/epoch_order.h"  // split_off_eval
 #include "src/data/jsonl_reader.h"
 
 namespace ferry {
@@ -42,9 +43,5 @@ struct SftDataset {
 // file:line for a malformed line unless skip_bad_lines.
 SftDataset load_sft_dataset(const std::string& path, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                             int64_t max_length, bool skip_bad_lines, int64_t max_samples = 0);
-
-// Moves a seeded random `fraction` of `train` into the returned eval set (at least one sample when
-// fraction > 0 and train has two or more). Deterministic for a given seed.
-std::vector<TokenizedSample> split_off_eval(std::vector<TokenizedSample>& train, double fraction, uint64_t seed);
 
 }  // namespace ferry

@@ -104,6 +104,19 @@ bool has_lora(const LlamaModelImpl& model) {
   return false;
 }
 
+bool set_lora_enabled(LlamaModelImpl& model, bool enabled) {
+  bool any = false;
+  for (auto& layer : model.decoder_layers) {
+    for (const auto& target : lora_target_names()) {
+      LoraAdapter& adapter = *projection(*layer.ptr(), target).adapter;
+      if (!adapter.attached()) continue;
+      adapter.enabled = enabled;
+      any = true;
+    }
+  }
+  return any;
+}
+
 io::TensorMap lora_state(const torch::nn::Module& model) {
   io::TensorMap out;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {

@@ -37,6 +37,22 @@ void freeze_base_weights(torch::nn::Module& model);
 // True when any projection carries an adapter.
 bool has_lora(const LlamaModelImpl& model);
 
+// Switches every attached adapter on or off; off, the model computes its base weights' function
+// (DPO's reference without a second copy of the weights). Returns whether any adapter is attached.
+bool set_lora_enabled(LlamaModelImpl& model, bool enabled);
+
+// Adapters off for the guard's lifetime (and back on after it, also when an exception leaves).
+class LoraDisabled {
+ public:
+  explicit LoraDisabled(LlamaModelImpl& model) : model_(model) { set_lora_enabled(model_, false); }
+  ~LoraDisabled() { set_lora_enabled(model_, true); }
+  LoraDisabled(const LoraDisabled&) = delete;
+  LoraDisabled& operator=(const LoraDisabled&) = delete;
+
+ private:
+  LlamaModelImpl& model_;
+};
+
 // The adapter tensors by parameter name (detached, sharing storage): with `model.` in front when
 // given the causal LM, as in its checkpoint.
 io::TensorMap lora_state(const torch::nn::Module& model);

@@ -6,7 +6,7 @@ namespace ferry {
 torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& adapter, const torch::Tensor& x,
                            bool training) {
   torch::Tensor y = base.ptr()->forward(x);
-  if (!adapter.attached()) return y;
+  if (!adapter.attached() || !adapter.enabled) return y;
   const torch::Tensor input = adapter.dropout > 0 ? torch::dropout(x, adapter.dropout, training) : x;
   return y + adapter.lora_B.ptr()->forward(adapter.lora_A.ptr()->forward(input)) * adapter.scaling;  // (..., rank) inside
 }

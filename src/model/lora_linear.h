@@ -14,11 +14,12 @@ struct LoraAdapter {
   torch::nn::Linear lora_B{nullptr};  // rank -> out, no bias
   double scaling = 0.0;               // alpha / rank
   double dropout = 0.0;               // on the adapter's input, in training mode only
+  bool enabled = true;                // false: the projection computes base(x) alone (DPO's reference)
 
   bool attached() const { return !lora_A.is_empty(); }
 };
 
-// base(x), plus the adapter's update when one is attached. x: (..., in) -> (..., out).
+// base(x), plus the adapter's update when one is attached and enabled. x: (..., in) -> (..., out).
 torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& adapter, const torch::Tensor& x,
                            bool training);
 

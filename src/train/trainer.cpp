@@ -1,6 +1,7 @@
 // The training loop.
 #include "src/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -40,18 +41,53 @@ int64_t Trainer::total_steps() const {
   return std::max<int64_t>(1, per_epoch * t.epochs);
 }
 
-std::optional<double> Trainer::evaluate() {
+namespace {
+
+// Adds `values` into `sums` by name (new names are appended in order).
+void add_metric_values(MetricValues& sums, const MetricValues& values) {
+  for (const MetricValue& v : values) {
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const MetricValue& s) { return s.name == v.name; });
+    if (it == sums.end()) {
+      sums.push_back(v);
+    } else {
+      it->value += v.value;
+    }
+  }
+}
+
+MetricValues divided(MetricValues values, double divisor) {
+  for (MetricValue& v : values) v.value /= divisor;
+  return values;
+}
+
+}  // namespace
+
+std::optional<Evaluation> Trainer::evaluate() {
   const std::vector<MicroBatch> batches = data_.eval_batches();
   if (batches.empty()) return std::nullopt;
   torch::NoGradGuard no_grad;
   BackboneRunner runner(engine_, /*activation_checkpointing=*/false);
   double sum = 0.0;
+  MetricValues extra;
   int64_t weight = 0;
   for (const MicroBatch& batch : batches) {
-    sum += objective_.loss(batch, runner).sum.item<double>();
+    const LossSum loss = objective_.loss(batch, runner);
+    sum += loss.sum.item<double>();
+    add_metric_values(extra, loss.extra);
     weight += batch.loss_weight;
   }
-  return sum / static_cast<double>(std::max<int64_t>(weight, 1));
+  const double units = static_cast<double>(std::max<int64_t>(weight, 1));
+  return Evaluation{sum / units, divided(std::move(extra), units)};
+}
+
+void Trainer::evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t step) {
+  const std::optional<Evaluation> evaluation = evaluate();
+  if (!evaluation) return;
+  result.eval_loss = evaluation->loss;
+  result.eval_extra = evaluation->extra;
+  MetricValues values{{"loss", evaluation->loss}};
+  values.insert(values.end(), evaluation->extra.begin(), evaluation->extra.end());
+  metrics.log_eval(step, values);
 }
 
 void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler) {
@@ -124,12 +160,14 @@ TrainResult Trainer::run() {
     const double per_unit = 1.0 / static_cast<double>(std::max<int64_t>(weight, 1));
     const double lr = learning_rate_at(plan, step);
     double loss_sum = 0.0;
+    MetricValues extra_sum;
     for (size_t i = 0; i < batches.size(); ++i) {
       const MicroBatch& batch = batches[i];
       if (i + 1 == batches.size()) engine_.begin_last_backward(overlapped ? std::optional<double>(lr) : std::nullopt);
       const LossSum loss = objective_.loss(batch, runner);
       (loss.sum * (scale * per_unit)).backward();
       loss_sum += loss.sum.item<double>();
+      add_metric_values(extra_sum, loss.extra);
     }
     engine_.finish_gradients();
     const double grad_norm = engine_.gradient_norm() / scale;
@@ -156,17 +194,18 @@ TrainResult Trainer::run() {
     ++step;
     const double loss = loss_sum * per_unit;
     result.last_loss = loss;
+    result.last_extra = divided(std::move(extra_sum), static_cast<double>(std::max<int64_t>(weight, 1)));
     if (on_step) on_step(step, loss);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     MetricValues values{{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                         {"tokens_per_s", static_cast<double>(tokens) / std::max(seconds, 1e-9)}};
     if (scaler.enabled()) values.push_back({"loss_scale", scaler.scale()});
+    values.insert(values.end(), result.last_extra.begin(), result.last_extra.end());
     metrics.log_train(step, values);
 
     if (t.eval_every > 0 && step % t.eval_every == 0) {
-      result.eval_loss = evaluate();
-      if (result.eval_loss) metrics.log_eval(step, {{"loss", *result.eval_loss}});
+      evaluate_into(result, metrics, step);
       last_eval_step = step;
     }
     const bool stopping = stop.requested();
@@ -183,10 +222,7 @@ TrainResult Trainer::run() {
   }
   result.steps = step;
   if (!result.interrupted()) {
-    if (last_eval_step != step) {
-      result.eval_loss = evaluate();
-      if (result.eval_loss) metrics.log_eval(step, {{"loss", *result.eval_loss}});
-    }
+    if (last_eval_step != step) evaluate_into(result, metrics, step);
     if (last_save_step != step && step > 0) save_checkpoint(step, total, scaler);
     result.final_dir = output / "final";
     write_folder_atomic(result.final_dir, [&](const fs::path& folder) {

@@ -15,6 +15,7 @@
 //   engine.zero_grad()
 //   take grad_accumulation micro-batches; W = sum of their loss weights
 //   for each: loss_sum = objective.loss(batch); backward(loss_sum * scale / W)
+//             (the objective's extra values, summed over units too, are logged divided by W)
 //   engine.finish_gradients(); norm = engine.gradient_norm() / scale
 //   fp16: skip the step on inf/NaN (LossScaler); clip = min(1, max_grad_norm / (norm + 1e-6))
 //   engine.step(lr(step), clip / scale)
@@ -44,11 +45,20 @@ struct TrainedModel {
   std::function<void(const std::filesystem::path&)> load;
 };
 
+// The mean loss over the evaluation set, and the objective's extra values (LossSum::extra) as
+// means over the same units.
+struct Evaluation {
+  double loss = 0.0;
+  MetricValues extra;
+};
+
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps completed in total
   int stop_signal = 0;           // SIGINT/SIGTERM that stopped the run after saving a checkpoint; 0: none
   double last_loss = 0.0;        // training loss of the last step
+  MetricValues last_extra;       // the objective's extra values of the last step (means over units)
   std::optional<double> eval_loss;  // of the last evaluation
+  MetricValues eval_extra;       // the objective's extra values of the last evaluation
   int64_t skipped_steps = 0;     // steps skipped for non-finite gradients
   std::filesystem::path final_dir;  // empty when interrupted
 
@@ -66,8 +76,9 @@ class Trainer {
   // stay valid.
   TrainResult run();
 
-  // Mean loss over data.eval_batches() (nullopt when there are none), without gradients.
-  std::optional<double> evaluate();
+  // Mean loss and extra values over data.eval_batches() (nullopt when there are none), without
+  // gradients.
+  std::optional<Evaluation> evaluate();
 
   // Optimizer steps of the whole run: train.max_steps, or train.epochs passes over the data.
   int64_t total_steps() const;
@@ -76,6 +87,8 @@ class Trainer {
   std::function<void(int64_t step, double loss)> on_step;
 
  private:
+  // evaluate(), logged as eval values of `step` and kept in `result`.
+  void evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t step);
   void save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler);
 
   const Config& config_;

@@ -27,7 +27,7 @@ TEST(Cli, HelpListsEveryCommand) {
   const Result r = run_ferry("--help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* command : {"train-sft", "train-rm", "train-dpo", "train-ppo", "pipeline", "generate", "plan",
-                              "export", "config", "version"}) {
+                              "export", "config", "version", "score"}) {
     EXPECT_CONTAINS(r.output, command);
   }
 }
@@ -93,7 +93,7 @@ TEST(Cli, PipelineChecksEveryStageConfigFirst) {
 }
 
 TEST(Cli, CommandNotBuiltYetExitsTwo) {
-  const Result r = run_ferry("train-dpo --config configs/demo.yaml");
+  const Result r = run_ferry("train-ppo --config configs/demo.yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_CONTAINS(r.output, "not implemented yet");
 }

@@ -160,7 +160,7 @@ TEST(SftLoraExport, PeftLoadsTheAdapterAndTransformersTheMergedModelWithFerrysLo
   // The trained model as Ferry resumes it from the last checkpoint: base + adapters, not merged.
   LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
   prepare_lora(*model, config);
-  sft_trained_model("policy", *model, model->config(), config, "").load(step);
+  stage_trained_model("policy", *model, model->config(), config, "").load(step);
   model->eval();
   double largest_b = 0;
   for (const auto& [name, t] : lora_state(*model)) {

@@ -1,6 +1,6 @@
 // train-sft with LoRA through the shared loop, on the tiny model and data of
 // stages_sft_train_test.cpp, fp32 CPU, with the stage's own LoRA preparation and save/load
-// (prepare_lora, sft_trained_model, export_lora_final): only the adapters train and hold optimizer
+// (prepare_lora, stage_trained_model, export_lora_final): only the adapters train and hold optimizer
 // state, the base weights stay bit-identical, adapters sit in their layer's engine group, resume
 // after a crash equals a run that never stopped, and final/ is the merged model or the PEFT adapter.
 #include <gtest/gtest.h>
@@ -112,7 +112,7 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
   SftBatchSource source(train_samples, {}, data);
   SftObjective objective("policy", *run.model);
   const TrainedModel trained =
-      sft_trained_model("policy", *run.model, shape, config, std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model");
+      stage_trained_model("policy", *run.model, shape, config, std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model");
   std::ostringstream console;
   Trainer trainer(config, *run.engine, source, objective, trained, &console);
   trainer.on_step = [&](int64_t step, double loss) {
@@ -157,7 +157,7 @@ TEST(SftLora, DropoutDrawsTheSameMasksWhenCheckpointedLayersAreRecomputed) {
   for (size_t i = 0; i < 4; ++i) four.push_back(&samples()[i]);
   SftBatchSource::Options options;
   options.pad_id = 3;
-  const MicroBatch batch = SftBatchSource({samples()[0]}, {}, options).collate(four);
+  const MicroBatch batch = SftBatchSource({samples()[0]}, {}, options).collate_samples(four);
   std::vector<io::TensorMap> grads;
   std::vector<double> losses;
   for (bool checkpointing : {false, true}) {

@@ -318,7 +318,7 @@ TEST(SftTraining, PackedBatchHasThePaddedBatchesLoss) {
   packed_options.packing = true;
   packed_options.max_length = 128;
   const SftBatchSource padded({samples()[0]}, {}, padded_options), packed({samples()[0]}, {}, packed_options);
-  const MicroBatch a = padded.collate(six), b = packed.collate(six);
+  const MicroBatch a = padded.collate_samples(six), b = packed.collate_samples(six);
   EXPECT_LT(b.at("input_ids").size(0), 6) << "packing puts several samples in a row";
   EXPECT_EQ(b.at("attention_mask").dim(), 4);
   EXPECT_EQ(a.loss_weight, b.loss_weight);

@@ -1,0 +1,118 @@
+// Loading and tokenising preference pairs (see preference_dataset.h).
+#include "src/data/preference_dataset.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "src/core/error.h"
+#include "src/core/text.h"
+#include "src/data/conversation_json.h"
+#include "src/tokenizer/chat_template.h"
+
+namespace ferry {
+namespace {
+
+bool empty_response(const Conversation& response) {
+  return response.empty() || trim(response.back().content).empty();
+}
+
+}  // namespace
+
+Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role) {
+  const auto it = object.find(key);
+  if (it != object.end() && it->is_string()) return {{role, it->get<std::string>()}};
+  return conversation_from_json(object, key);
+}
+
+std::string PreferenceDatasetStats::summary() const {
+  std::string s = std::to_string(pairs) + " pairs, " + std::to_string(truncated) + " with a truncated response";
+  s += "; bad pairs skipped: " + std::to_string(empty_response) +
+       " empty response, " + std::to_string(identical) + " chosen identical to rejected, " + std::to_string(no_room) +
+       " prompt leaving no room under data.max_length";
+  if (jsonl.skipped > 0) {
+    s += "; " + std::to_string(jsonl.skipped) + " malformed lines skipped (first: " + jsonl.first_skipped_error + ")";
+  }
+  return s;
+}
+
+PreferenceMessages preference_messages_from_json(const nlohmann::json& object) {
+  PreferenceMessages out;
+  if (object.contains("context")) {
+    out.prompt = conversation_from_json(object, "context");
+  } else if (object.contains("prompt")) {
+    out.prompt = messages_or_text(object, "prompt", ChatRole::user);
+  } else {
+    throw InputError("a preference pair needs \"context\" (ColossalChat) or \"prompt\" (TRL), with \"chosen\" and "
+                     "\"rejected\"");
+  }
+  out.chosen = messages_or_text(object, "chosen", ChatRole::assistant);
+  out.rejected = messages_or_text(object, "rejected", ChatRole::assistant);
+  if (const auto margin = object.find("margin"); margin != object.end()) {
+    if (!margin->is_number()) throw InputError("field \"margin\" must be a number");
+    out.margin = margin->get<double>();
+  }
+  return out;
+}
+
+std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, const Conversation& response,
+                                                 const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                                                 int64_t max_length, bool* truncated) {
+  Conversation whole = prompt;
+  whole.insert(whole.end(), response.begin(), response.end());
+  TokenizedConversation t = chat_template.apply(whole, tokenizer);  // checks the order of the messages
+  // Only the final round's assistant turn is trained: earlier answers belong to the prompt.
+  const size_t last_round_start = t.round_ends.size() >= 2 ? t.round_ends[t.round_ends.size() - 2] : 0;
+  std::fill(t.loss_mask.begin(), t.loss_mask.begin() + static_cast<std::ptrdiff_t>(last_round_start), uint8_t{0});
+  const auto first_trained = std::find(t.loss_mask.begin(), t.loss_mask.end(), uint8_t{1});
+  FERRY_CHECK(first_trained != t.loss_mask.end(), "a response turn without trained tokens");
+  const int64_t prompt_tokens = first_trained - t.loss_mask.begin();
+  if (prompt_tokens >= max_length) return std::nullopt;
+  const bool cut = static_cast<int64_t>(t.ids.size()) > max_length;
+  if (cut) {
+    t.ids.resize(static_cast<size_t>(max_length));
+    t.loss_mask.resize(static_cast<size_t>(max_length));
+  }
+  if (truncated != nullptr) *truncated = cut;
+  return TokenizedSample{std::move(t.ids), std::move(t.loss_mask), 0};
+}
+
+PreferenceDataset load_preference_dataset(const std::string& path, const Tokenizer& tokenizer,
+                                          const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
+                                          int64_t max_samples) {
+  PreferenceDataset dataset;
+  auto& stats = dataset.stats;
+  // A bad pair is counted under its reason when skipped, or stops the run (read_jsonl adds file:line).
+  auto bad_pair = [&](int64_t& counter, const std::string& what) {
+    if (!skip_bad_lines) throw InputError(what + " (fix or remove the pair, or set data.skip_bad_lines: true)");
+    ++counter;
+  };
+  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::json& object) {
+    if (max_samples > 0 && static_cast<int64_t>(dataset.pairs.size()) >= max_samples) return;
+    const PreferenceMessages messages = preference_messages_from_json(object);
+    if (empty_response(messages.chosen) || empty_response(messages.rejected)) {
+      return bad_pair(stats.empty_response,
+                      std::string("bad pair: the ") + (empty_response(messages.chosen) ? "chosen" : "rejected") +
+                          " response is empty");
+    }
+    if (messages.chosen == messages.rejected) {
+      return bad_pair(stats.identical, "bad pair: chosen and rejected are identical, so there is nothing to prefer");
+    }
+    bool chosen_cut = false, rejected_cut = false;
+    auto chosen = tokenize_response(messages.prompt, messages.chosen, tokenizer, chat_template, max_length, &chosen_cut);
+    auto rejected =
+        tokenize_response(messages.prompt, messages.rejected, tokenizer, chat_template, max_length, &rejected_cut);
+    if (!chosen || !rejected) {
+      return bad_pair(stats.no_room, "bad pair: the prompt alone fills data.max_length (" + std::to_string(max_length) +
+                                         " tokens), leaving no room for a response; raise data.max_length");
+    }
+    if (chosen_cut || rejected_cut) ++stats.truncated;
+    PreferencePair pair{std::move(*chosen), std::move(*rejected), messages.margin, line, {}, {}};
+    pair.chosen.line = pair.rejected.line = line;
+    dataset.pairs.push_back(std::move(pair));
+  });
+  stats.pairs = static_cast<int64_t>(dataset.pairs.size());
+  return dataset;
+}
+
+}  // namespace ferry

@@ -1,0 +1,84 @@
+// Preference pairs for reward models and DPO: a prompt with a chosen and a rejected response, each
+// tokenised through the chat template as prompt + response, with the loss mask on the response's
+// final assistant turn only (its content and end-of-assistant marker).
+//
+// Two line formats (jsonl, one pair per line):
+//   ColossalChat  {"context": [messages], "chosen": [messages], "rejected": [messages]}
+//   TRL           {"prompt": [messages] | "text", "chosen": [messages] | "text", "rejected": ...}
+// A plain-string prompt is one user message; a plain-string response one assistant message.
+// An optional number "margin" per line is the reward model's required score gap.
+//
+// Bad pairs: an empty chosen or rejected response, chosen identical to rejected, and a prompt that
+// leaves no room for a response under data.max_length. With data.skip_bad_lines they are skipped
+// and counted per reason; otherwise the run stops with file:line. A pair that fits its prompt but
+// not its whole response keeps the response's first tokens (counted as truncated).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/data/jsonl_reader.h"
+#include "src/data/sft_dataset.h"
+#include "src/tokenizer/chat_message.h"
+
+namespace ferry {
+
+class Tokenizer;
+struct ChatTemplate;
+
+struct PreferencePair {
+  TokenizedSample chosen, rejected;  // prompt + response; loss_mask on the response's last turn
+  double margin = 0.0;
+  int64_t line = 0;
+  // Reference-model log-probs of chosen and rejected (summed over their loss tokens), filled in
+  // by DPO's `precompute` reference; empty otherwise.
+  std::optional<double> reference_chosen_logps, reference_rejected_logps;
+};
+
+struct PreferenceDatasetStats {
+  JsonlStats jsonl;
+  int64_t pairs = 0;             // kept
+  int64_t truncated = 0;         // kept, with a response cut at max_length
+  int64_t empty_response = 0;    // skipped: chosen or rejected response empty
+  int64_t identical = 0;         // skipped: chosen equals rejected
+  int64_t no_room = 0;           // skipped: the prompt alone fills max_length
+
+  int64_t bad_pairs() const { return empty_response + identical + no_room; }
+  // One line for the run log: "2000 pairs, 3 truncated; skipped: 1 empty response, 0 identical, ...".
+  std::string summary() const;
+};
+
+struct PreferenceDataset {
+  std::vector<PreferencePair> pairs;
+  PreferenceDatasetStats stats;
+};
+
+// The field `key`: a message list, or a plain string standing for one message of `role`.
+Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role);
+
+// A preference line as conversations: the prompt (ending with a user message) and the two
+// responses (starting with an assistant message). Throws InputError naming the field.
+struct PreferenceMessages {
+  Conversation prompt, chosen, rejected;
+  double margin = 0.0;
+};
+PreferenceMessages preference_messages_from_json(const nlohmann::json& object);
+
+// Reads `path`. max_samples 0 means all. Throws InputError naming file:line for a malformed line or
+// a bad pair unless skip_bad_lines.
+PreferenceDataset load_preference_dataset(const std::string& path, const Tokenizer& tokenizer,
+                                          const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
+                                          int64_t max_samples = 0);
+
+// prompt + response through the chat template, the loss mask kept on the final assistant turn only
+// and the sequence cut at max_length. nullopt when the prompt leaves no response token under
+// max_length. `truncated` is set when the response was cut.
+std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, const Conversation& response,
+                                                 const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                                                 int64_t max_length, bool* truncated = nullptr);
+
+}  // namespace ferry

@@ -1,0 +1,200 @@
+// `ferry train-dpo`: preference pairs and the DPO-family losses plugged into the shared loop.
+#include "stages/dpo.h"
+
+#include <iostream>
+#include <optional>
+
+#include "src/core/error.h"
+#include "src/data/token_batch.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/model/lora.h"
+#include "src/model/model_state.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/device_choice.h"
+#include "src/train/run_engine.h"
+#include "src/train/trainer.h"
+#include "stages/preference_batches.h"
+#include "stages/preference_losses.h"
+#include "stages/reference_logps_cache.h"
+#include "stages/stage_common.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+
+ReferenceSource resolve_reference(const Config& config) {
+  if (!uses_reference(config.dpo.loss_type)) return ReferenceSource::none;
+  const bool lora = config.lora.rank > 0;
+  switch (config.dpo.reference) {
+    case DpoReference::auto_:
+      return lora && config.dpo.reference_model.empty() ? ReferenceSource::lora_off : ReferenceSource::precomputed;
+    case DpoReference::precompute:
+      return ReferenceSource::precomputed;
+    case DpoReference::model:
+      return ReferenceSource::model;
+    case DpoReference::lora_off:
+      if (!lora) {
+        throw ConfigError("dpo.reference lora_off: without LoRA (lora.rank 0) the policy is no reference; use "
+                          "dpo.reference precompute or model, or set lora.rank");
+      }
+      if (!config.dpo.reference_model.empty()) {
+        throw ConfigError("dpo.reference_model is set, but dpo.reference lora_off takes the policy's base weights as "
+                          "the reference; use dpo.reference model or precompute, or clear dpo.reference_model");
+      }
+      return ReferenceSource::lora_off;
+  }
+  throw InternalError("unhandled dpo.reference");
+}
+
+torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
+                              bool adapters_off, BackboneRunner& runner) {
+  torch::NoGradGuard no_grad;
+  std::optional<LoraDisabled> base_only;
+  if (adapters_off) base_only.emplace(*model.model);
+  const torch::Tensor logits = runner.causal_lm(model_name, model, batch.at("input_ids"), batch.at("attention_mask"),
+                                                batch.at("position_ids"));  // (2B, T, V)
+  return sequence_logps(logits, batch.at("labels")).sum;  // (2B)
+}
+
+DpoObjective::DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name,
+                           LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
+    : settings_(settings),
+      source_(source),
+      policy_name_(std::move(policy_name)),
+      reference_name_(std::move(reference_name)),
+      policy_(policy),
+      reference_(reference) {
+  FERRY_CHECK(source != ReferenceSource::model || reference != nullptr, "dpo: reference model missing");
+}
+
+LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
+  // The reference first, so that no autograd graph is alive while it runs.
+  torch::Tensor reference;  // (2B)
+  if (source_ == ReferenceSource::precomputed) reference = batch.at("reference_logps");
+  if (source_ == ReferenceSource::model) reference = reference_logps(batch, reference_name_, *reference_, false, runner);
+  if (source_ == ReferenceSource::lora_off) reference = reference_logps(batch, policy_name_, policy_, true, runner);
+  const torch::Tensor logits = runner.causal_lm(policy_name_, policy_, batch.at("input_ids"),
+                                                batch.at("attention_mask"), batch.at("position_ids"));  // (2B, T, V)
+  const SequenceLogps all = sequence_logps(logits, batch.at("labels"));
+  const int64_t b = batch.loss_weight;
+  PreferenceLogps logps;
+  logps.chosen = {all.sum.narrow(0, 0, b), all.tokens.narrow(0, 0, b)};
+  logps.rejected = {all.sum.narrow(0, b, b), all.tokens.narrow(0, b, b)};
+  if (reference.defined()) {
+    reference = reference.to(all.sum.device(), torch::kFloat);
+    logps.reference_chosen = reference.narrow(0, 0, b);
+    logps.reference_rejected = reference.narrow(0, b, b);
+  }
+  if (settings_.loss_type == DpoLoss::orpo) {
+    // TRL's ORPO trains the NLL on the whole chosen sequence, prompt included.
+    const torch::Tensor ids = batch.at("input_ids").narrow(0, 0, b);
+    const torch::Tensor every_token = ids.masked_fill(batch.at("attention_mask").narrow(0, 0, b).eq(0), kIgnoreLabel);
+    logps.chosen_sequence = sequence_logps(logits.narrow(0, 0, b), every_token);
+  }
+  const PreferenceLosses losses = preference_losses(settings_, logps);
+  return {losses.losses.sum(), preference_metrics(losses, logps)};
+}
+
+void run_dpo(const Config& given) {
+  Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
+  const ReferenceSource reference = resolve_reference(config);
+  const c10::Device device = training_device(config.train.device);
+  const at::ScalarType dtype = weight_dtype(config.train.precision);
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  const Tokenizer tokenizer(tokenizer_path(config));
+  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
+  LlamaForCausalLM& model = loaded.model;
+  check_tokenizer_fits(tokenizer, loaded.shape);
+  const fs::path reference_folder = config.dpo.reference_model.empty() ? fs::path(config.model.path)
+                                                                        : fs::path(config.dpo.reference_model);
+  if ((reference == ReferenceSource::model || (reference == ReferenceSource::precomputed &&
+                                               !config.dpo.reference_model.empty())) &&
+      reference_folder.empty()) {
+    throw ConfigError("dpo.reference_model: a model started from model.config has no folder to load the reference "
+                      "from; set dpo.reference_model, or use dpo.reference precompute");
+  }
+
+  PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-dpo", std::cout);
+  std::cout << "train-dpo: " << data.eval.size() << " eval pairs; loss " << enum_name(config.dpo.loss_type)
+            << " (beta " << config.dpo.beta << "); reference: "
+            << (reference == ReferenceSource::none         ? "none (reference-free loss)"
+                : reference == ReferenceSource::lora_off   ? "the policy with its LoRA adapters off"
+                : reference == ReferenceSource::model      ? "a frozen model from " + reference_folder.string()
+                                                           : "log-probs precomputed before training")
+            << "; model " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << enum_name(config.train.precision) << "\n";
+  prepare_lora(*model, config);
+
+  auto engine = make_run_engine(config, loaded.shape, device, std::cout);
+  const std::string name = "policy", reference_name = "reference";
+  engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  model->to(device);  // the buffers; the parameters are where the engine put them
+  LlamaForCausalLM frozen{nullptr};
+  if (reference == ReferenceSource::model) {
+    frozen = causal_lm_from_pretrained(reference_folder, dtype, c10::kCPU);
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+    engine->add_model(reference_name, group_parameters(*frozen, false), /*trainable=*/false);
+    frozen->to(device);
+  }
+
+  const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
+  if (reference == ReferenceSource::precomputed) {
+    // Before the trainer resumes anything, the live policy holds model.path's weights; a separate
+    // dpo.reference_model is swapped in for the computation and model.path's weights back after.
+    const bool swap = !config.dpo.reference_model.empty();
+    auto load_into_policy = [&](const fs::path& folder) {
+      engine->with_weights(name, ParameterEngine::WeightAccess::write, [&] {
+        LoadStateOptions options;
+        options.source = folder.string();
+        load_state(*model, io::load_hf_weights(folder), options);
+      });
+    };
+    BackboneRunner runner(*engine, /*activation_checkpointing=*/false);
+    model->eval();
+    const fs::path cache = fs::path(config.output.dir) / "reference_logps.safetensors";
+    bool swapped = false;
+    fill_reference_logps(
+        data.train, data.eval, cache, model_folder_identity(reference_folder), config.train.micro_batch_size, pad_id,
+        [&](const MicroBatch& batch) {
+          if (swap && !swapped) {
+            load_into_policy(reference_folder);
+            swapped = true;
+          }
+          return reference_logps(batch, name, *model, /*adapters_off=*/true, runner);
+        },
+        std::cout);
+    if (swapped) load_into_policy(config.model.path);
+    model->train();
+  }
+
+  PreferenceBatchSource::Options options;
+  options.micro_batch_size = config.train.micro_batch_size;
+  options.pad_id = pad_id;
+  options.seed = static_cast<uint64_t>(config.train.seed);
+  options.shuffle = config.data.shuffle;
+  PreferenceBatchSource source(std::move(data.train), std::move(data.eval), options);
+  DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen ? frozen.get() : nullptr);
+  Trainer trainer(config, *engine, source, objective,
+                  stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));
+  std::cout << "train-dpo: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
+            << config.train.grad_accumulation << " pairs\n"
+            << engine->memory_report().summary();
+  const TrainResult result = trainer.run();
+  throw_if_interrupted(result, "train-dpo");
+  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
+  std::cout << "train-dpo: " << result.steps << " steps, last loss " << result.last_loss;
+  if (result.eval_loss) {
+    std::cout << ", eval loss " << *result.eval_loss;
+    if (const auto accuracy = find_metric(result.eval_extra, "rewards/accuracies")) {
+      std::cout << ", eval rewards/accuracies " << *accuracy;
+    }
+  }
+  std::cout << "\n";
+  report_engine_peak(std::cout, "train-dpo", *engine, device);
+}
+
+}  // namespace ferry

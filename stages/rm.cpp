@@ -1,0 +1,93 @@
+// `ferry train-rm`: preference pairs and the pairwise reward loss plugged into the shared loop.
+#include "stages/rm.h"
+
+#include <iostream>
+
+#include "src/core/error.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/device_choice.h"
+#include "src/train/run_engine.h"
+#include "src/train/trainer.h"
+#include "stages/preference_batches.h"
+#include "stages/preference_losses.h"
+#include "stages/stage_common.h"
+
+namespace ferry {
+
+torch::Tensor sequence_rewards(const MicroBatch& batch, const std::string& model_name, LlamaForScoreImpl& model,
+                               BackboneRunner& runner) {
+  const torch::Tensor values =
+      runner.score(model_name, model, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"));
+  return last_token_values(values, batch.at("attention_mask")).to(torch::kFloat);  // (2B)
+}
+
+LossSum RewardObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
+  const torch::Tensor rewards = sequence_rewards(batch, name_, model_, runner);
+  const int64_t pairs = batch.loss_weight;
+  const torch::Tensor chosen = rewards.narrow(0, 0, pairs), rejected = rewards.narrow(0, pairs, pairs);
+  const torch::Tensor losses = reward_pair_losses(chosen, rejected, batch.at("margin"), center_);
+  return {losses.sum(), reward_pair_metrics(chosen, rejected)};
+}
+
+void run_rm(const Config& given) {
+  Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
+  const c10::Device device = training_device(config.train.device);
+  const at::ScalarType dtype = weight_dtype(config.train.precision);
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  if (config.model.path.empty()) {
+    throw ConfigError("model.path: a reward model starts from a Hugging Face folder (an SFT model's final/, any "
+                      "causal LM, or a reward model to continue)");
+  }
+  if (config.lora.rank > 0 && config.lora.export_as == LoraExport::adapter) {
+    throw ConfigError("lora.export: a reward model's score head trains in full, so its final/ is written merged; "
+                      "set lora.export=merged");
+  }
+  const Tokenizer tokenizer(tokenizer_path(config));
+  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  // Built on the host (the engine places it); a causal LM's lm_head is dropped and the score head drawn.
+  LlamaForScore model = score_model_from_pretrained(config.model.path, dtype, c10::kCPU, /*from_causal_lm=*/true,
+                                                    static_cast<uint64_t>(config.train.seed));
+  model->train();
+  LlamaConfig shape = model->config();
+  shape.torch_dtype = torch_dtype_name(dtype);
+  check_tokenizer_fits(tokenizer, shape);
+
+  PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-rm", std::cout);
+  std::cout << "train-rm: " << data.eval.size() << " eval pairs; model " << shape.num_parameters() << " parameters on "
+            << device.str() << " in " << enum_name(config.train.precision) << "\n";
+  prepare_lora(*model, *model->model, config);
+  if (config.lora.rank > 0) model->score->weight.set_requires_grad(true);
+
+  auto engine = make_run_engine(config, shape, device, std::cout);
+  const std::string name = "reward";
+  engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  model->to(device);  // the buffers; the parameters are where the engine put them
+
+  PreferenceBatchSource::Options options;
+  options.micro_batch_size = config.train.micro_batch_size;
+  options.pad_id = stage_pad_id(shape, tokenizer);
+  options.seed = static_cast<uint64_t>(config.train.seed);
+  options.shuffle = config.data.shuffle;
+  PreferenceBatchSource source(std::move(data.train), std::move(data.eval), options);
+  RewardObjective objective(name, *model, config.rm.center_rewards_coefficient);
+  Trainer trainer(config, *engine, source, objective, stage_trained_model(name, *model, shape, config, tokenizer.path()));
+  std::cout << "train-rm: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
+            << config.train.grad_accumulation << " pairs\n"
+            << engine->memory_report().summary();
+  const TrainResult result = trainer.run();
+  throw_if_interrupted(result, "train-rm");
+  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
+  std::cout << "train-rm: " << result.steps << " steps, last loss " << result.last_loss;
+  if (result.eval_loss) {
+    std::cout << ", eval loss " << *result.eval_loss;
+    if (const auto accuracy = find_metric(result.eval_extra, "accuracy")) std::cout << ", eval accuracy " << *accuracy;
+    if (const auto gap = find_metric(result.eval_extra, "rewards/gap")) std::cout << ", eval reward gap " << *gap;
+  }
+  std::cout << "\n";
+  report_engine_peak(std::cout, "train-rm", *engine, device);
+}
+
+}  // namespace ferry

@@ -1,0 +1,131 @@
+// Stage helpers shared by train-sft, train-rm and train-dpo (see stage_common.h).
+#include "stages/stage_common.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "offload/accountant.h"
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_config.h"
+#include "src/io/hf_export.h"
+#include "src/io/lora_adapter.h"
+#include "src/model/lora.h"
+#include "src/model/model_state.h"
+#include "src/model/pretrained.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/train/checkpoint_folders.h"
+#include "src/train/run_engine.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+
+std::string tokenizer_path(const Config& config) {
+  if (!config.tokenizer.path.empty()) return config.tokenizer.path;
+  if (!config.model.path.empty()) return (fs::path(config.model.path) / "tokenizer.model").string();
+  throw ConfigError("tokenizer.path: no tokenizer given; set tokenizer.path (a training run from model.config "
+                    "has no model folder to take tokenizer.model from)");
+}
+
+void check_tokenizer_fits(const Tokenizer& tokenizer, const LlamaConfig& shape) {
+  if (tokenizer.vocab_size() > shape.vocab_size) {
+    throw InputError(detail::concat(tokenizer.path(), " has ", tokenizer.vocab_size(), " tokens but the model has only ",
+                                    shape.vocab_size, "; use the model's own tokenizer or a larger vocab_size"));
+  }
+}
+
+int64_t stage_pad_id(const LlamaConfig& shape, const Tokenizer& tokenizer) {
+  return shape.pad_token_id >= 0 ? shape.pad_token_id : std::max<int64_t>(0, tokenizer.pad_id());
+}
+
+std::string torch_dtype_name(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
+}
+
+LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
+  LoadedCausalLm out;
+  if (!config.model.path.empty()) {
+    out.model = causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    out.shape = out.model->config();
+  } else if (!config.model.config.empty()) {
+    out.shape = io::read_hf_config(config.model.config);
+    out.model = LlamaForCausalLM(out.shape);
+    init_llama_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
+    out.model->to(dtype);
+  } else {
+    throw ConfigError("model: set model.path (a Hugging Face folder) or model.config (a config.json to start from scratch)");
+  }
+  out.shape.torch_dtype = torch_dtype_name(dtype);
+  out.model->train();
+  return out;
+}
+
+void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config) {
+  if (config.lora.rank <= 0) return;
+  apply_lora(backbone, config.lora, static_cast<uint64_t>(config.train.seed));
+  freeze_base_weights(model);
+}
+
+TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
+                                 const Config& config, const std::string& tokenizer_file) {
+  std::optional<io::LoraAdapterConfig> adapter;
+  if (config.lora.rank > 0) {
+    adapter.emplace();
+    adapter->rank = config.lora.rank;
+    adapter->alpha = config.lora.alpha;
+    adapter->dropout = config.lora.dropout;
+    for (const auto& target : lora_target_names()) {  // in a fixed order, whatever the config's
+      const auto& wanted = config.lora.target_modules;
+      if (std::find(wanted.begin(), wanted.end(), target) != wanted.end()) adapter->target_modules.push_back(target);
+    }
+    if (!config.model.path.empty()) adapter->base_model = fs::absolute(config.model.path).lexically_normal().string();
+  }
+  TrainedModel trained;
+  trained.name = name;
+  trained.save = [&model, shape, adapter, tokenizer_file](const fs::path& folder) {
+    save_pretrained(model, shape, folder);
+    if (adapter) io::write_adapter_config(folder / io::kAdapterConfigFile, *adapter);
+    if (!tokenizer_file.empty()) {
+      fs::copy_file(tokenizer_file, folder / "tokenizer.model", fs::copy_options::overwrite_existing);
+    }
+  };
+  trained.load = [&model](const fs::path& folder) {
+    LoadStateOptions options;
+    options.source = folder.string();
+    load_state(model, io::load_hf_weights(folder), options);
+  };
+  return trained;
+}
+
+void export_lora_final(const fs::path& final_dir, const Config& config) {
+  if (config.lora.rank <= 0) return;
+  write_folder_atomic(final_dir, [&](const fs::path& folder) {
+    io::HfExportOptions options;
+    options.checkpoint = final_dir;
+    options.output = folder;
+    options.lora = config.lora.export_as == LoraExport::adapter ? io::LoraExport::adapter : io::LoraExport::merged;
+    io::export_hf_model(options);
+  });
+}
+
+void throw_if_interrupted(const TrainResult& result, const std::string& stage) {
+  if (!result.interrupted()) return;
+  throw Interrupted(result.stop_signal, detail::concat(stage, ": interrupted after step ", result.steps,
+                                                       "; resume with --set train.resume=auto"));
+}
+
+void report_engine_peak(std::ostream& out, const std::string& stage, const ParameterEngine& engine, c10::Device device) {
+  const offload::MemoryAccountant& memory = engine.accountant();
+  out << stage << ": engine peak (weights, gradients, optimizer state; activations not counted): "
+      << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
+      << memory.peak(offload::MemoryTier::device) << " bytes), "
+      << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
+  if (const uint64_t reserved = device_memory_peak(device); reserved > 0) {
+    out << stage << ": CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
+        << " reserved on " << device.str() << "\n";
+  }
+}
+
+}  // namespace ferry

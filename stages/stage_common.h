@@ -1,0 +1,66 @@
+// What the training stages share besides the loop: finding the tokenizer, loading the model a
+// stage starts from, LoRA set-up, how a trained model is saved and resumed (TrainedModel), the
+// LoRA export of final/, and the closing memory report. Stage files stay small by calling these.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+
+#include "offload/engine.h"
+#include "src/config/config.h"
+#include "src/model/llama_heads.h"
+#include "src/train/trainer.h"
+
+namespace ferry {
+
+class Tokenizer;
+
+// tokenizer.path, else <model.path>/tokenizer.model.
+std::string tokenizer_path(const Config& config);
+
+// Throws InputError when the tokenizer has more tokens than the model's vocabulary.
+void check_tokenizer_fits(const Tokenizer& tokenizer, const LlamaConfig& shape);
+
+// The padding id batches use: the model's pad_token_id, else the tokenizer's, else 0.
+int64_t stage_pad_id(const LlamaConfig& shape, const Tokenizer& tokenizer);
+
+// The dtype name config.json records for weights of `dtype`.
+std::string torch_dtype_name(at::ScalarType dtype);
+
+struct LoadedCausalLm {
+  LlamaForCausalLM model{nullptr};
+  LlamaConfig shape;  // torch_dtype set to the run's precision
+};
+
+// model.path (a Hugging Face folder), else model.config (initialised from train.seed), built on the
+// host in `dtype`, in training mode. Throws ConfigError when neither is set.
+LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype);
+
+// With lora.rank > 0: attaches adapters to `backbone` (src/model/lora.h, A drawn from train.seed) and
+// freezes every other weight of `model`, so the engine keeps optimizer state for the adapters only.
+void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config);
+inline void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) { prepare_lora(model, *model.model, config); }
+
+// How a stage saves and resumes its model (a causal LM or a score model). save: config.json +
+// weights (with LoRA: base weights and adapters together, plus adapter_config.json, which makes
+// step-N exact to resume and lets `ferry export` merge it or cut the adapter out) +
+// tokenizer.model when `tokenizer_file` is set. load: the weights of such a folder into the live model.
+TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
+                                 const Config& config, const std::string& tokenizer_file);
+
+// With LoRA, rewrites output.dir/final (saved by the trainer as a checkpoint) in lora.export's
+// format, through `ferry export`'s code: `merged` a plain Hugging Face folder, `adapter` a PEFT
+// adapter folder (adapter_config.json + adapter_model.safetensors + tokenizer.model).
+void export_lora_final(const std::filesystem::path& final_dir, const Config& config);
+
+// Throws Interrupted when the run was stopped by a signal (its checkpoint is saved).
+void throw_if_interrupted(const TrainResult& result, const std::string& stage);
+
+// "<stage>: engine peak ..." and, on a GPU, the caching allocator's peak.
+void report_engine_peak(std::ostream& out, const std::string& stage, const ParameterEngine& engine, c10::Device device);
+
+}  // namespace ferry

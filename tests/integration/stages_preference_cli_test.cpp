@@ -1,0 +1,231 @@
+// `ferry train-rm`, `ferry train-dpo` and `ferry score` end to end on shortened demo configs,
+// starting from a small SFT model made once for the suite: what they write, that every offload
+// policy logs `none`'s losses, that DPO's reference costs no second copy of the weights (engine
+// peak on the device no larger than SFT's; the `model` reference larger), the precompute cache
+// reused on resume, and bad pairs skipped and counted or rejected with file:line (exit 2).
+#include <gtest/gtest.h>
+
+#include "tests/integration/ferry_process.h"
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Result = ferry_test::CommandResult;
+using ferry_test::run_ferry;
+
+namespace fs = std::filesystem;
+
+const fs::path& base_dir() {
+  static const fs::path dir = fs::temp_directory_path() / ("ferry_preference_cli_" + std::to_string(::getpid()));
+  return dir;
+}
+
+// A small SFT model (the demo's shape, a few steps) that the RM and DPO runs start from.
+class PreferenceCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(base_dir());
+    const Result r = run_ferry("train-sft --config configs/demo-sft.yaml --set output.dir=" + (base_dir() / "sft").string() +
+                               " --set data.max_samples=64 --set data.eval_file= --set train.micro_batch_size=8"
+                               " --set train.max_steps=3 --set train.device=cpu --set logging.progress=never");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(base_dir()); }
+
+  static std::string sft_model() { return (base_dir() / "sft" / "final").string(); }
+
+  // A short run of a shipped stage config from the SFT model into base_dir()/name.
+  static std::string short_run(const std::string& command, const std::string& config, const std::string& name) {
+    return command + " --config " + config + " --set model.path=" + sft_model() +
+           " --set output.dir=" + (base_dir() / name).string() +
+           " --set data.max_samples=48 --set data.eval_file= --set data.eval_fraction=0.25 --set train.micro_batch_size=4"
+           " --set train.max_steps=4 --set train.eval_every=2 --set train.warmup_steps=0 --set train.device=cpu"
+           " --set logging.progress=never";
+  }
+  static std::string rm_run(const std::string& name) { return short_run("train-rm", "configs/demo-rm.yaml", name); }
+  static std::string dpo_run(const std::string& name) { return short_run("train-dpo", "configs/demo-dpo.yaml", name); }
+};
+
+// The values of `key` logged in metrics.jsonl, in order.
+std::vector<double> logged(const fs::path& metrics, const std::string& key) {
+  std::ifstream in(metrics);
+  std::vector<double> values;
+  const std::string needle = "\"" + key + "\":";
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find(needle);
+    if (at != std::string::npos) values.push_back(std::stod(line.substr(at + needle.size())));
+  }
+  return values;
+}
+
+// The exact engine peak on the device that a stage prints at the end.
+long long device_peak_bytes(const std::string& output) {
+  const auto at = output.find("on the device (");
+  if (at == std::string::npos) return -1;
+  return std::stoll(output.substr(at + 15));
+}
+
+void expect_same_losses(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_LE(std::abs(got[i] - want[i]), 1e-6 * std::max(1.0, std::abs(want[i]))) << what << " step " << i + 1;
+  }
+}
+
+TEST_F(PreferenceCli, RewardModelTrainsExportsAndScores) {
+  const Result r = run_ferry(rm_run("rm"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "36 pairs");  // 48 minus the 12 held out
+  EXPECT_CONTAINS(r.output, "12 eval pairs");
+  const fs::path out = base_dir() / "rm";
+  EXPECT_EQ(logged(out / "metrics.jsonl", "loss").size(), 4u);
+  EXPECT_EQ(logged(out / "metrics.jsonl", "accuracy").size(), 4u);
+  EXPECT_EQ(logged(out / "metrics.jsonl", "rewards/gap").size(), 4u);
+  EXPECT_GE(logged(out / "metrics.jsonl", "eval_accuracy").size(), 2u);
+  std::ifstream config(out / "final" / "config.json");
+  const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+  EXPECT_CONTAINS(text, "LlamaForSequenceClassification");
+
+  const fs::path scores = out / "scores.jsonl";
+  const Result s = run_ferry("score --model " + (out / "final").string() +
+                             " --data data/preference_eval.jsonl --limit 20 --output " + scores.string());
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_CONTAINS(s.output, "scored 40 responses");
+  EXPECT_CONTAINS(s.output, "preference accuracy (chosen scored above rejected): ");
+  EXPECT_EQ(logged(scores, "reward_chosen").size(), 20u);
+  const Result single = run_ferry("score --model " + (out / "final").string() + " --data data/sft_eval.jsonl --limit 5");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_CONTAINS(single.output, "scored 5 responses");
+}
+
+TEST_F(PreferenceCli, RewardModelWithLoraTrainsItsHead) {
+  const Result r = run_ferry(rm_run("rm_lora") + " --set lora.rank=4 --set lora.export=merged");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Result s = run_ferry("score --model " + (base_dir() / "rm_lora" / "final").string() +
+                             " --data data/preference_eval.jsonl --limit 4");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  const Result adapter = run_ferry(rm_run("rm_lora2") + " --set lora.rank=4 --set lora.export=adapter");
+  EXPECT_EQ(adapter.exit_code, 2);
+  EXPECT_CONTAINS(adapter.output, "lora.export=merged");
+}
+
+TEST_F(PreferenceCli, RewardModelTrainsLikeNoneUnderEveryOffloadPolicy) {
+  ASSERT_EQ(run_ferry(rm_run("rm_none")).exit_code, 0);
+  const std::vector<double> reference = logged(base_dir() / "rm_none" / "metrics.jsonl", "loss");
+  for (const std::string policy : {"optimizer", "params", "auto"}) {
+    const std::string extra = policy == "auto" ? " --set offload.gpu_memory=6MiB" : "";
+    const Result r = run_ferry(rm_run("rm_" + policy) + " --set offload.policy=" + policy + extra);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_same_losses(logged(base_dir() / ("rm_" + policy) / "metrics.jsonl", "loss"), reference, policy);
+  }
+}
+
+TEST_F(PreferenceCli, DpoTrainsLikeNoneUnderEveryOffloadPolicy) {
+  ASSERT_EQ(run_ferry(dpo_run("dpo_none")).exit_code, 0);
+  const std::vector<double> reference = logged(base_dir() / "dpo_none" / "metrics.jsonl", "loss");
+  ASSERT_EQ(reference.size(), 4u);
+  for (const std::string policy : {"optimizer", "params", "auto"}) {
+    const std::string extra = policy == "auto" ? " --set offload.gpu_memory=6MiB" : "";
+    const Result r = run_ferry(dpo_run("dpo_" + policy) + " --set offload.policy=" + policy + extra);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_same_losses(logged(base_dir() / ("dpo_" + policy) / "metrics.jsonl", "loss"), reference, policy);
+  }
+  // The LoRA-off reference too.
+  const std::string lora = " --set lora.rank=4 --set lora.export=merged";
+  ASSERT_EQ(run_ferry(dpo_run("dpo_lora_none") + lora).exit_code, 0);
+  const Result paged = run_ferry(dpo_run("dpo_lora_params") + lora + " --set offload.policy=params");
+  ASSERT_EQ(paged.exit_code, 0) << paged.output;
+  EXPECT_CONTAINS(paged.output, "the policy with its LoRA adapters off");
+  expect_same_losses(logged(base_dir() / "dpo_lora_params" / "metrics.jsonl", "loss"),
+                     logged(base_dir() / "dpo_lora_none" / "metrics.jsonl", "loss"), "LoRA under params");
+}
+
+TEST_F(PreferenceCli, DpoReferenceHoldsNoSecondCopyOfTheWeights) {
+  const Result sft = run_ferry("train-sft --config configs/demo-sft.yaml --set model.config= --set model.path=" +
+                               sft_model() + " --set output.dir=" + (base_dir() / "sft_again").string() +
+                               " --set data.max_samples=16 --set data.eval_file= --set train.micro_batch_size=4"
+                               " --set train.max_steps=1 --set train.device=cpu --set logging.progress=never");
+  ASSERT_EQ(sft.exit_code, 0) << sft.output;
+  const Result precompute = run_ferry(dpo_run("dpo_precompute") + " --set dpo.reference=precompute");
+  const Result model = run_ferry(dpo_run("dpo_model") + " --set dpo.reference=model");
+  ASSERT_EQ(precompute.exit_code, 0) << precompute.output;
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  const long long sft_peak = device_peak_bytes(sft.output), precompute_peak = device_peak_bytes(precompute.output),
+                  model_peak = device_peak_bytes(model.output);
+  ASSERT_GT(sft_peak, 0) << sft.output;
+  EXPECT_LE(precompute_peak, sft_peak);
+  EXPECT_GT(model_peak, precompute_peak) << "a frozen reference model is a second copy of the weights";
+  // The same losses whichever way the reference is had.
+  expect_same_losses(logged(base_dir() / "dpo_model" / "metrics.jsonl", "loss"),
+                     logged(base_dir() / "dpo_precompute" / "metrics.jsonl", "loss"), "model vs precompute");
+
+  const std::string lora = " --set lora.rank=4 --set lora.export=merged";
+  const Result sft_lora = run_ferry("train-sft --config configs/demo-sft.yaml --set model.config= --set model.path=" +
+                                    sft_model() + " --set output.dir=" + (base_dir() / "sft_lora").string() +
+                                    " --set data.max_samples=16 --set data.eval_file= --set train.micro_batch_size=4"
+                                    " --set train.max_steps=1 --set train.device=cpu --set logging.progress=never" + lora);
+  const Result lora_off = run_ferry(dpo_run("dpo_lora_off") + lora);
+  ASSERT_EQ(sft_lora.exit_code, 0) << sft_lora.output;
+  ASSERT_EQ(lora_off.exit_code, 0) << lora_off.output;
+  EXPECT_LE(device_peak_bytes(lora_off.output), device_peak_bytes(sft_lora.output));
+}
+
+TEST_F(PreferenceCli, PrecomputedReferenceIsCachedAndReusedOnResume) {
+  const Result first = run_ferry(dpo_run("dpo_cache"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_CONTAINS(first.output, "computed once, cached in");
+  EXPECT_TRUE(fs::exists(base_dir() / "dpo_cache" / "reference_logps.safetensors"));
+  const Result resumed = run_ferry(dpo_run("dpo_cache") + " --set train.max_steps=6 --set train.resume=auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_CONTAINS(resumed.output, "reference log-probs: read from");
+  EXPECT_CONTAINS(resumed.output, "resumed from");
+  // Other pairs: recomputed, not read.
+  const Result other = run_ferry(dpo_run("dpo_cache") + " --set data.max_samples=40 --set train.max_steps=8 --set train.resume=auto");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_CONTAINS(other.output, "was made for other pairs or another reference model");
+}
+
+TEST_F(PreferenceCli, EveryLossTypeRuns) {
+  for (const std::string loss : {"robust", "hinge", "ipo", "simpo", "orpo"}) {
+    const std::string smoothing = loss == "robust" ? " --set dpo.label_smoothing=0.1" : "";
+    const Result r = run_ferry(dpo_run("dpo_" + loss) + " --set dpo.loss_type=" + loss + smoothing);
+    ASSERT_EQ(r.exit_code, 0) << loss << "\n" << r.output;
+    EXPECT_EQ(logged(base_dir() / ("dpo_" + loss) / "metrics.jsonl", "rewards/margins").size(), 4u) << loss;
+  }
+  const Result no_lora = run_ferry(dpo_run("dpo_bad") + " --set dpo.reference=lora_off");
+  EXPECT_EQ(no_lora.exit_code, 2);
+  EXPECT_CONTAINS(no_lora.output, "dpo.reference lora_off");
+}
+
+TEST_F(PreferenceCli, BadPairsAreSkippedAndCountedOrRejected) {
+  const fs::path data = base_dir() / "bad_pairs.jsonl";
+  {
+    std::ofstream out(data);
+    std::ifstream shipped(std::string(FERRY_SOURCE_DIR) + "/data/preference_train.jsonl");
+    std::string line;
+    for (int i = 0; i < 20 && std::getline(shipped, line); ++i) out << line << "\n";
+    out << R"({"prompt": "Q", "chosen": "", "rejected": "b"})" << "\n";
+    out << R"({"prompt": "Q", "chosen": "same", "rejected": "same"})" << "\n";
+    out << R"({"prompt": ")" << std::string(400, 'x') << R"(", "chosen": "a", "rejected": "b"})" << "\n";
+  }
+  const std::string run = "train-rm --config configs/demo-rm.yaml --set model.path=" + sft_model() +
+                          " --set data.train_file=" + data.string() + " --set data.eval_file= --set output.dir=" +
+                          (base_dir() / "rm_bad").string() +
+                          " --set train.micro_batch_size=4 --set train.max_steps=1 --set train.device=cpu"
+                          " --set logging.progress=never";
+  const Result strict = run_ferry(run);
+  EXPECT_EQ(strict.exit_code, 2) << strict.output;
+  EXPECT_CONTAINS(strict.output, data.string() + ":21: bad pair: the chosen response is empty");
+  const Result skipping = run_ferry(run + " --set data.skip_bad_lines=true");
+  ASSERT_EQ(skipping.exit_code, 0) << skipping.output;
+  EXPECT_CONTAINS(skipping.output, "20 pairs");
+  EXPECT_CONTAINS(skipping.output, "1 empty response, 1 chosen identical to rejected, 1 prompt leaving no room");
+}
+
+}  // namespace
