@@ -34,6 +34,11 @@ SIZES = {
     "prompts_train": 1000,
     "prompts_eval": 200,
 }
+# More preference pairs for the reward model, drawn after every file above (so those files and the
+# tokenizer, which learns from them, stay as they were): preference_train_large.jsonl holds
+# preference_train's pairs followed by these. 2000 pairs are too few for the demo reward model to
+# generalise to the held-out problems.
+EXTRA_PREFERENCE_PAIRS = 20000
 
 # Chat template markers (configs/templates/demo.yaml); each is one user-defined token.
 TEMPLATE_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
@@ -234,9 +239,10 @@ def make_file(source, name, count):
         elif name.startswith("preference"):
             wrong = rejected()
             assert wrong != answer, (text, answer, wrong)
-            rows.append({"context": context, "chosen": [assistant(answer)], "rejected": [assistant(wrong)]})
+            rows.append({"context": context, "chosen": [assistant(answer)], "rejected": [assistant(wrong)],
+                         "kind": kind})
         else:
-            rows.append({"messages": context, "gt_answer": answer})
+            rows.append({"messages": context, "gt_answer": answer, "kind": kind})
     return rows
 
 
@@ -316,6 +322,8 @@ def main() -> int:
         files[name] = make_file(source, name, SIZES[name])
 
     outputs = {f"{name}.jsonl": dump_jsonl(rows).encode() for name, rows in files.items()}
+    extra = make_file(source, "preference_train_extra", EXTRA_PREFERENCE_PAIRS)
+    outputs["preference_train_large.jsonl"] = dump_jsonl(files["preference_train"] + extra).encode()
     model = train_tokenizer(training_sentences(files))
     sp = check_tokenizer(model)
     outputs["tokenizer.model"] = model

@@ -171,12 +171,8 @@ void run_dpo(const Config& given) {
     model->train();
   }
 
-  PreferenceBatchSource::Options options;
-  options.micro_batch_size = config.train.micro_batch_size;
-  options.pad_id = pad_id;
-  options.seed = static_cast<uint64_t>(config.train.seed);
-  options.shuffle = config.data.shuffle;
-  PreferenceBatchSource source(std::move(data.train), std::move(data.eval), options);
+  PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
+                               PreferenceBatchSource::Options::from_config(config, pad_id));
   DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen ? frozen.get() : nullptr);
   Trainer trainer(config, *engine, source, objective,
                   stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));

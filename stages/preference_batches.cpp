@@ -2,11 +2,29 @@
 #include "stages/preference_batches.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 #include "src/core/error.h"
+#include "src/core/file_util.h"
 #include "src/data/token_batch.h"
 
 namespace ferry {
+namespace {
+
+// What loading a file kept and skipped, by reason (written to output.dir/data_stats.json).
+nlohmann::json stats_json(const std::string& file, const PreferenceDatasetStats& s) {
+  return {{"file", file},
+          {"pairs", s.pairs},
+          {"truncated", s.truncated},
+          {"skipped", {{"empty_response", s.empty_response},
+                       {"identical", s.identical},
+                       {"no_room", s.no_room},
+                       {"malformed_lines", s.jsonl.skipped}}}};
+}
+
+}  // namespace
 
 PreferenceSplit load_preference_split(const Config& config, const Tokenizer& tokenizer,
                                       const ChatTemplate& chat_template, const std::string& stage, std::ostream& log) {
@@ -18,16 +36,20 @@ PreferenceSplit load_preference_split(const Config& config, const Tokenizer& tok
   PreferenceDataset train =
       load_preference_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);
   log << stage << ": " << d.train_file << ": " << train.stats.summary() << "\n";
+  nlohmann::json stats{{"train", stats_json(d.train_file, train.stats)}};
   PreferenceSplit split{std::move(train.pairs), {}};
   if (!d.eval_file.empty()) {
     PreferenceDataset eval =
         load_preference_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines);
     log << stage << ": " << d.eval_file << ": " << eval.stats.summary() << "\n";
+    stats["eval"] = stats_json(d.eval_file, eval.stats);
     split.eval = std::move(eval.pairs);
   } else if (d.eval_fraction > 0) {
     split.eval = split_off_eval(split.train, d.eval_fraction, static_cast<uint64_t>(config.train.seed));
     log << stage << ": " << split.eval.size() << " of the training pairs held out for evaluation\n";
   }
+  std::filesystem::create_directories(config.output.dir);
+  write_file_atomic(std::filesystem::path(config.output.dir) / "data_stats.json", stats.dump(2) + "\n");
   return split;
 }
 
@@ -59,6 +81,15 @@ MicroBatch collate_preference_pairs(const std::vector<const PreferencePair*>& pa
   out.loss_weight = b;
   out.tokens = batch.tokens;
   return out;
+}
+
+PreferenceBatchSource::Options PreferenceBatchSource::Options::from_config(const Config& config, int64_t pad_id) {
+  Options options;
+  options.micro_batch_size = config.train.micro_batch_size;
+  options.pad_id = pad_id;
+  options.seed = static_cast<uint64_t>(config.train.seed);
+  options.shuffle = config.data.shuffle;
+  return options;
 }
 
 PreferenceBatchSource::PreferenceBatchSource(std::vector<PreferencePair> train, std::vector<PreferencePair> eval,

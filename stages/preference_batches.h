@@ -23,7 +23,8 @@ class Tokenizer;
 struct ChatTemplate;
 
 // The pairs of data.train_file and of data.eval_file (or data.eval_fraction of the training pairs),
-// with their load summaries written to `log` ("train-rm: data/x.jsonl: 2000 pairs, ...").
+// with their load summaries written to `log` ("train-rm: data/x.jsonl: 2000 pairs, ...") and, as
+// counts per skip reason, to output.dir/data_stats.json.
 struct PreferenceSplit {
   std::vector<PreferencePair> train, eval;
 };
@@ -40,6 +41,9 @@ class PreferenceBatchSource : public IndexedBatchSource {
     int64_t pad_id = 0;
     uint64_t seed = 0;
     bool shuffle = true;
+
+    // train.micro_batch_size pairs, train.seed, data.shuffle.
+    static Options from_config(const Config& config, int64_t pad_id);
   };
   PreferenceBatchSource(std::vector<PreferencePair> train, std::vector<PreferencePair> eval, const Options& options);
 

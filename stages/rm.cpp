@@ -66,12 +66,8 @@ void run_rm(const Config& given) {
   engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
 
-  PreferenceBatchSource::Options options;
-  options.micro_batch_size = config.train.micro_batch_size;
-  options.pad_id = stage_pad_id(shape, tokenizer);
-  options.seed = static_cast<uint64_t>(config.train.seed);
-  options.shuffle = config.data.shuffle;
-  PreferenceBatchSource source(std::move(data.train), std::move(data.eval), options);
+  PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
+                               PreferenceBatchSource::Options::from_config(config, stage_pad_id(shape, tokenizer)));
   RewardObjective objective(name, *model, config.rm.center_rewards_coefficient);
   Trainer trainer(config, *engine, source, objective, stage_trained_model(name, *model, shape, config, tokenizer.path()));
   std::cout << "train-rm: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "

@@ -2,30 +2,18 @@
 #include "stages/sft.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <iostream>
 
-#include "offload/accountant.h"
 #include "offload/engine.h"
-#include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/data/token_batch.h"
-#include "src/io/hf_checkpoint.h"
-#include "src/io/hf_config.h"
-#include "src/io/hf_export.h"
-#include "src/io/lora_adapter.h"
 #include "src/model/lora.h"
-#include "src/model/model_state.h"
-#include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
-#include "src/train/checkpoint_folders.h"
 #include "src/train/device_choice.h"
 #include "src/train/run_engine.h"
 #include "src/train/trainer.h"
-
-namespace fs = std::filesystem;
 
 namespace ferry {
 

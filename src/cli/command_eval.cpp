@@ -5,7 +5,8 @@
 // Each line is {"messages": [system?, user], "gt_answer": "..."}; the prompt is rendered with the
 // chat template, the model answers greedily until the end-of-assistant marker (or EOS, or
 // --max-new-tokens), and the answer counts when, stripped of surrounding whitespace and of the
-// end-of-assistant marker, it equals gt_answer exactly (data/README.md). Prints the accuracy;
+// end-of-assistant marker, it equals gt_answer exactly (data/README.md). Prints the accuracy (and
+// per task kind when lines carry a string "kind", as the demo data does);
 // --output writes every answer as jsonl.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 
+#include "src/cli/accuracy_tally.h"
 #include "src/cli/commands.h"
 #include "src/cli/inference_model.h"
 #include "src/core/error.h"
@@ -86,7 +88,7 @@ void run_eval(const EvalArgs& args) {
   const StopStrings stop_strings(options.stop_strings);
   const int64_t pad = options.pad_token_id >= 0 ? options.pad_token_id : 0;
 
-  int64_t correct = 0;
+  AccuracyTally tally;
   for (size_t begin = 0; begin < items.size(); begin += static_cast<size_t>(args.batch_size)) {
     const size_t end = std::min(items.size(), begin + static_cast<size_t>(args.batch_size));
     std::vector<std::vector<int64_t>> prompts;
@@ -96,7 +98,7 @@ void run_eval(const EvalArgs& args) {
     for (size_t i = begin; i < end; ++i) {
       const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
       items[i].answer = normalise_answer(completion.text, chat_template.assistant_suffix);
-      if (items[i].answer == items[i].source["gt_answer"].get<std::string>()) ++correct;
+      tally.add(items[i].source, items[i].answer == items[i].source["gt_answer"].get<std::string>());
     }
   }
   if (!args.output_file.empty()) {
@@ -111,9 +113,7 @@ void run_eval(const EvalArgs& args) {
     out.close();
     if (!out) throw UserError("cannot write " + args.output_file);
   }
-  const auto total = static_cast<int64_t>(items.size());
-  std::cout << "exact match: " << correct << "/" << total << " = "
-            << 100.0 * static_cast<double>(correct) / static_cast<double>(total) << "%\n";
+  tally.print(std::cout, "exact match");
 }
 
 }  // namespace

@@ -14,11 +14,10 @@
 #include <torch/torch.h>
 
 #include <fstream>
-#include <iomanip>
 #include <iostream>
-#include <map>
 #include <memory>
 
+#include "src/cli/accuracy_tally.h"
 #include "src/cli/commands.h"
 #include "src/core/error.h"
 #include "src/data/conversation_json.h"
@@ -85,13 +84,6 @@ ScoreItem read_item(const nlohmann::json& object, const Tokenizer& tokenizer, co
   return item;
 }
 
-std::string percent(int64_t part, int64_t whole) {
-  std::ostringstream out;
-  out << part << "/" << whole << " = " << std::fixed << std::setprecision(1)
-      << 100.0 * static_cast<double>(part) / static_cast<double>(std::max<int64_t>(whole, 1)) << "%";
-  return out.str();
-}
-
 void run_score(const ScoreArgs& args) {
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
   if (args.max_length < 2) throw UserError("--max-length must be at least 2");
@@ -128,20 +120,12 @@ void run_score(const ScoreArgs& args) {
   }
 
   double reward_sum = 0.0;
-  int64_t responses = 0, pairs = 0, correct = 0;
-  std::map<std::string, std::pair<int64_t, int64_t>> by_kind;  // kind -> (correct, pairs)
+  int64_t responses = 0;
+  AccuracyTally pairs;
   for (const ScoreItem& item : items) {
     for (double r : item.rewards) reward_sum += r;
     responses += static_cast<int64_t>(item.rewards.size());
-    if (!item.pair) continue;
-    const bool right = item.rewards[0] > item.rewards[1];
-    ++pairs;
-    correct += right ? 1 : 0;
-    if (item.source.contains("kind") && item.source["kind"].is_string()) {
-      auto& [k_correct, k_pairs] = by_kind[item.source["kind"].get<std::string>()];
-      k_correct += right ? 1 : 0;
-      ++k_pairs;
-    }
+    if (item.pair) pairs.add(item.source, item.rewards[0] > item.rewards[1]);
   }
   if (!args.output_file.empty()) {
     std::ofstream out(args.output_file);
@@ -160,10 +144,7 @@ void run_score(const ScoreArgs& args) {
     if (!out) throw UserError("cannot write " + args.output_file);
   }
   std::cout << "scored " << responses << " responses: mean reward " << reward_sum / static_cast<double>(responses) << "\n";
-  if (pairs > 0) {
-    std::cout << "preference accuracy (chosen scored above rejected): " << percent(correct, pairs) << "\n";
-    for (const auto& [kind, counts] : by_kind) std::cout << "  " << kind << ": " << percent(counts.first, counts.second) << "\n";
-  }
+  if (pairs.total() > 0) pairs.print(std::cout, "preference accuracy (chosen scored above rejected)");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/ferry_process.h"
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "src/io/safetensors.h"
 
 namespace {
 
@@ -81,8 +84,8 @@ void expect_same_losses(const std::vector<double>& got, const std::vector<double
 TEST_F(PreferenceCli, RewardModelTrainsExportsAndScores) {
   const Result r = run_ferry(rm_run("rm"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_CONTAINS(r.output, "36 pairs");  // 48 minus the 12 held out
-  EXPECT_CONTAINS(r.output, "12 eval pairs");
+  EXPECT_CONTAINS(r.output, "48 pairs");
+  EXPECT_CONTAINS(r.output, "12 of the training pairs held out for evaluation");
   const fs::path out = base_dir() / "rm";
   EXPECT_EQ(logged(out / "metrics.jsonl", "loss").size(), 4u);
   EXPECT_EQ(logged(out / "metrics.jsonl", "accuracy").size(), 4u);
@@ -98,6 +101,8 @@ TEST_F(PreferenceCli, RewardModelTrainsExportsAndScores) {
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_CONTAINS(s.output, "scored 40 responses");
   EXPECT_CONTAINS(s.output, "preference accuracy (chosen scored above rejected): ");
+  EXPECT_CONTAINS(s.output, "\n  add_sub: ");  // per task kind (data/*.jsonl carry "kind")
+  EXPECT_CONTAINS(s.output, "/4 = ");
   EXPECT_EQ(logged(scores, "reward_chosen").size(), 20u);
   const Result single = run_ferry("score --model " + (out / "final").string() + " --data data/sft_eval.jsonl --limit 5");
   ASSERT_EQ(single.exit_code, 0) << single.output;
@@ -107,6 +112,17 @@ TEST_F(PreferenceCli, RewardModelTrainsExportsAndScores) {
 TEST_F(PreferenceCli, RewardModelWithLoraTrainsItsHead) {
   const Result r = run_ferry(rm_run("rm_lora") + " --set lora.rank=4 --set lora.export=merged");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The checkpoint holds the frozen base weights, the trained adapters and the score head.
+  const ferry::io::TensorMap sft = ferry::io::load_safetensors(fs::path(sft_model()) / "model.safetensors");
+  const ferry::io::TensorMap step = ferry::io::load_safetensors(base_dir() / "rm_lora" / "step-4" / "model.safetensors");
+  for (const char* frozen : {"model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight",
+                             "model.embed_tokens.weight", "model.norm.weight"}) {
+    EXPECT_TRUE(torch::equal(step.at(frozen), sft.at(frozen))) << frozen << " should stay frozen";
+  }
+  EXPECT_GT(step.at("model.layers.0.self_attn.q_proj.lora_B.weight").abs().max().item<double>(), 0.0)
+      << "the adapters should train";
+  EXPECT_EQ(step.at("score.weight").size(0), 1);
+  EXPECT_EQ(step.count("lm_head.weight"), 0u);
   const Result s = run_ferry("score --model " + (base_dir() / "rm_lora" / "final").string() +
                              " --data data/preference_eval.jsonl --limit 4");
   EXPECT_EQ(s.exit_code, 0) << s.output;
@@ -119,7 +135,8 @@ TEST_F(PreferenceCli, RewardModelTrainsLikeNoneUnderEveryOffloadPolicy) {
   ASSERT_EQ(run_ferry(rm_run("rm_none")).exit_code, 0);
   const std::vector<double> reference = logged(base_dir() / "rm_none" / "metrics.jsonl", "loss");
   for (const std::string policy : {"optimizer", "params", "auto"}) {
-    const std::string extra = policy == "auto" ? " --set offload.gpu_memory=6MiB" : "";
+    // Rows of 128 tokens (demo-rm's data.max_length): the smallest plan needs 6.5 MiB.
+    const std::string extra = policy == "auto" ? " --set offload.gpu_memory=8MiB" : "";
     const Result r = run_ferry(rm_run("rm_" + policy) + " --set offload.policy=" + policy + extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     expect_same_losses(logged(base_dir() / ("rm_" + policy) / "metrics.jsonl", "loss"), reference, policy);
@@ -226,6 +243,10 @@ TEST_F(PreferenceCli, BadPairsAreSkippedAndCountedOrRejected) {
   ASSERT_EQ(skipping.exit_code, 0) << skipping.output;
   EXPECT_CONTAINS(skipping.output, "20 pairs");
   EXPECT_CONTAINS(skipping.output, "1 empty response, 1 chosen identical to rejected, 1 prompt leaving no room");
+  std::ifstream stats(base_dir() / "rm_bad" / "data_stats.json");
+  const std::string logged_stats((std::istreambuf_iterator<char>(stats)), std::istreambuf_iterator<char>());
+  EXPECT_CONTAINS(logged_stats, "\"identical\": 1");
+  EXPECT_CONTAINS(logged_stats, "\"no_room\": 1");
 }
 
 }  // namespace

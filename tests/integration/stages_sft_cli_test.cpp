@@ -71,6 +71,7 @@ TEST(TrainSftCli, ShortDemoRunWritesEverything) {
   const Result eval = run_ferry("eval --model " + (out / "final").string() + " --limit 8 --max-new-tokens 8");
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_CONTAINS(eval.output, "exact match: ");
+  EXPECT_CONTAINS(eval.output, "\n  sort: ");  // per task kind
   EXPECT_CONTAINS(eval.output, "/8 = ");
   fs::remove_all(out);
 }

@@ -136,7 +136,8 @@ TEST(DemoData, SolverKnowsTheTaskKinds) {
 TEST(DemoData, FilesHaveTheDocumentedSizesAndEveryLabelIsRight) {
   const std::vector<std::pair<std::string, size_t>> files{
       {"sft_train.jsonl", 40000},     {"sft_eval.jsonl", 200},       {"preference_train.jsonl", 2000},
-      {"preference_eval.jsonl", 200}, {"prompts_train.jsonl", 1000}, {"prompts_eval.jsonl", 200}};
+      {"preference_eval.jsonl", 200}, {"prompts_train.jsonl", 1000}, {"prompts_eval.jsonl", 200},
+      {"preference_train_large.jsonl", 22000}};
   std::set<std::string> train, eval;
   for (const auto& [name, size] : files) {
     const auto rows = read_jsonl(name);
