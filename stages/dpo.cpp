@@ -30,8 +30,13 @@ ReferenceSource resolve_reference(const Config& config) {
   const bool lora = config.lora.rank > 0;
   switch (config.dpo.reference) {
     case DpoReference::auto_:
-      return lora && config.dpo.reference_model.empty() ? ReferenceSource::lora_off : ReferenceSource::precomputed;
+      if (!lora) return ReferenceSource::precomputed;
+      return config.dpo.reference_model.empty() ? ReferenceSource::lora_off : ReferenceSource::model;
     case DpoReference::precompute:
+      if (lora && !config.dpo.reference_model.empty()) {
+        throw ConfigError("dpo.reference precompute with LoRA takes the policy's base weights as the reference; "
+                          "for another reference folder (dpo.reference_model) use dpo.reference model");
+      }
       return ReferenceSource::precomputed;
     case DpoReference::model:
       return ReferenceSource::model;
@@ -98,6 +103,47 @@ LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
   return {losses.losses.sum(), preference_metrics(losses, logps)};
 }
 
+namespace {
+
+// dpo.reference precompute: every pair's reference log-probs, from the cache or computed now —
+// before the trainer resumes anything, while the live policy still holds model.path's weights. A
+// separate dpo.reference_model is loaded into the policy for the computation, and model.path's
+// weights are put back after.
+void precompute_reference(const Config& config, ParameterEngine& engine, const std::string& name,
+                          LlamaForCausalLMImpl& model, PreferenceSplit& data, int64_t pad_id) {
+  const std::string& other = config.dpo.reference_model;
+  auto load_into_policy = [&](const fs::path& folder) {
+    engine.with_weights(name, ParameterEngine::WeightAccess::write, [&] {
+      LoadStateOptions options;
+      options.source = folder.string();
+      load_state(model, io::load_hf_weights(folder), options);
+    });
+  };
+  // What the cached values depend on besides the pairs.
+  const std::string identity =
+      !other.empty()              ? model_folder_identity(other)
+      : !config.model.path.empty() ? model_folder_identity(config.model.path)
+                                   : "model.config " + config.model.config + ", train.seed " + std::to_string(config.train.seed);
+  BackboneRunner runner(engine, /*activation_checkpointing=*/false);
+  bool swapped = false;
+  model.eval();
+  fill_reference_logps(
+      data.train, data.eval, fs::path(config.output.dir) / "reference_logps.safetensors", identity,
+      config.train.micro_batch_size, pad_id,
+      [&](const MicroBatch& batch) {
+        if (!other.empty() && !swapped) {  // only when the cache cannot serve
+          load_into_policy(other);
+          swapped = true;
+        }
+        return reference_logps(batch, name, model, /*adapters_off=*/true, runner);
+      },
+      std::cout);
+  if (swapped) load_into_policy(config.model.path);
+  model.train();
+}
+
+}  // namespace
+
 void run_dpo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const ReferenceSource reference = resolve_reference(config);
@@ -111,9 +157,7 @@ void run_dpo(const Config& given) {
   check_tokenizer_fits(tokenizer, loaded.shape);
   const fs::path reference_folder = config.dpo.reference_model.empty() ? fs::path(config.model.path)
                                                                         : fs::path(config.dpo.reference_model);
-  if ((reference == ReferenceSource::model || (reference == ReferenceSource::precomputed &&
-                                               !config.dpo.reference_model.empty())) &&
-      reference_folder.empty()) {
+  if (reference == ReferenceSource::model && reference_folder.empty()) {
     throw ConfigError("dpo.reference_model: a model started from model.config has no folder to load the reference "
                       "from; set dpo.reference_model, or use dpo.reference precompute");
   }
@@ -142,34 +186,7 @@ void run_dpo(const Config& given) {
   }
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
-  if (reference == ReferenceSource::precomputed) {
-    // Before the trainer resumes anything, the live policy holds model.path's weights; a separate
-    // dpo.reference_model is swapped in for the computation and model.path's weights back after.
-    const bool swap = !config.dpo.reference_model.empty();
-    auto load_into_policy = [&](const fs::path& folder) {
-      engine->with_weights(name, ParameterEngine::WeightAccess::write, [&] {
-        LoadStateOptions options;
-        options.source = folder.string();
-        load_state(*model, io::load_hf_weights(folder), options);
-      });
-    };
-    BackboneRunner runner(*engine, /*activation_checkpointing=*/false);
-    model->eval();
-    const fs::path cache = fs::path(config.output.dir) / "reference_logps.safetensors";
-    bool swapped = false;
-    fill_reference_logps(
-        data.train, data.eval, cache, model_folder_identity(reference_folder), config.train.micro_batch_size, pad_id,
-        [&](const MicroBatch& batch) {
-          if (swap && !swapped) {
-            load_into_policy(reference_folder);
-            swapped = true;
-          }
-          return reference_logps(batch, name, *model, /*adapters_off=*/true, runner);
-        },
-        std::cout);
-    if (swapped) load_into_policy(config.model.path);
-    model->train();
-  }
+  if (reference == ReferenceSource::precomputed) precompute_reference(config, *engine, name, *model, data, pad_id);
 
   PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
                                PreferenceBatchSource::Options::from_config(config, pad_id));

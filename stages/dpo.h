@@ -4,7 +4,8 @@
 // simpo and orpo — as TRL defines them, averaged over the pairs of an optimizer step.
 //
 // The reference model (dpo.reference) costs no second copy of the weights where it can:
-//   lora_off    the policy itself with its LoRA adapters switched off (auto's choice with LoRA)
+//   lora_off    the policy itself with its LoRA adapters switched off (auto's choice with LoRA,
+//               unless dpo.reference_model names another folder: then `model`)
 //   precompute  the reference log-probs of every pair computed once before training and cached in
 //               output.dir/reference_logps.safetensors (auto's choice without LoRA; reused on
 //               resume when its fingerprint — pairs, reference folder — matches)

@@ -182,6 +182,17 @@ TEST_F(PreferenceCli, DpoReferenceHoldsNoSecondCopyOfTheWeights) {
   expect_same_losses(logged(base_dir() / "dpo_model" / "metrics.jsonl", "loss"),
                      logged(base_dir() / "dpo_precompute" / "metrics.jsonl", "loss"), "model vs precompute");
 
+  // Another reference folder: precomputed (its weights loaded into the policy for the computation,
+  // model.path's put back after) or held as a frozen model, the same losses; not those above.
+  const std::string other = " --set dpo.reference_model=" + (base_dir() / "dpo_precompute" / "final").string();
+  ASSERT_EQ(run_ferry(dpo_run("dpo_other_pre") + other + " --set dpo.reference=precompute").exit_code, 0);
+  ASSERT_EQ(run_ferry(dpo_run("dpo_other_model") + other + " --set dpo.reference=model").exit_code, 0);
+  const std::vector<double> other_losses = logged(base_dir() / "dpo_other_pre" / "metrics.jsonl", "loss");
+  expect_same_losses(other_losses, logged(base_dir() / "dpo_other_model" / "metrics.jsonl", "loss"),
+                     "another reference: precompute vs model");
+  ASSERT_FALSE(other_losses.empty());
+  EXPECT_GT(std::abs(other_losses[0] - logged(base_dir() / "dpo_precompute" / "metrics.jsonl", "loss")[0]), 1e-6);
+
   const std::string lora = " --set lora.rank=4 --set lora.export=merged";
   const Result sft_lora = run_ferry("train-sft --config configs/demo-sft.yaml --set model.config= --set model.path=" +
                                     sft_model() + " --set output.dir=" + (base_dir() / "sft_lora").string() +
