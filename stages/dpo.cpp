@@ -193,21 +193,7 @@ void run_dpo(const Config& given) {
   DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen ? frozen.get() : nullptr);
   Trainer trainer(config, *engine, source, objective,
                   stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));
-  std::cout << "train-dpo: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
-            << config.train.grad_accumulation << " pairs\n"
-            << engine->memory_report().summary();
-  const TrainResult result = trainer.run();
-  throw_if_interrupted(result, "train-dpo");
-  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
-  std::cout << "train-dpo: " << result.steps << " steps, last loss " << result.last_loss;
-  if (result.eval_loss) {
-    std::cout << ", eval loss " << *result.eval_loss;
-    if (const auto accuracy = find_metric(result.eval_extra, "rewards/accuracies")) {
-      std::cout << ", eval rewards/accuracies " << *accuracy;
-    }
-  }
-  std::cout << "\n";
-  report_engine_peak(std::cout, "train-dpo", *engine, device);
+  run_to_the_end(trainer, config, *engine, device, "train-dpo", "pairs", {"rewards/accuracies", "rewards/margins"});
 }
 
 }  // namespace ferry

@@ -70,20 +70,7 @@ void run_rm(const Config& given) {
                                PreferenceBatchSource::Options::from_config(config, stage_pad_id(shape, tokenizer)));
   RewardObjective objective(name, *model, config.rm.center_rewards_coefficient);
   Trainer trainer(config, *engine, source, objective, stage_trained_model(name, *model, shape, config, tokenizer.path()));
-  std::cout << "train-rm: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
-            << config.train.grad_accumulation << " pairs\n"
-            << engine->memory_report().summary();
-  const TrainResult result = trainer.run();
-  throw_if_interrupted(result, "train-rm");
-  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
-  std::cout << "train-rm: " << result.steps << " steps, last loss " << result.last_loss;
-  if (result.eval_loss) {
-    std::cout << ", eval loss " << *result.eval_loss;
-    if (const auto accuracy = find_metric(result.eval_extra, "accuracy")) std::cout << ", eval accuracy " << *accuracy;
-    if (const auto gap = find_metric(result.eval_extra, "rewards/gap")) std::cout << ", eval reward gap " << *gap;
-  }
-  std::cout << "\n";
-  report_engine_peak(std::cout, "train-rm", *engine, device);
+  run_to_the_end(trainer, config, *engine, device, "train-rm", "pairs", {"accuracy", "rewards/gap"});
 }
 
 }  // namespace ferry

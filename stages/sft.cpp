@@ -130,18 +130,9 @@ void run_sft(const Config& given) {
   SftBatchSource source(std::move(train.samples), std::move(eval), data_options);
   SftObjective objective(name, *model);
 
-  const TrainedModel trained = stage_trained_model(name, *model, loaded.shape, config, tokenizer.path());
-  Trainer trainer(config, *engine, source, objective, trained);
-  std::cout << "train-sft: " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
-            << config.train.grad_accumulation << " samples" << (d.packing ? " (packed)" : "") << "\n"
-            << engine->memory_report().summary();
-  const TrainResult result = trainer.run();
-  throw_if_interrupted(result, "train-sft");
-  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
-  std::cout << "train-sft: " << result.steps << " steps, last loss " << result.last_loss;
-  if (result.eval_loss) std::cout << ", eval loss " << *result.eval_loss;
-  std::cout << "\n";
-  report_engine_peak(std::cout, "train-sft", *engine, device);
+  Trainer trainer(config, *engine, source, objective,
+                  stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));
+  run_to_the_end(trainer, config, *engine, device, "train-sft", d.packing ? "samples (packed)" : "samples");
 }
 
 }  // namespace ferry

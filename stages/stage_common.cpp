@@ -2,6 +2,7 @@
 #include "stages/stage_common.h"
 
 #include <algorithm>
+#include <iostream>
 #include <optional>
 
 #include "offload/accountant.h"
@@ -110,22 +111,36 @@ void export_lora_final(const fs::path& final_dir, const Config& config) {
   });
 }
 
-void throw_if_interrupted(const TrainResult& result, const std::string& stage) {
-  if (!result.interrupted()) return;
-  throw Interrupted(result.stop_signal, detail::concat(stage, ": interrupted after step ", result.steps,
-                                                       "; resume with --set train.resume=auto"));
-}
-
-void report_engine_peak(std::ostream& out, const std::string& stage, const ParameterEngine& engine, c10::Device device) {
-  const offload::MemoryAccountant& memory = engine.accountant();
-  out << stage << ": engine peak (weights, gradients, optimizer state; activations not counted): "
-      << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
-      << memory.peak(offload::MemoryTier::device) << " bytes), "
-      << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
-  if (const uint64_t reserved = device_memory_peak(device); reserved > 0) {
-    out << stage << ": CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
-        << " reserved on " << device.str() << "\n";
+TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
+                           const std::string& stage, const std::string& unit,
+                           const std::vector<std::string>& eval_values) {
+  std::cout << stage << ": " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
+            << config.train.grad_accumulation << " " << unit << "\n"
+            << engine.memory_report().summary();
+  const TrainResult result = trainer.run();
+  if (result.interrupted()) {
+    throw Interrupted(result.stop_signal, detail::concat(stage, ": interrupted after step ", result.steps,
+                                                         "; resume with --set train.resume=auto"));
   }
+  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
+  std::cout << stage << ": " << result.steps << " steps, last loss " << result.last_loss;
+  if (result.eval_loss) {
+    std::cout << ", eval loss " << *result.eval_loss;
+    for (const std::string& name : eval_values) {
+      if (const auto value = find_metric(result.eval_extra, name)) std::cout << ", eval " << name << " " << *value;
+    }
+  }
+  std::cout << "\n";
+  const offload::MemoryAccountant& memory = engine.accountant();
+  std::cout << stage << ": engine peak (weights, gradients, optimizer state; activations not counted): "
+            << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
+            << memory.peak(offload::MemoryTier::device) << " bytes), "
+            << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
+  if (const uint64_t reserved = device_memory_peak(device); reserved > 0) {
+    std::cout << stage << ": CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
+              << " reserved on " << device.str() << "\n";
+  }
+  return result;
 }
 
 }  // namespace ferry

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "offload/engine.h"
 #include "src/config/config.h"
@@ -57,10 +58,12 @@ TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& mod
 // adapter folder (adapter_config.json + adapter_model.safetensors + tokenizer.model).
 void export_lora_final(const std::filesystem::path& final_dir, const Config& config);
 
-// Throws Interrupted when the run was stopped by a signal (its checkpoint is saved).
-void throw_if_interrupted(const TrainResult& result, const std::string& stage);
-
-// "<stage>: engine peak ..." and, on a GPU, the caching allocator's peak.
-void report_engine_peak(std::ostream& out, const std::string& stage, const ParameterEngine& engine, c10::Device device);
+// The end every stage shares: prints the run's length ("<stage>: 250 steps of 16 x 1 <unit>") and
+// the engine's memory, runs the trainer, throws Interrupted when a signal stopped it (its
+// checkpoint is saved), rewrites final/ for LoRA (export_lora_final), and prints the last loss,
+// the evaluation's loss and its `eval_values`, and the engine's peak bytes per tier.
+TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
+                           const std::string& stage, const std::string& unit,
+                           const std::vector<std::string>& eval_values = {});
 
 }  // namespace ferry
