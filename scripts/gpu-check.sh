@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
-# CUDA tests (tests/gpu: model and generation, RMSNorm kernel, offload policies against the CPU)
-# and the GPU benchmarks (scripts/bench-*-gpu.sh: offload within 8 GiB), and writes the results
-# under $OUT (default ./gpu-check-out).
+# CUDA tests (tests/gpu: model and generation, RMSNorm kernel, offload policies against the CPU),
+# short train-sft / train-rm / train-dpo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
+# offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
 #
 # Two steps, one script:
 #   scripts/gpu-check.sh --prepare   here (a machine with apt): downloads the Debian packages for
@@ -70,6 +70,24 @@ echo "== tests: gpu"
 rc=$?
 grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
 note "ctest gpu exit: $rc"
+
+echo "== preference stages on the GPU (a 60-step demo SFT model, then train-rm and train-dpo, bf16)"
+pref=$out/preference-runs
+short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
+{
+  build-gpu/ferry train-sft --config configs/demo-sft.yaml --set output.dir=$pref/sft --set train.max_steps=60 \
+    --set train.eval_every=0 --set train.save_every=0 $short &&
+  build-gpu/ferry train-rm --config configs/demo-rm.yaml --set model.path=$pref/sft/final --set output.dir=$pref/rm \
+    --set train.max_steps=40 --set train.eval_every=20 $short --set offload.policy=optimizer &&
+  build-gpu/ferry score --model $pref/rm/final --data data/preference_eval.jsonl --limit 50 &&
+  build-gpu/ferry train-dpo --config configs/demo-dpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/dpo \
+    --set train.max_steps=20 --set train.eval_every=10 $short --set offload.policy=params
+} > "$out/preference.log" 2>&1
+pref_rc=$?
+grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|error' "$out/preference.log" | tee -a "$summary"
+note "preference stages exit: $pref_rc"
+rm -rf "$pref"
+[ "$pref_rc" = 0 ] || rc=1
 
 echo "== GPU benchmarks"
 for bench in scripts/bench-*-gpu.sh; do
