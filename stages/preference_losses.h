@@ -28,7 +28,7 @@
 namespace ferry {
 
 // Per-row log-probs of the label tokens: logits (N, T, V) predict labels[:, 1:] (N, T) as in the
-// causal-LM loss, kIgnoreLabel rows positions are left out.
+// causal-LM loss; kIgnoreLabel positions are left out.
 struct SequenceLogps {
   torch::Tensor sum;     // (N) fp32, differentiable: Σ log p(label)
   torch::Tensor tokens;  // (N) fp32: labelled tokens

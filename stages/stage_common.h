@@ -7,7 +7,6 @@
 #include <c10/core/ScalarType.h>
 
 #include <filesystem>
-#include <ostream>
 #include <string>
 #include <vector>
 
