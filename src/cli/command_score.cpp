@@ -27,6 +27,7 @@
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
+#include "stages/stage_common.h"
 
 namespace ferry::cli {
 namespace {
@@ -51,7 +52,7 @@ struct ScoreItem {
 
 TokenizedSample tokenize(const Conversation& prompt, const Conversation& response, const Tokenizer& tokenizer,
                          const ChatTemplate& chat_template, int64_t max_length) {
-  if (response.empty() || response.back().content.empty()) throw InputError("the response is empty");
+  if (empty_response(response)) throw InputError("the response is empty");
   auto sample = tokenize_response(prompt, response, tokenizer, chat_template, max_length);
   if (!sample) {
     throw InputError("the prompt alone fills --max-length " + std::to_string(max_length) + " tokens; raise --max-length");
@@ -92,8 +93,7 @@ void run_score(const ScoreArgs& args) {
   LlamaForScore model = score_model_from_pretrained(args.model, cuda ? at::kBFloat16 : at::kFloat, device);
   const Tokenizer tokenizer(args.model);
   const ChatTemplate chat_template = load_chat_template(args.chat_template);
-  const int64_t pad = model->config().pad_token_id >= 0 ? model->config().pad_token_id
-                                                        : std::max<int64_t>(0, tokenizer.pad_id());
+  const int64_t pad = stage_pad_id(model->config(), tokenizer);
 
   std::vector<ScoreItem> items;
   read_jsonl(args.data_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {

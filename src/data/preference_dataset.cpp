@@ -11,13 +11,9 @@
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {
-namespace {
-
 bool empty_response(const Conversation& response) {
   return response.empty() || trim(response.back().content).empty();
 }
-
-}  // namespace
 
 Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role) {
   const auto it = object.find(key);
@@ -107,7 +103,7 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
                                          " tokens), leaving no room for a response; raise data.max_length");
     }
     if (chosen_cut || rejected_cut) ++stats.truncated;
-    PreferencePair pair{std::move(*chosen), std::move(*rejected), messages.margin, line, {}, {}};
+    PreferencePair pair{std::move(*chosen), std::move(*rejected), messages.margin, {}, {}};
     pair.chosen.line = pair.rejected.line = line;
     dataset.pairs.push_back(std::move(pair));
   });

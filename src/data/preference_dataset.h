@@ -31,9 +31,9 @@ class Tokenizer;
 struct ChatTemplate;
 
 struct PreferencePair {
-  TokenizedSample chosen, rejected;  // prompt + response; loss_mask on the response's last turn
+  // prompt + response, loss_mask on the response's last turn; `line` (both) is the pair's source line
+  TokenizedSample chosen, rejected;
   double margin = 0.0;
-  int64_t line = 0;
   // Reference-model log-probs of chosen and rejected (summed over their loss tokens), filled in
   // by DPO's `precompute` reference; empty otherwise.
   std::optional<double> reference_chosen_logps, reference_rejected_logps;
@@ -59,6 +59,9 @@ struct PreferenceDataset {
 
 // The field `key`: a message list, or a plain string standing for one message of `role`.
 Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role);
+
+// True for a response with no message, or whose last message is blank.
+bool empty_response(const Conversation& response);
 
 // A preference line as conversations: the prompt (ending with a user message) and the two
 // responses (starting with an assistant message). Throws InputError naming the field.

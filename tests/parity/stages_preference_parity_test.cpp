@@ -187,7 +187,7 @@ std::vector<PreferencePair> pairs_of(const MicroBatch& batch) {
     return s;
   };
   std::vector<PreferencePair> pairs;
-  for (int64_t i = 0; i < kPairs; ++i) pairs.push_back({row(i), row(kPairs + i), 0.0, i + 1, {}, {}});
+  for (int64_t i = 0; i < kPairs; ++i) pairs.push_back({row(i), row(kPairs + i), 0.0, {}, {}});
   return pairs;
 }
 
