@@ -83,6 +83,7 @@ class ChunkedEngine : public ParameterEngine {
   bool needs_recompute(const GroupRef& group) const override;
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
+  void reset_memory_peaks() override { accountant_.reset_peaks(); }
 
   struct Param {
     std::string name;

@@ -212,6 +212,8 @@ class ParameterEngine {
   // Resident bytes per tier and category as the engine counts them (weights, gradients, master
   // weights, moments, staging buffers; activations are not the engine's and are not counted).
   virtual const offload::MemoryAccountant& accountant() const = 0;
+  // Peaks restart from the current values (PPO reports its phases' peaks one by one).
+  virtual void reset_memory_peaks() = 0;
 };
 
 // The engine for options.policy: `none` is PlainEngine, `optimizer`, `params` and `auto` are

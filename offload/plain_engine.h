@@ -42,6 +42,7 @@ class PlainEngine : public ParameterEngine {
   void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) override;
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
+  void reset_memory_peaks() override { accountant_.reset_peaks(); }
 
  private:
   struct TrainedParameter {

@@ -6,7 +6,11 @@
 #include <optional>
 
 #include "offload/accountant.h"
+#include <nlohmann/json.hpp>
+
+#include "src/config/config_io.h"
 #include "src/core/byte_size.h"
+#include "src/core/file_util.h"
 #include "src/core/error.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
@@ -131,7 +135,11 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
     }
   }
   std::cout << "\n";
+  nlohmann::json figures{{"steps", result.steps}, {"last_loss", result.last_loss}};
+  if (result.eval_loss) figures["eval_loss"] = *result.eval_loss;
+  for (const MetricValue& value : result.eval_extra) figures["eval_" + value.name] = value.value;
   const offload::MemoryAccountant& memory = engine.accountant();
+  figures["engine_device_peak_bytes"] = memory.peak(offload::MemoryTier::device);
   std::cout << stage << ": engine peak (weights, gradients, optimizer state; activations not counted): "
             << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
             << memory.peak(offload::MemoryTier::device) << " bytes), "
@@ -140,7 +148,15 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
     std::cout << stage << ": CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
               << " reserved on " << device.str() << "\n";
   }
+  write_stage_result(config, figures.dump());
   return result;
+}
+
+void write_stage_result(const Config& config, const std::string& figures_json) {
+  const nlohmann::json result{{"stage", std::string(enum_name(config.stage))},
+                              {"config", config_to_yaml(config)},
+                              {"figures", nlohmann::json::parse(figures_json)}};
+  write_file_atomic(fs::path(config.output.dir) / kStageResultFile, result.dump(2) + "\n");
 }
 
 }  // namespace ferry

@@ -60,9 +60,16 @@ void export_lora_final(const std::filesystem::path& final_dir, const Config& con
 // The end every stage shares: prints the run's length ("<stage>: 250 steps of 16 x 1 <unit>") and
 // the engine's memory, runs the trainer, throws Interrupted when a signal stopped it (its
 // checkpoint is saved), rewrites final/ for LoRA (export_lora_final), and prints the last loss,
-// the evaluation's loss and its `eval_values`, and the engine's peak bytes per tier.
+// the evaluation's loss and its `eval_values`, and the engine's peak bytes per tier; writes
+// result.json with those figures.
 TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
                            const std::string& stage, const std::string& unit,
                            const std::vector<std::string>& eval_values = {});
+
+// output.dir/result.json: what a finished stage measured, for `ferry pipeline`'s summary and reuse:
+// {"stage", "config" (the resolved config as YAML: a rerun with another config does not reuse it),
+// "figures": {...}}. Written atomically at the very end of a run; run_stage removes it first.
+inline constexpr const char* kStageResultFile = "result.json";
+void write_stage_result(const Config& config, const std::string& figures_json);
 
 }  // namespace ferry

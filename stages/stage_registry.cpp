@@ -7,7 +7,9 @@
 #include "src/core/error.h"
 #include "stages/dpo.h"
 #include "stages/rm.h"
+#include "stages/ppo.h"
 #include "stages/sft.h"
+#include "stages/stage_common.h"
 
 namespace ferry {
 
@@ -16,7 +18,7 @@ const std::vector<StageInfo>& all_stages() {
       {Stage::sft, "train-sft", "supervised fine-tuning", run_sft},
       {Stage::rm, "train-rm", "reward-model training", run_rm},
       {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo},
-      {Stage::ppo, "train-ppo", "PPO from a reward model", nullptr},
+      {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo},
       {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", nullptr},
   };
   return stages;
@@ -43,6 +45,7 @@ void run_stage(Stage stage, const Config& config) {
                               ") is not implemented yet in this build; see the status table in README.md");
   }
   std::filesystem::create_directories(config.output.dir);
+  std::filesystem::remove(std::filesystem::path(config.output.dir) / kStageResultFile);  // written again at the end
   save_resolved_config(config, config.output.dir);
   info.run(config);
 }

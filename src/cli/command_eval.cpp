@@ -26,6 +26,7 @@
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
+#include "src/rl/answer_match.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
@@ -48,18 +49,6 @@ struct EvalItem {
   std::vector<int64_t> ids;
   std::string answer;
 };
-
-// The response as judged: surrounding whitespace and the end-of-assistant marker removed.
-std::string normalise_answer(std::string text, const std::string& end_marker) {
-  text = trim(text);
-  if (!end_marker.empty()) {
-    const std::string marker = trim(end_marker);
-    if (!marker.empty() && text.size() >= marker.size() && text.ends_with(marker)) {
-      text = trim(text.substr(0, text.size() - marker.size()));
-    }
-  }
-  return text;
-}
 
 void run_eval(const EvalArgs& args) {
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");

@@ -1,6 +1,8 @@
 // Loading a model folder for generation and the generation settings that follow from it.
 #include "src/cli/inference_model.h"
 
+#include "src/generate/chat_generate_options.h"
+
 #include <torch/cuda.h>
 
 #include "src/core/error.h"
@@ -24,17 +26,7 @@ InferenceModel load_inference_model(const std::string& dir) {
 }
 
 GenerateOptions InferenceModel::generate_options(const ChatTemplate& chat_template) const {
-  GenerateOptions options;
-  const LlamaConfig& config = model->config();
-  options.eos_token_ids = config.eos_token_ids;
-  if (tokenizer.eos_id() >= 0) options.eos_token_ids.push_back(tokenizer.eos_id());
-  options.stop_token_ids = chat_template.stop_token_ids(tokenizer);
-  // The template's stop strings and end-of-assistant marker end a row however they are tokenised.
-  options.stop_strings = chat_template.stop_strings;
-  if (const std::string marker = trim(chat_template.assistant_suffix); !marker.empty()) options.stop_strings.push_back(marker);
-  options.tokenizer = &tokenizer;
-  options.pad_token_id = config.pad_token_id >= 0 ? config.pad_token_id : tokenizer.pad_id();
-  return options;
+  return chat_generate_options(model->config(), tokenizer, chat_template);
 }
 
 }  // namespace ferry

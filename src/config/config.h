@@ -182,25 +182,48 @@ struct PpoConfig {
   int64_t ppo_epochs = 1;
   double clip_eps = 0.2;
   double value_clip_eps = 0.2;
+  double vf_coef = 0.1;
   double kl_coef = 0.05;
+  KlEstimator kl_estimator = KlEstimator::k1;
+  double kl_target = 0.0;
+  double kl_horizon = 10000.0;
   double gamma = 1.0;
   double lam = 0.95;
+  bool whiten_advantages = true;
+  double reward_clip = 10.0;
+  bool normalize_reward = false;
+  double missing_eos_penalty = 0.0;
+  double entropy_coef = 0.0;
+  double ptx_coef = 0.0;
   double critic_learning_rate = 9e-6;
   int64_t num_episodes = 1;
 
   template <class V>
   void visit(V& v) {
-    v("reward_model", reward_model, "reward model folder (from train-rm)");
-    v("critic_model", critic_model, "critic initialisation folder (empty: the reward model)");
-    v("rollout_batch_size", rollout_batch_size, "prompts generated per rollout");
-    v("ppo_epochs", ppo_epochs, "optimisation passes over each rollout");
+    v("reward_model", reward_model, "reward model folder (from train-rm), frozen; scores each response");
+    v("critic_model", critic_model,
+      "critic initialisation folder: a reward model (its score head becomes the value head) or a causal LM "
+      "(a fresh head); empty: ppo.reward_model");
+    v("rollout_batch_size", rollout_batch_size, "prompts generated per rollout (one episode)");
+    v("ppo_epochs", ppo_epochs, "optimisation passes over each rollout, in minibatches of micro_batch_size x grad_accumulation");
     v("clip_eps", clip_eps, "policy ratio clip");
-    v("value_clip_eps", value_clip_eps, "value function clip");
-    v("kl_coef", kl_coef, "KL penalty against the reference model");
+    v("value_clip_eps", value_clip_eps, "value function clip around the rollout's values");
+    v("vf_coef", vf_coef, "weight of the value loss");
+    v("kl_coef", kl_coef, "per-token KL penalty against the reference (initial value when kl_target > 0)");
+    v("kl_estimator", kl_estimator, "k1 (log-ratio), k2 (half its square) or k3 (ratio - 1 - log-ratio)");
+    v("kl_target", kl_target, "adaptive KL controller's target KL per response (0: kl_coef stays fixed)");
+    v("kl_horizon", kl_horizon, "adaptive KL controller's horizon in responses");
     v("gamma", gamma, "discount");
     v("lam", lam, "GAE lambda");
+    v("whiten_advantages", whiten_advantages, "normalise advantages to mean 0, std 1 over each rollout");
+    v("reward_clip", reward_clip, "scores are clipped to +-reward_clip (0: no clip)");
+    v("normalize_reward", normalize_reward, "divide scores by running statistics (mean, std) of all scores so far");
+    v("missing_eos_penalty", missing_eos_penalty, "subtracted from the score of a response that hit max_new_tokens "
+      "without ending (0: none)");
+    v("entropy_coef", entropy_coef, "entropy bonus weight (0: none)");
+    v("ptx_coef", ptx_coef, "weight of an SFT loss on data.train_file mixed into each policy step (0: none)");
     v("critic_learning_rate", critic_learning_rate, "critic learning rate");
-    v("num_episodes", num_episodes, "passes over the prompt file");
+    v("num_episodes", num_episodes, "passes over the prompt file when train.max_steps is 0 (max_steps counts rollouts)");
   }
 };
 

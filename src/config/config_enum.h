@@ -17,6 +17,7 @@ enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
 enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
 enum class DpoReference { auto_, precompute, model, lora_off };
+enum class KlEstimator { k1, k2, k3 };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -43,6 +44,7 @@ FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robu
                  {DpoLoss::ipo, "ipo"}, {DpoLoss::simpo, "simpo"}, {DpoLoss::orpo, "orpo"});
 FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},
                  {DpoReference::model, "model"}, {DpoReference::lora_off, "lora_off"});
+FERRY_ENUM_NAMES(KlEstimator, {KlEstimator::k1, "k1"}, {KlEstimator::k2, "k2"}, {KlEstimator::k3, "k3"});
 
 #undef FERRY_ENUM_NAMES
 

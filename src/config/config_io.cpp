@@ -379,6 +379,10 @@ void validate_config(const Config& c) {
   require(p.kl_coef >= 0, "ppo.kl_coef must be >= 0");
   require(p.gamma > 0 && p.gamma <= 1 && p.lam >= 0 && p.lam <= 1, "ppo.gamma must be in (0, 1] and ppo.lam in [0, 1]");
   require(p.critic_learning_rate > 0, "ppo.critic_learning_rate must be > 0");
+  require(p.vf_coef >= 0 && p.entropy_coef >= 0 && p.ptx_coef >= 0,
+          "ppo.vf_coef, ppo.entropy_coef and ppo.ptx_coef must be >= 0");
+  require(p.kl_target >= 0 && p.kl_horizon > 0, "ppo.kl_target must be >= 0 and ppo.kl_horizon > 0");
+  require(p.reward_clip >= 0 && p.missing_eos_penalty >= 0, "ppo.reward_clip and ppo.missing_eos_penalty must be >= 0");
   require(!c.output.dir.empty(), "output.dir must not be empty");
   require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
   require(c.logging.log_every >= 1, "logging.log_every must be >= 1");

@@ -37,7 +37,7 @@ uint64_t device_memory_peak(c10::Device device) {
 }
 
 std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
-                                                 std::ostream& log) {
+                                                 std::ostream& log, int64_t models) {
   const uint64_t total = device_memory_total(device);
   EngineOptions options = EngineOptions::from_config(config);
   if (config.offload.policy == OffloadPolicy::auto_) {
@@ -56,9 +56,17 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
       c10::cuda::CUDACachingAllocator::resetPeakStats(index);
 #endif
     }
-    const offload::AutoPolicy plan = offload::resolve_auto_policy(config, model, total, rates);
+    Config planning = config;
+    if (models > 1) {
+      const uint64_t whole = config.offload.gpu_memory.bytes > 0 ? config.offload.gpu_memory.bytes : total;
+      planning.offload.gpu_memory.bytes = whole / static_cast<uint64_t>(models);
+      log << "offload.policy auto: " << models << " models share the budget; planning each within "
+          << format_bytes_approx(planning.offload.gpu_memory.bytes) << "\n";
+    }
+    const offload::AutoPolicy plan = offload::resolve_auto_policy(planning, model, total, rates);
     log << plan.summary << "\n";
     options = plan.options;
+    options.device_budget = EngineOptions::from_config(config).device_budget;
     config.train.micro_batch_size = plan.micro_batch_size;
     config.train.grad_accumulation = plan.grad_accumulation;
   }

@@ -28,7 +28,10 @@ uint64_t device_memory_peak(c10::Device device);
 // to `log` under auto, and one about the memory cap when one is set on a GPU. Under auto the plan
 // may lower config.train.micro_batch_size, raising config.train.grad_accumulation to keep the
 // global batch: build the run's data loader and loop from `config` after this call.
+// `models`: how many models of that shape share the budget (PPO: up to four). The auto planner then
+// plans one model within budget / models, so that every model keeping the planned groups fits
+// together; the engine's budget stays the whole one.
 std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
-                                                 std::ostream& log);
+                                                 std::ostream& log, int64_t models = 1);
 
 }  // namespace ferry

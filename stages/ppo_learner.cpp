@@ -1,0 +1,137 @@
+// PPO's learning phase (see ppo_learner.h).
+#include "stages/ppo_learner.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "offload/engine.h"
+#include "src/core/error.h"
+#include "src/model/attention_mask.h"
+#include "src/model/llama_heads.h"
+#include "src/rl/masked_stats.h"
+#include "src/rl/policy_losses.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/lr_schedule.h"
+#include "src/train/training_task.h"
+#include "stages/sft.h"
+
+namespace ferry {
+
+MetricValues LearnStats::metrics() const {
+  MetricValues values{{"policy_loss", policy_loss}, {"value_loss", value_loss},     {"entropy", entropy},
+                      {"clipfrac", clipfrac},       {"value_clipfrac", value_clipfrac}, {"approx_kl", approx_kl},
+                      {"grad_norm/policy", policy_grad_norm}, {"grad_norm/critic", critic_grad_norm}};
+  if (ptx_loss != 0) values.push_back({"ptx_loss", ptx_loss});
+  if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+  return values;
+}
+
+PpoLearner::PpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models, BatchSource* ptx)
+    : config_(config), engine_(engine), models_(std::move(models)), ptx_(ptx) {
+  FERRY_CHECK(models_.policy != nullptr && models_.critic != nullptr, "PPO learner needs a policy and a critic");
+}
+
+int64_t PpoLearner::steps_per_rollout(int64_t rows) const {
+  const int64_t minibatch = config_.train.micro_batch_size * config_.train.grad_accumulation;
+  return config_.ppo.ppo_epochs * ((rows + minibatch - 1) / minibatch);
+}
+
+LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_t total_steps,
+                             at::Generator& generator) {
+  const TrainConfig& t = config_.train;
+  const PpoConfig& p = config_.ppo;
+  const double temperature = config_.generation.greedy ? 1.0 : config_.generation.temperature;
+  const LrSchedulePlan policy_plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
+  const LrSchedulePlan critic_plan{p.critic_learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
+  const std::vector<std::string> policy{models_.policy_name}, critic{models_.critic_name};
+  const int64_t rows = experience.rows(), prompt_length = experience.prompt_length;
+  const int64_t minibatch = t.micro_batch_size * t.grad_accumulation;
+  engine_.make_resident({});
+  BackboneRunner runner(engine_, t.gradient_checkpointing);
+
+  LearnStats stats;
+  double token_count = 0;  // response tokens over all minibatches, for the means
+  double ptx_batches = 0;
+  for (int64_t epoch = 0; epoch < p.ppo_epochs; ++epoch) {
+    const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
+    for (int64_t begin = 0; begin < rows; begin += minibatch) {
+      const torch::Tensor chosen = order.narrow(0, begin, std::min(minibatch, rows - begin));
+      const Experience mb = experience.select(chosen);
+      const double mb_tokens = std::max(mb.response_mask.sum().item<double>(), 1.0);
+      engine_.zero_grad(policy);
+      engine_.zero_grad(critic);
+      for (int64_t micro = 0; micro < mb.rows(); micro += t.micro_batch_size) {
+        const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
+        const torch::Tensor positions = position_ids_from_attention_mask(part.attention_mask);
+        const torch::Tensor logits =
+            runner.causal_lm(models_.policy_name, *models_.policy, part.sequences, part.attention_mask, positions);
+        const torch::Tensor device_mask = part.response_mask.to(logits.device());
+        auto on_device = [&](const torch::Tensor& x) { return x.to(logits.device()); };
+        const torch::Tensor scoring = logits.narrow(1, prompt_length - 1, part.response_length());
+        const torch::Tensor new_logprobs =
+            response_logprobs(logits, part.sequences, prompt_length, part.response_mask, temperature);
+        const torch::Tensor entropy = rl::token_entropy(scoring, temperature) * device_mask;
+        const rl::ClippedLoss pg = rl::clipped_policy_loss(new_logprobs, on_device(part.logprobs),
+                                                          on_device(part.advantages), device_mask, p.clip_eps);
+        const torch::Tensor values = response_values(
+            runner.score(models_.critic_name, *models_.critic, part.sequences, part.attention_mask, positions),
+            prompt_length, part.response_mask);
+        const rl::ClippedLoss vf = rl::clipped_value_loss(values.to(logits.device()), on_device(part.values),
+                                                         on_device(part.returns), device_mask, p.value_clip_eps);
+        torch::Tensor loss = pg.per_token.sum() + p.vf_coef * vf.per_token.sum();
+        if (p.entropy_coef > 0) loss = loss - p.entropy_coef * entropy.sum();
+        (loss / mb_tokens).backward();
+        {
+          torch::NoGradGuard no_grad;
+          const torch::Tensor diff = (new_logprobs - on_device(part.logprobs)) * device_mask;
+          stats.policy_loss += pg.per_token.sum().item<double>();
+          stats.value_loss += vf.per_token.sum().item<double>();
+          stats.entropy += entropy.sum().item<double>();
+          stats.clipfrac += pg.clipped.sum().item<double>();
+          stats.value_clipfrac += vf.clipped.sum().item<double>();
+          stats.approx_kl += 0.5 * (diff * diff).sum().item<double>();
+          stats.tokens += part.attention_mask.sum().item<int64_t>() * 2;  // policy and critic
+        }
+      }
+      if (ptx_ != nullptr) {  // pretraining mix: one SFT micro-batch per policy step
+        const MicroBatch batch = ptx_->next_train_batch();
+        const torch::Tensor logits = runner.causal_lm(models_.policy_name, *models_.policy, batch.at("input_ids"),
+                                                      batch.at("attention_mask"), batch.at("position_ids"));
+        const torch::Tensor sum = causal_lm_loss_sum(logits, batch.at("labels"));
+        const double labels = static_cast<double>(std::max<int64_t>(batch.loss_weight, 1));
+        (sum * (p.ptx_coef / labels)).backward();
+        stats.ptx_loss += sum.item<double>() / labels;
+        ptx_batches += 1;
+        stats.tokens += batch.tokens;
+      }
+      token_count += mb_tokens;
+      engine_.finish_gradients();
+      auto update = [&](const std::vector<std::string>& model, const LrSchedulePlan& plan, double& norm_out) {
+        const double norm = engine_.gradient_norm(model);
+        norm_out = norm;
+        if (!std::isfinite(norm)) {
+          ++stats.skipped_steps;
+          return;
+        }
+        const double clip = t.max_grad_norm > 0 ? std::min(1.0, t.max_grad_norm / (norm + 1e-6)) : 1.0;
+        engine_.step(learning_rate_at(plan, step), clip, model);
+      };
+      update(policy, policy_plan, stats.policy_grad_norm);
+      update(critic, critic_plan, stats.critic_grad_norm);
+      ++step;
+      ++stats.steps;
+    }
+  }
+  const double n = std::max(token_count, 1.0);
+  stats.policy_loss /= n;
+  stats.value_loss /= n;
+  stats.entropy /= n;
+  stats.clipfrac /= n;
+  stats.value_clipfrac /= n;
+  stats.approx_kl /= n;
+  if (ptx_batches > 0) stats.ptx_loss /= ptx_batches;
+  return stats;
+}
+
+}  // namespace ferry
