@@ -21,7 +21,8 @@
 #include "src/generate/sampling.h"
 #include "src/metrics/metrics_logger.h"
 #include "src/model/pretrained.h"
-#include "src/rl/advantages.h"
+#include "src/rl/rollout_advantages.h"
+#include "src/rl/answer_match.h"
 #include "src/rl/kl_controller.h"
 #include "src/rl/masked_stats.h"
 #include "src/rl/policy_losses.h"
@@ -40,30 +41,6 @@
 namespace fs = std::filesystem;
 
 namespace ferry {
-
-torch::Tensor shape_scores(const torch::Tensor& raw_scores, const torch::Tensor& ended, const PpoConfig& settings,
-                           rl::RunningMoments& moments) {
-  torch::Tensor scores = raw_scores.to(torch::kFloat);
-  if (settings.missing_eos_penalty > 0) scores = scores - settings.missing_eos_penalty * (~ended).to(torch::kFloat);
-  if (settings.normalize_reward) {
-    moments.update(scores);
-    scores = (scores - moments.mean) / moments.std;
-  }
-  if (settings.reward_clip > 0) scores = scores.clamp(-settings.reward_clip, settings.reward_clip);
-  return scores;
-}
-
-torch::Tensor estimate_advantages(Experience& experience, const PpoConfig& settings, double kl_coef) {
-  const torch::Tensor& mask = experience.response_mask;
-  const torch::Tensor kl = experience.ref_logprobs.defined()
-                               ? rl::kl_penalty(experience.logprobs, experience.ref_logprobs, mask, settings.kl_estimator)
-                               : torch::zeros_like(experience.logprobs);
-  const torch::Tensor rewards = rl::token_rewards(kl, experience.scores, mask, kl_coef);
-  const rl::Advantages gae = rl::generalized_advantages(rewards, experience.values, mask, settings.gamma, settings.lam);
-  experience.advantages = settings.whiten_advantages ? rl::masked_whiten(gae.advantages, mask) : gae.advantages;
-  experience.returns = gae.returns;
-  return kl;
-}
 
 namespace {
 
@@ -330,13 +307,34 @@ void run_ppo(const Config& given) {
     at::Generator generator = rollout_generator(config.train.seed, rollout);
 
     ExperienceTimings timings;
-    engine->reset_memory_peaks();
     Experience experience = maker.make(batch, indices, generator, &timings);
-    peaks.score = std::max(peaks.score, engine->accountant().peak(offload::MemoryTier::device));
+    peaks.generate = std::max(peaks.generate, timings.generate_peak_bytes);
+    peaks.score = std::max(peaks.score, timings.score_peak_bytes);
     const int64_t sampled = experience.rows();
     const torch::Tensor raw_all = experience.raw_scores;
     const double ended_fraction = experience.ended.to(torch::kFloat).mean().item<double>();
     const double mean_length = experience.response_mask.sum(1).mean().item<double>();
+    // On verifiable prompts (gt_answer): how many sampled answers are right, and what the reward
+    // model gives right and wrong ones — whether its scores point where exact match does.
+    MetricValues judged;
+    {
+      double right = 0, judged_rows = 0, right_reward = 0, wrong_reward = 0;
+      for (int64_t row = 0; row < sampled; ++row) {
+        const RolloutPrompt& prompt = prompts[static_cast<size_t>(experience.prompt_index[static_cast<size_t>(row)])];
+        if (prompt.gt_answer.empty()) continue;
+        const bool ok = exact_match(experience.responses[static_cast<size_t>(row)], prompt.gt_answer,
+                                    chat_template.assistant_suffix);
+        const double r = experience.raw_scores[row].item<double>();
+        judged_rows += 1;
+        right += ok ? 1 : 0;
+        (ok ? right_reward : wrong_reward) += r;
+      }
+      if (judged_rows > 0) {
+        judged.push_back({"exact_match", right / judged_rows});
+        if (right > 0) judged.push_back({"reward/right", right_reward / right});
+        if (right < judged_rows) judged.push_back({"reward/wrong", wrong_reward / (judged_rows - right)});
+      }
+    }
     const int64_t dropped = drop_nonfinite_rows(experience);
     dropped_total += dropped;
     if (dropped > 0) {
@@ -372,6 +370,7 @@ void run_ppo(const Config& given) {
     }
     (void)raw_all;
     const double rollout_seconds = seconds_since(started);
+    values.insert(values.end(), judged.begin(), judged.end());
     values.push_back({"response_length", mean_length});
     values.push_back({"ended_fraction", ended_fraction});
     values.push_back({"time/generate", timings.generate_seconds});
@@ -400,12 +399,6 @@ void run_ppo(const Config& given) {
   }
   if (last_save != rollout && rollout > 0) save_checkpoint();
   metrics.close();
-  (void)peaks.generate;
-
-  // The generation phase's peak: the policy alone resident.
-  engine->reset_memory_peaks();
-  engine->make_resident({models.policy_name});
-  peaks.generate = engine->accountant().peak(offload::MemoryTier::device);
   const nlohmann::json last_eval = evaluate("after training");
 
   const fs::path final_dir = output / "final";

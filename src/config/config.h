@@ -274,6 +274,7 @@ struct OutputConfig {
 struct LoggingConfig {
   int64_t log_every = 1;
   ProgressMode progress = ProgressMode::auto_;
+  double line_seconds = 10.0;
   bool tensorboard = true;
   bool jsonl = true;
 
@@ -281,6 +282,8 @@ struct LoggingConfig {
   void visit(V& v) {
     v("log_every", log_every, "log metrics every N steps");
     v("progress", progress, "progress bar: auto (on a terminal), always or never");
+    v("line_seconds", line_seconds, "without a progress bar (a log file, CI), print a step line at most every this "
+      "many seconds, on log_every steps, plus the first and last (0: every log_every step)");
     v("tensorboard", tensorboard, "write TensorBoard event files into output.dir");
     v("jsonl", jsonl, "write output.dir/metrics.jsonl");
   }

@@ -43,6 +43,7 @@ MetricsLogger::MetricsLogger(const LoggingConfig& config, const std::filesystem:
   if (config.log_every < 1) {
     throw ConfigError("logging.log_every must be at least 1 (got " + std::to_string(config.log_every) + ")");
   }
+  if (config.line_seconds < 0) throw ConfigError("logging.line_seconds must be >= 0 (0: a line every log_every steps)");
   std::ostream& console = options.console ? *options.console : std::cout;
   const bool terminal = options.console_is_terminal.value_or(::isatty(STDOUT_FILENO) == 1);
   const bool in_place = config.progress == ProgressMode::always || (config.progress == ProgressMode::auto_ && terminal);
@@ -50,6 +51,7 @@ MetricsLogger::MetricsLogger(const LoggingConfig& config, const std::filesystem:
   progress_options.style = in_place ? ProgressStyle::in_place : ProgressStyle::lines;
   progress_options.total_steps = options.total_steps;
   progress_options.log_every = config.log_every;
+  progress_options.line_seconds = config.line_seconds;
   progress_options.clock = options.monotonic_clock;
   progress_options.memory_bytes = options.memory_bytes;
   progress_ = std::make_unique<ProgressDisplay>(console, std::move(progress_options));

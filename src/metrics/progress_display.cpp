@@ -81,7 +81,13 @@ void ProgressDisplay::train_step(int64_t step, const MetricValues& values) {
     return;
   }
   const bool last = options_.total_steps > 0 && step == options_.total_steps;
-  if (step % options_.log_every == 0 || last) out_ << step_text(step, values, /*all_values=*/true) << '\n' << std::flush;
+  const double now = recent_.back().second;
+  const bool due = step % options_.log_every == 0 &&
+                   (!last_line_time_ || options_.line_seconds <= 0 || now - *last_line_time_ >= options_.line_seconds);
+  if (due || last) {
+    out_ << step_text(step, values, /*all_values=*/true) << '\n' << std::flush;
+    last_line_time_ = now;
+  }
 }
 
 void ProgressDisplay::eval(int64_t step, const MetricValues& values) {

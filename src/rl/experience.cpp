@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 
+#include "offload/accountant.h"
 #include "offload/engine.h"
 #include "src/core/error.h"
 #include "src/generate/prompt_batch.h"
@@ -108,6 +109,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   ExperienceTimings local;
   ExperienceTimings& t = timings != nullptr ? *timings : local;
   const auto started = std::chrono::steady_clock::now();
+  engine_.reset_memory_peaks();
   engine_.make_resident({models_.policy_name});
   std::vector<std::vector<int64_t>> ids;
   for (const RolloutPrompt* prompt : prompts) ids.push_back(prompt->ids);
@@ -140,6 +142,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   out.ended = torch::tensor(std::vector<int64_t>(ended.begin(), ended.end()), torch::kLong).to(torch::kBool);
   t.generated_tokens += out.response_mask.sum().item<int64_t>();
   t.generate_seconds += seconds_since(started);
+  t.generate_peak_bytes = std::max(t.generate_peak_bytes, engine_.accountant().peak(offload::MemoryTier::device));
   score(out, &t);
   return out;
 }
@@ -148,6 +151,7 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   ExperienceTimings local;
   ExperienceTimings& t = timings != nullptr ? *timings : local;
   const auto started = std::chrono::steady_clock::now();
+  engine_.reset_memory_peaks();
   engine_.make_resident({});  // every model as the policy places it; the runner pages what it must
   torch::NoGradGuard no_grad;
   BackboneRunner runner(engine_, /*activation_checkpointing=*/false);
@@ -188,6 +192,7 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   if (!values.empty()) experience.values = torch::cat(values);
   if (!scores.empty()) experience.raw_scores = torch::cat(scores);
   t.score_seconds += seconds_since(started);
+  t.score_peak_bytes = std::max(t.score_peak_bytes, engine_.accountant().peak(offload::MemoryTier::device));
 }
 
 }  // namespace ferry

@@ -87,6 +87,8 @@ struct ExperienceTimings {
   int64_t generated_tokens = 0;  // response tokens that count
   int64_t scored_tokens = 0;     // prompt + response tokens through each scoring model
   int64_t dropped_rows = 0;      // rows with a non-finite score, value or log-prob
+  // The engine's peak device bytes in each phase (its accountant's peaks restart at each phase).
+  uint64_t generate_peak_bytes = 0, score_peak_bytes = 0;
 };
 
 class ExperienceMaker {
