@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies (scripts/deps.sh), configures once and builds Ferry into $FERRY_BUILD
 # (default: build/). Extra CMake arguments: FERRY_CMAKE_ARGS="-DFERRY_CUDA=OFF".
+# Arguments name targets to build (e.g. `scripts/build.sh ferry`: the executable only, which is
+# what the demo needs); none: everything, the tests included.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}
@@ -12,4 +14,6 @@ if [ ! -f "$build/build.ninja" ]; then
   rm -f "$build.configure.log"
 fi
 jobs=${FERRY_JOBS:-$(nproc)}
-cmake --build "$build" -j "$jobs"
+targets=()
+for target in "$@"; do targets+=(--target "$target"); done
+cmake --build "$build" -j "$jobs" "${targets[@]}"

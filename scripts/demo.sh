@@ -5,6 +5,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}
-"$root/scripts/build.sh"
+"$root/scripts/build.sh" ferry  # the executable only; the tests are scripts/test.sh's
 cd "$root"
 exec "$build/ferry" pipeline --config configs/demo.yaml "$@"

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 #include "offload/engine.h"
 #include "src/core/error.h"
@@ -64,14 +65,20 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       for (int64_t micro = 0; micro < mb.rows(); micro += t.micro_batch_size) {
         const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
         const torch::Tensor positions = position_ids_from_attention_mask(part.attention_mask);
-        const torch::Tensor logits =
-            runner.causal_lm(models_.policy_name, *models_.policy, part.sequences, part.attention_mask, positions);
+        const torch::Tensor logits = runner.causal_lm(models_.policy_name, *models_.policy, part.sequences,
+                                                      part.attention_mask, positions, prompt_length - 1,
+                                                      part.response_length());  // (b, R, V)
         const torch::Tensor device_mask = part.response_mask.to(logits.device());
         auto on_device = [&](const torch::Tensor& x) { return x.to(logits.device()); };
-        const torch::Tensor scoring = logits.narrow(1, prompt_length - 1, part.response_length());
         const torch::Tensor new_logprobs =
             response_logprobs(logits, part.sequences, prompt_length, part.response_mask, temperature);
-        const torch::Tensor entropy = rl::token_entropy(scoring, temperature) * device_mask;
+        torch::Tensor entropy;
+        {
+          // Logged always; in the graph only when it is part of the loss.
+          std::optional<torch::NoGradGuard> no_grad;
+          if (p.entropy_coef <= 0) no_grad.emplace();
+          entropy = rl::token_entropy(logits, temperature) * device_mask;
+        }
         const rl::ClippedLoss pg = rl::clipped_policy_loss(new_logprobs, on_device(part.logprobs),
                                                           on_device(part.advantages), device_mask, p.clip_eps);
         const torch::Tensor values = response_values(

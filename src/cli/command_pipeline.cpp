@@ -1,6 +1,10 @@
-// `ferry pipeline --config F`: runs the stage configs listed in `pipeline.stages` in order
-// (the demo: SFT -> RM -> PPO). Every stage config is read and checked before the first one runs,
-// so a typo in the last stage fails in seconds, not after hours of SFT.
+// `ferry pipeline --config F [--force]`: runs the stage configs listed in `pipeline.stages` in order
+// (the demo: SFT -> RM -> PPO), each reading the previous stage's final/ (as its config says).
+// Every stage config is read and checked before the first one runs, so a typo in the last stage
+// fails in seconds, not after hours of SFT. A stage whose output.dir holds final/ and a
+// result.json written by a run of the same resolved config is reused, not rerun (--force reruns
+// every stage); an interrupted stage resumes with --set train.resume=auto. Ends with a summary
+// table (pipeline_summary.h).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -8,8 +12,11 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/config_args.h"
+#include "src/cli/pipeline_summary.h"
 #include "src/config/config_io.h"
 #include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "stages/stage_common.h"
 #include "stages/stage_registry.h"
 
 namespace ferry::cli {
@@ -20,7 +27,35 @@ struct PlannedStage {
   Config config;
 };
 
-void run_pipeline(const ConfigArgs& args) {
+struct PipelineArgs {
+  ConfigArgs config;
+  bool force = false;
+};
+
+// result.json's figures when the stage already finished with this very config, else null.
+nlohmann::json finished_result(const Config& config) {
+  const std::filesystem::path dir(config.output.dir);
+  const std::filesystem::path file = dir / kStageResultFile;
+  if (!std::filesystem::exists(file) || !std::filesystem::exists(dir / "final")) return nullptr;
+  try {
+    const nlohmann::json result = nlohmann::json::parse(read_file(file));
+    if (result.value("config", "") != config_to_yaml(config)) return nullptr;
+    return result.at("figures");
+  } catch (const std::exception&) {
+    return nullptr;  // unreadable: run the stage again
+  }
+}
+
+nlohmann::json read_result(const Config& config) {
+  try {
+    return nlohmann::json::parse(read_file(std::filesystem::path(config.output.dir) / kStageResultFile)).at("figures");
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+void run_pipeline(const PipelineArgs& pipeline_args) {
+  const ConfigArgs& args = pipeline_args.config;
   const Config pipeline = resolve_config(args);
   if (pipeline.pipeline.stages.empty()) {
     throw ConfigError(args.path + ": pipeline.stages is empty; list the stage config files to run, e.g.\n"
@@ -41,21 +76,34 @@ void run_pipeline(const ConfigArgs& args) {
     std::cout << "  " << i + 1 << ". " << info.command << "  " << planned[i].path << "  -> "
               << planned[i].config.output.dir << (info.run ? "" : "   [not implemented yet]") << "\n";
   }
+  std::vector<StageOutcome> outcomes;
   for (size_t i = 0; i < planned.size(); ++i) {
-    const auto& info = stage_info(planned[i].config.stage);
+    const Config& config = planned[i].config;
+    const auto& info = stage_info(config.stage);
     std::cout << "\n== stage " << i + 1 << "/" << planned.size() << ": " << info.title << " (" << planned[i].path
               << ")\n" << std::flush;
-    run_stage(planned[i].config.stage, planned[i].config);
+    StageOutcome outcome{info.command, config.output.dir, nullptr, false, config.data.eval_file};
+    if (!pipeline_args.force) outcome.figures = finished_result(config);
+    if (!outcome.figures.is_null()) {
+      outcome.reused = true;
+      std::cout << "reusing " << config.output.dir << "/final: it was made by this stage's config (--force reruns)\n";
+    } else {
+      run_stage(config.stage, config);
+      outcome.figures = read_result(config);
+    }
+    outcomes.push_back(std::move(outcome));
   }
   std::cout << "\npipeline finished\n";
+  print_pipeline_summary(std::cout, outcomes);
 }
 
 }  // namespace
 
 void add_pipeline_command(CLI::App& app) {
-  auto args = std::make_shared<ConfigArgs>();
+  auto args = std::make_shared<PipelineArgs>();
   auto* command = app.add_subcommand("pipeline", "Run several stages in order (SFT -> RM -> PPO), from one config");
-  add_config_options(command, *args);
+  add_config_options(command, args->config);
+  command->add_flag("--force", args->force, "rerun every stage, even those already finished with the same config");
   command->callback([args] { run_pipeline(*args); });
 }
 

@@ -57,9 +57,10 @@ Experience Experience::select(const torch::Tensor& index) const {
 torch::Tensor response_logprobs(const torch::Tensor& logits, const torch::Tensor& sequences, int64_t prompt_length,
                                 const torch::Tensor& response_mask, double temperature) {
   const int64_t length = response_mask.size(1);
-  const torch::Tensor scoring = logits.narrow(1, prompt_length - 1, length);
+  FERRY_CHECK(logits.size(1) == length, "response_logprobs: logits of ", logits.size(1), " columns for ", length,
+              " response tokens");
   const torch::Tensor ids = sequences.narrow(1, prompt_length, length).to(logits.device());
-  return rl::token_logprobs(scoring, ids, temperature) * response_mask.to(logits.device(), torch::kFloat);
+  return rl::token_logprobs(logits, ids, temperature) * response_mask.to(logits.device(), torch::kFloat);
 }
 
 torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length, const torch::Tensor& response_mask) {
@@ -168,14 +169,16 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
     auto policy_logprobs = [&](bool adapters_off) {
       std::optional<LoraDisabled> base_only;
       if (adapters_off) base_only.emplace(*models_.policy->model);
-      const torch::Tensor logits = runner.causal_lm(models_.policy_name, *models_.policy, ids, mask, positions);
+      const torch::Tensor logits =
+          runner.causal_lm(models_.policy_name, *models_.policy, ids, mask, positions, p - 1, response_mask.size(1));
       return response_logprobs(logits, ids, p, response_mask, temperature).cpu();
     };
     if (options_.policy_logprobs) logprobs.push_back(policy_logprobs(false));
     if (models_.reference_is_policy_without_lora) {
       ref_logprobs.push_back(policy_logprobs(true));
     } else if (models_.reference != nullptr) {
-      const torch::Tensor logits = runner.causal_lm(models_.reference_name, *models_.reference, ids, mask, positions);
+      const torch::Tensor logits = runner.causal_lm(models_.reference_name, *models_.reference, ids, mask, positions,
+                                                    p - 1, response_mask.size(1));
       ref_logprobs.push_back(response_logprobs(logits, ids, p, response_mask, temperature).cpu());
     }
     if (models_.critic != nullptr) {

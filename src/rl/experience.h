@@ -113,8 +113,9 @@ class ExperienceMaker {
 // or value) are removed; returns how many.
 int64_t drop_nonfinite_rows(Experience& experience);
 
-// Per-token log-probs of `sequences`' response columns (P ..) under logits (B, P + R, V) at
-// columns P - 1 .., divided by `temperature`, 0 outside `response_mask`: (B, R) fp32.
+// Per-token log-probs of `sequences`' response columns (P ..) under `logits`, the logits (B, R, V)
+// of columns P - 1 .. P + R - 2 (BackboneRunner::causal_lm with first_column P - 1, columns R),
+// divided by `temperature`, 0 outside `response_mask`: (B, R) fp32.
 torch::Tensor response_logprobs(const torch::Tensor& logits, const torch::Tensor& sequences, int64_t prompt_length,
                                 const torch::Tensor& response_mask, double temperature);
 // Values (B, P + R) at columns P - 1 .. P + R - 2, 0 outside the mask: (B, R) fp32.

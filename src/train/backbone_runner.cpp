@@ -58,8 +58,12 @@ torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& b
 }
 
 torch::Tensor BackboneRunner::causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
-                                        const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
+                                        const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
+                                        int64_t first_column, int64_t columns) {
   torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids);
+  if (first_column > 0 || columns >= 0) {
+    h = h.narrow(1, first_column, columns >= 0 ? columns : h.size(1) - first_column);
+  }
   LlamaForCausalLMImpl* head = &lm;
   return run_group({&model, lm.model->num_layers() + 1}, false,
                    [head](const torch::Tensor& x) { return head->logits(head->model->norm(x)); }, h);  // (B, T, V)

@@ -23,9 +23,11 @@ class BackboneRunner {
 
   // Arguments as LlamaModel::forward (attention_mask (B, T) 1/0 or a bool (B, 1, T, T) mask with
   // position_ids). `model` is the name given to the engine's add_model.
-  // Returns logits (B, T, V) in the model's dtype.
+  // Returns logits (B, T, V) in the model's dtype; with `first_column`/`columns`, only those columns'
+  // logits (B, columns, V) — the head never sees the others (RL scores only the response).
   torch::Tensor causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
-                          const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+                          const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
+                          int64_t first_column = 0, int64_t columns = -1);
   // Returns one value per token (B, T) in the model's dtype (reward models, critics).
   torch::Tensor score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
                       const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
