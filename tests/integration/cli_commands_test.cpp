@@ -93,7 +93,7 @@ TEST(Cli, PipelineChecksEveryStageConfigFirst) {
 }
 
 TEST(Cli, CommandNotBuiltYetExitsTwo) {
-  const Result r = run_ferry("train-ppo --config configs/demo.yaml");
+  const Result r = run_ferry("train-grpo --config configs/demo.yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_CONTAINS(r.output, "not implemented yet");
 }

@@ -1,0 +1,161 @@
+// `ferry train-ppo` and `ferry pipeline` as a user runs them, on the demo data with a few steps of
+// a demo-shaped SFT model and reward model: the pipeline SFT -> RM -> PPO ends with its summary,
+// a rerun reuses every finished stage (--force reruns), and the bad moments — an empty prompt file,
+// prompts longer than data.max_length, a reward model that scores NaN — are clear errors or
+// counted skips that never reach the weights.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "ferry_process.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/model/pretrained.h"
+
+namespace {
+
+using Result = ferry_test::CommandResult;
+using ferry_test::run_ferry;
+
+namespace fs = std::filesystem;
+
+const fs::path& base_dir() {
+  static const fs::path dir = fs::temp_directory_path() / ("ferry_ppo_cli_" + std::to_string(::getpid()));
+  return dir;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const fs::path path = base_dir() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const std::string kQuiet = " --set train.device=cpu --set logging.progress=never --set logging.tensorboard=false";
+
+std::string sft_stage() {
+  return write_file("sft.yaml", "stage: sft\nmodel: {config: configs/demo-model.json}\n"
+                                "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
+                                "data: {train_file: data/sft_train.jsonl, eval_file: data/sft_eval.jsonl, max_samples: 64,"
+                                " max_length: 64}\n"
+                                "train: {micro_batch_size: 8, max_steps: 3, learning_rate: 1.0e-3}\n"
+                                "output: {dir: " + (base_dir() / "sft").string() + "}\n");
+}
+
+std::string rm_stage() {
+  return write_file("rm.yaml", "stage: rm\nmodel: {path: " + (base_dir() / "sft" / "final").string() + "}\n"
+                               "tokenizer: {chat_template: demo}\n"
+                               "data: {train_file: data/preference_train.jsonl, eval_file: data/preference_eval.jsonl,"
+                               " max_samples: 64, max_length: 64}\n"
+                               "train: {micro_batch_size: 8, max_steps: 3, learning_rate: 1.0e-3}\n"
+                               "output: {dir: " + (base_dir() / "rm").string() + "}\n");
+}
+
+std::string ppo_stage() {
+  return write_file("ppo.yaml", "stage: ppo\nmodel: {path: " + (base_dir() / "sft" / "final").string() + "}\n"
+                                "tokenizer: {chat_template: demo}\n"
+                                "data: {prompt_file: data/prompts_train.jsonl, eval_file: data/prompts_eval.jsonl,"
+                                " max_samples: 32, max_length: 64}\n"
+                                "generation: {max_new_tokens: 8}\n"
+                                "train: {micro_batch_size: 4, max_steps: 2, learning_rate: 1.0e-4}\n"
+                                "ppo: {reward_model: " + (base_dir() / "rm" / "final").string() + ", rollout_batch_size: 8}\n"
+                                "output: {dir: " + (base_dir() / "ppo").string() + "}\n");
+}
+
+class PpoCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(base_dir());
+    fs::create_directories(base_dir());
+    const std::string pipeline =
+        write_file("pipeline.yaml", "pipeline:\n  stages: [" + sft_stage() + ", " + rm_stage() + ", " + ppo_stage() + "]\n");
+    first_run_ = new Result(run_ferry("pipeline --config " + pipeline + kQuiet));
+    pipeline_ = pipeline;
+  }
+  static void TearDownTestSuite() {
+    delete first_run_;
+    fs::remove_all(base_dir());
+  }
+  static Result* first_run_;
+  static std::string pipeline_;
+};
+
+Result* PpoCli::first_run_ = nullptr;
+std::string PpoCli::pipeline_;
+
+TEST_F(PpoCli, PipelineRunsEveryStageAndEndsWithTheSummary) {
+  const Result& r = *first_run_;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "pipeline summary");
+  EXPECT_CONTAINS(r.output, "eval loss");
+  EXPECT_CONTAINS(r.output, "held-out pair accuracy");
+  EXPECT_CONTAINS(r.output, "2 rollouts");
+  EXPECT_CONTAINS(r.output, "held-out prompts (data/prompts_eval.jsonl)");
+  EXPECT_CONTAINS(r.output, "exact match");
+  EXPECT_CONTAINS(r.output, "mean reward");
+  for (const char* folder : {"ppo/final/config.json", "ppo/final_critic/config.json", "ppo/step-2/policy/config.json",
+                             "ppo/step-2/critic/config.json", "ppo/step-2/ppo_state.json", "ppo/result.json"}) {
+    EXPECT_TRUE(fs::exists(base_dir() / folder)) << folder;
+  }
+}
+
+TEST_F(PpoCli, RerunReusesFinishedStagesAndForceReruns) {
+  ASSERT_EQ(first_run_->exit_code, 0);
+  const Result again = run_ferry("pipeline --config " + pipeline_ + kQuiet);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_CONTAINS(again.output, "reusing " + (base_dir() / "sft").string());
+  EXPECT_CONTAINS(again.output, "reusing " + (base_dir() / "ppo").string());
+  EXPECT_CONTAINS(again.output, "(reused)");
+  EXPECT_EQ(again.output.find("train-ppo: before training"), std::string::npos) << again.output;
+  // Another config for the last stage reruns it alone.
+  const Result changed = run_ferry("pipeline --config " + pipeline_ + kQuiet + " --set generation.max_new_tokens=6");
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  EXPECT_CONTAINS(changed.output, "train-ppo: before training");
+}
+
+TEST_F(PpoCli, EmptyPromptFileAndTooLongPromptsAreClear) {
+  ASSERT_EQ(first_run_->exit_code, 0);
+  const std::string empty = write_file("empty.jsonl", "\n");
+  const Result r = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.prompt_file=" + empty +
+                             " --set output.dir=" + (base_dir() / "empty").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, empty + ": no usable prompt");
+  const Result long_prompts = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.max_length=30" +
+                                        " --set data.eval_file= --set train.max_steps=1 --set output.dir=" +
+                                        (base_dir() / "long").string());
+  EXPECT_EQ(long_prompts.exit_code, 0) << long_prompts.output;
+  EXPECT_CONTAINS(long_prompts.output, "prompts of 30+ tokens");
+  const Result all_long = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.max_length=8" +
+                                    " --set output.dir=" + (base_dir() / "all_long").string());
+  EXPECT_EQ(all_long.exit_code, 2) << all_long.output;
+  EXPECT_CONTAINS(all_long.output, "every prompt longer than data.max_length");
+}
+
+TEST_F(PpoCli, NonFiniteRewardsAreSkippedAndNeverReachTheWeights) {
+  ASSERT_EQ(first_run_->exit_code, 0);
+  // A reward model whose score head is NaN: every response's score is NaN.
+  const fs::path broken = base_dir() / "nan_rm";
+  ferry::LlamaForScore rm = ferry::score_model_from_pretrained(base_dir() / "rm" / "final");
+  {
+    torch::NoGradGuard no_grad;
+    rm->score->weight.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  ferry::save_pretrained(*rm, rm->config(), broken);
+  fs::copy_file(base_dir() / "rm" / "final" / "tokenizer.model", broken / "tokenizer.model");
+  const fs::path output = base_dir() / "nan_run";
+  const Result r = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.eval_file= --set ppo.reward_model=" +
+                             broken.string() + " --set ppo.critic_model=" + (base_dir() / "rm" / "final").string() +
+                             " --set output.dir=" + output.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "8 of 8 responses had a non-finite score");
+  EXPECT_CONTAINS(r.output, "16 responses left out");
+  const auto before = ferry::io::load_hf_weights(base_dir() / "sft" / "final");
+  const auto after = ferry::io::load_hf_weights(output / "final");
+  for (const auto& [name, tensor] : before) EXPECT_TRUE(torch::equal(tensor, after.at(name))) << name;
+}
+
+}  // namespace
