@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
 # CUDA tests (tests/gpu: model and generation, RMSNorm kernel, offload policies against the CPU),
-# short train-sft / train-rm / train-dpo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
+# short train-sft / train-rm / train-dpo / train-ppo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
 # offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
 #
 # Two steps, one script:
@@ -71,7 +71,7 @@ rc=$?
 grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
 note "ctest gpu exit: $rc"
 
-echo "== preference stages on the GPU (a 60-step demo SFT model, then train-rm and train-dpo, bf16)"
+echo "== preference and RL stages on the GPU (a 60-step demo SFT model, then train-rm, train-dpo and train-ppo, bf16)"
 pref=$out/preference-runs
 short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
 {
@@ -81,10 +81,14 @@ short="--set train.device=cuda --set train.precision=bf16 --set logging.progress
     --set train.max_steps=40 --set train.eval_every=20 $short --set offload.policy=optimizer &&
   build-gpu/ferry score --model $pref/rm/final --data data/preference_eval.jsonl --limit 50 &&
   build-gpu/ferry train-dpo --config configs/demo-dpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/dpo \
-    --set train.max_steps=20 --set train.eval_every=10 $short --set offload.policy=params
+    --set train.max_steps=20 --set train.eval_every=10 $short --set offload.policy=params &&
+  build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo \
+    --set ppo.reward_model=$pref/rm/final --set train.max_steps=10 $short &&
+  build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo-params \
+    --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short --set offload.policy=params --set offload.gpu_memory=16MiB
 } > "$out/preference.log" 2>&1
 pref_rc=$?
-grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|error' "$out/preference.log" | tee -a "$summary"
+grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-ppo: (before|after)|error' "$out/preference.log" | tee -a "$summary"
 note "preference stages exit: $pref_rc"
 rm -rf "$pref"
 [ "$pref_rc" = 0 ] || rc=1

@@ -39,6 +39,14 @@ SIZES = {
 # preference_train's pairs followed by these. 2000 pairs are too few for the demo reward model to
 # generalise to the held-out problems.
 EXTRA_PREFERENCE_PAIRS = 20000
+# In that many of the extra pairs (one in OFF_PROMPT_EVERY) the rejected answer is not a near miss
+# but the right answer to another problem of the same kind: well-formed, and unrelated to the
+# prompt. That is the demo SFT model's own commonest mistake (it answers "winter" when asked to
+# capitalise "father", 64 for the largest of 61 52 43), so a reward model that PPO optimises
+# against must learn to rank it low; near misses alone do not teach that (scored on the SFT
+# model's wrong answers, a reward model trained on near misses only preferred them to the right
+# ones 64% of the time). Drawn from their own generator, so the problems stay as they were.
+OFF_PROMPT_EVERY = 2
 
 # Chat template markers (configs/templates/demo.yaml); each is one user-defined token.
 TEMPLATE_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
@@ -227,10 +235,11 @@ def assistant(content):
     return {"role": "assistant", "content": content}
 
 
-def make_file(source, name, count):
+def make_file(source, name, count, off_prompt_rng=None):
     is_eval = name.endswith("_eval")
     seen = set()
     rows = []
+    answers_by_kind = {}  # answers drawn so far, for off-prompt rejected answers
     for _ in range(count):
         kind, text, answer, rejected = source.draw(seen, is_eval)
         context = [system(SYSTEM_PROMPT), user(text)]
@@ -238,6 +247,11 @@ def make_file(source, name, count):
             rows.append({"messages": context + [assistant(answer)]})
         elif name.startswith("preference"):
             wrong = rejected()
+            if off_prompt_rng is not None:
+                others = [a for a in answers_by_kind.get(kind, []) if a != answer]
+                if others and off_prompt_rng.randrange(OFF_PROMPT_EVERY) == 0:
+                    wrong = off_prompt_rng.choice(others)
+                answers_by_kind.setdefault(kind, []).append(answer)
             assert wrong != answer, (text, answer, wrong)
             rows.append({"context": context, "chosen": [assistant(answer)], "rejected": [assistant(wrong)],
                          "kind": kind})
@@ -322,7 +336,7 @@ def main() -> int:
         files[name] = make_file(source, name, SIZES[name])
 
     outputs = {f"{name}.jsonl": dump_jsonl(rows).encode() for name, rows in files.items()}
-    extra = make_file(source, "preference_train_extra", EXTRA_PREFERENCE_PAIRS)
+    extra = make_file(source, "preference_train_extra", EXTRA_PREFERENCE_PAIRS, random.Random(SEED + 1))
     outputs["preference_train_large.jsonl"] = dump_jsonl(files["preference_train"] + extra).encode()
     model = train_tokenizer(training_sentences(files))
     sp = check_tokenizer(model)

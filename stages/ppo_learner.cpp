@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <optional>
 
 #include "offload/engine.h"
 #include "src/core/error.h"
@@ -70,15 +69,13 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
                                                       part.response_length());  // (b, R, V)
         const torch::Tensor device_mask = part.response_mask.to(logits.device());
         auto on_device = [&](const torch::Tensor& x) { return x.to(logits.device()); };
-        const torch::Tensor new_logprobs =
-            response_logprobs(logits, part.sequences, prompt_length, part.response_mask, temperature);
-        torch::Tensor entropy;
-        {
-          // Logged always; in the graph only when it is part of the loss.
-          std::optional<torch::NoGradGuard> no_grad;
-          if (p.entropy_coef <= 0) no_grad.emplace();
-          entropy = rl::token_entropy(logits, temperature) * device_mask;
-        }
+        // One log-softmax gives the sampled tokens' log-probs and the entropy (logged always; in the
+        // graph only when it is part of the loss).
+        const torch::Tensor log_p = torch::log_softmax(logits.to(torch::kFloat) / temperature, -1);
+        const torch::Tensor ids = part.sequences.narrow(1, prompt_length, part.response_length()).to(logits.device());
+        const torch::Tensor new_logprobs = log_p.gather(-1, ids.unsqueeze(-1)).squeeze(-1) * device_mask;
+        const torch::Tensor entropy = p.entropy_coef > 0 ? -(log_p.exp() * log_p).sum(-1) * device_mask
+                                                         : -(log_p.detach().exp() * log_p.detach()).sum(-1) * device_mask;
         const rl::ClippedLoss pg = rl::clipped_policy_loss(new_logprobs, on_device(part.logprobs),
                                                           on_device(part.advantages), device_mask, p.clip_eps);
         const torch::Tensor values = response_values(
