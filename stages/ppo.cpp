@@ -203,7 +203,7 @@ void run_ppo(const Config& given) {
   rollout_options.generate.stop_strings.insert(rollout_options.generate.stop_strings.end(),
                                                config.generation.stop_strings.begin(), config.generation.stop_strings.end());
   check_sampling_options(rollout_options.generate.sampling);
-  rollout_options.micro_batch_size = config.train.micro_batch_size;
+  rollout_options.micro_batch_size = 2 * config.train.micro_batch_size;  // no gradients: no activations kept
   rollout_options.pad_id = pad_id;
   ExperienceMaker maker(*engine, models, rollout_options, tokenizer);
 
