@@ -35,6 +35,7 @@
 #include "src/train/stop_signal.h"
 #include "src/train/trainer_state.h"
 #include "stages/ppo_learner.h"
+#include "stages/ppo_state.h"
 #include "stages/sft.h"
 #include "stages/stage_common.h"
 
@@ -43,52 +44,6 @@ namespace fs = std::filesystem;
 namespace ferry {
 
 namespace {
-
-constexpr const char* kPpoStateFile = "ppo_state.json";
-constexpr const char* kPpoStateFormat = "ferry-ppo-state";
-
-struct PpoState {
-  double kl_coef = 0;
-  rl::RunningMoments moments;
-  DataCursor ptx_cursor;
-  int64_t optimizer_steps = 0;
-  nlohmann::json first_eval;  // the evaluation before the first rollout (null: none)
-};
-
-void save_ppo_state(const fs::path& dir, const PpoState& state) {
-  const nlohmann::json j{{"format", kPpoStateFormat},
-                         {"version", 1},
-                         {"kl_coef", state.kl_coef},
-                         {"reward_moments", {{"mean", state.moments.mean}, {"std", state.moments.std},
-                                             {"var", state.moments.var}, {"count", state.moments.count}}},
-                         {"ptx_cursor", {{"epoch", state.ptx_cursor.epoch}, {"position", state.ptx_cursor.position}}},
-                         {"optimizer_steps", state.optimizer_steps},
-                         {"first_eval", state.first_eval}};
-  write_file_atomic(dir / kPpoStateFile, j.dump(2) + "\n");
-}
-
-PpoState load_ppo_state(const fs::path& dir) {
-  const fs::path path = dir / kPpoStateFile;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(read_file(path));
-    if (j.value("format", "") != kPpoStateFormat || j.value("version", 0) != 1) {
-      throw InputError("not a Ferry PPO state (format " + std::string(kPpoStateFormat) + ", version 1)");
-    }
-    PpoState state;
-    state.kl_coef = j.at("kl_coef").get<double>();
-    const auto& m = j.at("reward_moments");
-    state.moments = {m.at("mean").get<double>(), m.at("std").get<double>(), m.at("var").get<double>(),
-                     m.at("count").get<double>()};
-    state.ptx_cursor = {j.at("ptx_cursor").at("epoch").get<int64_t>(), j.at("ptx_cursor").at("position").get<int64_t>()};
-    state.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
-    state.first_eval = j.at("first_eval");
-    return state;
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path.string() + ": malformed PPO state (" + e.what() + "); resume from another checkpoint");
-  } catch (const InputError& e) {
-    throw InputError(path.string() + ": " + e.what());
-  }
-}
 
 nlohmann::json evaluation_json(const PromptEvaluation& e) {
   nlohmann::json j{{"prompts", e.prompts}, {"with_answer", e.with_answer}, {"correct", e.correct},
@@ -311,7 +266,6 @@ void run_ppo(const Config& given) {
     peaks.generate = std::max(peaks.generate, timings.generate_peak_bytes);
     peaks.score = std::max(peaks.score, timings.score_peak_bytes);
     const int64_t sampled = experience.rows();
-    const torch::Tensor raw_all = experience.raw_scores;
     const double ended_fraction = experience.ended.to(torch::kFloat).mean().item<double>();
     const double mean_length = experience.response_mask.sum(1).mean().item<double>();
     // On verifiable prompts (gt_answer): how many sampled answers are right, and what the reward
@@ -368,7 +322,6 @@ void run_ppo(const Config& given) {
     } else {
       std::cout << "warning: rollout " << rollout + 1 << ": no response left to learn from; the models were not updated\n";
     }
-    (void)raw_all;
     const double rollout_seconds = seconds_since(started);
     values.insert(values.end(), judged.begin(), judged.end());
     values.push_back({"response_length", mean_length});

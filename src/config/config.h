@@ -282,8 +282,8 @@ struct LoggingConfig {
   void visit(V& v) {
     v("log_every", log_every, "log metrics every N steps");
     v("progress", progress, "progress bar: auto (on a terminal), always or never");
-    v("line_seconds", line_seconds, "without a progress bar (a log file, CI), print a step line at most every this "
-      "many seconds, on log_every steps, plus the first and last (0: every log_every step)");
+    v("line_seconds", line_seconds, "without a progress bar (a log file, CI), print a step line on log_every steps "
+      "at most once per this many seconds, and at the last step (0: every log_every step)");
     v("tensorboard", tensorboard, "write TensorBoard event files into output.dir");
     v("jsonl", jsonl, "write output.dir/metrics.jsonl");
   }

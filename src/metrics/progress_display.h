@@ -3,8 +3,8 @@
 //   in_place (a terminal): one line redrawn with '\r' every step,
 //     step 12/100 | loss 2.3456 | lr 2.00e-05 | grad_norm 0.812 | 5120 tok/s | mem 1.27 GiB | ETA 2m14s
 //   lines (a log file, CI): the same text plus any other values as a full line every `log_every`
-//     steps (at most one per `line_seconds`) and at the first and last step, so logs stay short
-//     and greppable.
+//     steps (the first one, then at most one per `line_seconds`) and at the last step, so logs
+//     stay short and greppable.
 // Evaluation results always get their own full line. ETA = mean step time over the last
 // `eta_window` steps times the steps left; shown once two steps have been seen and the total is known.
 // Output goes to an injected stream and time comes from an injected clock, so tests see exact text.
@@ -30,7 +30,7 @@ struct ProgressOptions {
   ProgressStyle style = ProgressStyle::lines;
   int64_t total_steps = 0;  // 0 or less: unknown (no "/total", no ETA)
   int64_t log_every = 1;    // lines style: print every N steps...
-  double line_seconds = 0;  // ...at most one line per this many seconds (0: no limit); first and last always
+  double line_seconds = 0;  // ...at most one line per this many seconds (0: no limit); the last always
   SecondsClock clock = monotonic_seconds;
   std::function<uint64_t()> memory_bytes;  // device memory in use; unset or 0: not shown
   size_t eta_window = 20;                  // steps in the moving average of step time

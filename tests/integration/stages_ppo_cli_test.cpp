@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -156,6 +157,32 @@ TEST_F(PpoCli, NonFiniteRewardsAreSkippedAndNeverReachTheWeights) {
   const auto before = ferry::io::load_hf_weights(base_dir() / "sft" / "final");
   const auto after = ferry::io::load_hf_weights(output / "final");
   for (const auto& [name, tensor] : before) EXPECT_TRUE(torch::equal(tensor, after.at(name))) << name;
+}
+
+std::vector<std::string> metrics_lines(const fs::path& output) {
+  std::vector<std::string> lines;
+  std::ifstream in(output / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(PpoCli, LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun) {
+  ASSERT_EQ(first_run_->exit_code, 0);
+  const fs::path output = base_dir() / "lora_ptx";
+  const Result r = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.eval_file= --set lora.rank=4" +
+                             " --set ppo.ptx_coef=0.5 --set data.train_file=data/sft_eval.jsonl --set ppo.kl_target=0.01" +
+                             " --set ppo.kl_horizon=100 --set output.dir=" + output.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "reference: the policy with its LoRA adapters off");
+  const auto lines = metrics_lines(output);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_CONTAINS(lines[0], "\"ptx_loss\"");
+  // The adaptive controller moves the coefficient after each rollout (0.05 at the first; the first
+  // rollout's KL is 0, below the target, so it falls).
+  EXPECT_CONTAINS(lines[0], "\"kl_coef\":0.05");
+  EXPECT_EQ(lines[1].find("\"kl_coef\":0.05,"), std::string::npos) << lines[1];
+  EXPECT_TRUE(fs::exists(output / "final" / "model.safetensors"));  // merged: a plain Hugging Face folder
+  EXPECT_TRUE(fs::exists(output / "step-2" / "policy" / "adapter_config.json"));
 }
 
 }  // namespace

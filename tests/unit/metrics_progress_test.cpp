@@ -4,6 +4,7 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "src/metrics/progress_display.h"
 
@@ -47,6 +48,22 @@ TEST(MetricsProgressDisplay, PlainLinesEveryLogEveryStepsAndAtTheEnd) {
             "step 2/5 | loss 2.0000 | lr 1.00e-04 | 2048 tok/s | ETA 6s\n"
             "step 4/5 | loss 1.0000 | lr 1.00e-04 | 2048 tok/s | ETA 2s\n"
             "step 5/5 | loss 0.5000 | lr 1.00e-04 | 2048 tok/s | ETA 0s\n");
+}
+
+TEST(MetricsProgressDisplay, PlainLinesAtMostOncePerLineSeconds) {
+  std::ostringstream out;
+  FakeClock clock;
+  auto opts = options(ProgressStyle::lines, 30, 1, clock.function());
+  opts.line_seconds = 10.0;
+  ProgressDisplay progress(out, opts);
+  for (int64_t step = 1; step <= 30; ++step) {
+    progress.train_step(step, {{"loss", 1.0}});
+    clock.now += 3.0;  // each step takes 3 s: a line at steps 1, 5, 9, ... (12 s apart), and the last
+  }
+  std::vector<int64_t> printed;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) printed.push_back(std::stoll(line.substr(5, line.find('/') - 5)));
+  EXPECT_EQ(printed, (std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29, 30}));
 }
 
 TEST(MetricsProgressDisplay, PlainLinesShowEveryValueAndMemory) {
