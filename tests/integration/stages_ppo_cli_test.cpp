@@ -67,28 +67,12 @@ std::string ppo_stage() {
                                 "output: {dir: " + (base_dir() / "ppo").string() + "}\n");
 }
 
-class PpoCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    fs::remove_all(base_dir());
-    fs::create_directories(base_dir());
-    const std::string pipeline =
-        write_file("pipeline.yaml", "pipeline:\n  stages: [" + sft_stage() + ", " + rm_stage() + ", " + ppo_stage() + "]\n");
-    first_run_ = new Result(run_ferry("pipeline --config " + pipeline + kQuiet));
-    pipeline_ = pipeline;
-  }
-  static void TearDownTestSuite() {
-    delete first_run_;
-    fs::remove_all(base_dir());
-  }
-  static Result* first_run_;
-  static std::string pipeline_;
-};
+// The pipeline runs once (it makes the models every check uses); each check is a function called
+// from the one test below, so the pipeline is not rerun per test process.
+Result* first_run_ = nullptr;
+std::string pipeline_;
 
-Result* PpoCli::first_run_ = nullptr;
-std::string PpoCli::pipeline_;
-
-TEST_F(PpoCli, PipelineRunsEveryStageAndEndsWithTheSummary) {
+void PipelineRunsEveryStageAndEndsWithTheSummary() {
   const Result& r = *first_run_;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_CONTAINS(r.output, "pipeline summary");
@@ -104,8 +88,8 @@ TEST_F(PpoCli, PipelineRunsEveryStageAndEndsWithTheSummary) {
   }
 }
 
-TEST_F(PpoCli, RerunReusesFinishedStagesAndForceReruns) {
-  ASSERT_EQ(first_run_->exit_code, 0);
+void RerunReusesFinishedStagesAndForceReruns() {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
   const Result again = run_ferry("pipeline --config " + pipeline_ + kQuiet);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_CONTAINS(again.output, "reusing " + (base_dir() / "sft").string());
@@ -118,8 +102,8 @@ TEST_F(PpoCli, RerunReusesFinishedStagesAndForceReruns) {
   EXPECT_CONTAINS(changed.output, "train-ppo: before training");
 }
 
-TEST_F(PpoCli, EmptyPromptFileAndTooLongPromptsAreClear) {
-  ASSERT_EQ(first_run_->exit_code, 0);
+void EmptyPromptFileAndTooLongPromptsAreClear() {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
   const std::string empty = write_file("empty.jsonl", "\n");
   const Result r = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.prompt_file=" + empty +
                              " --set output.dir=" + (base_dir() / "empty").string());
@@ -136,8 +120,8 @@ TEST_F(PpoCli, EmptyPromptFileAndTooLongPromptsAreClear) {
   EXPECT_CONTAINS(all_long.output, "every prompt longer than data.max_length");
 }
 
-TEST_F(PpoCli, NonFiniteRewardsAreSkippedAndNeverReachTheWeights) {
-  ASSERT_EQ(first_run_->exit_code, 0);
+void NonFiniteRewardsAreSkippedAndNeverReachTheWeights() {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
   // A reward model whose score head is NaN: every response's score is NaN.
   const fs::path broken = base_dir() / "nan_rm";
   ferry::LlamaForScore rm = ferry::score_model_from_pretrained(base_dir() / "rm" / "final");
@@ -166,8 +150,8 @@ std::vector<std::string> metrics_lines(const fs::path& output) {
   return lines;
 }
 
-TEST_F(PpoCli, LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun) {
-  ASSERT_EQ(first_run_->exit_code, 0);
+void LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun() {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
   const fs::path output = base_dir() / "lora_ptx";
   const Result r = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.eval_file= --set lora.rank=4" +
                              " --set ppo.ptx_coef=0.5 --set data.train_file=data/sft_eval.jsonl --set ppo.kl_target=0.01" +
@@ -183,6 +167,36 @@ TEST_F(PpoCli, LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun) {
   EXPECT_EQ(lines[1].find("\"kl_coef\":0.05,"), std::string::npos) << lines[1];
   EXPECT_TRUE(fs::exists(output / "final" / "model.safetensors"));  // merged: a plain Hugging Face folder
   EXPECT_TRUE(fs::exists(output / "step-2" / "policy" / "adapter_config.json"));
+}
+
+TEST(PpoCli, PipelineThenEachCheck) {
+  fs::remove_all(base_dir());
+  fs::create_directories(base_dir());
+  pipeline_ = write_file("pipeline.yaml", "pipeline:\n  stages: [" + sft_stage() + ", " + rm_stage() + ", " + ppo_stage() + "]\n");
+  Result first = run_ferry("pipeline --config " + pipeline_ + kQuiet);
+  first_run_ = &first;
+  {
+    SCOPED_TRACE("PipelineRunsEveryStageAndEndsWithTheSummary");
+    PipelineRunsEveryStageAndEndsWithTheSummary();
+  }
+  {
+    SCOPED_TRACE("RerunReusesFinishedStagesAndForceReruns");
+    RerunReusesFinishedStagesAndForceReruns();
+  }
+  {
+    SCOPED_TRACE("EmptyPromptFileAndTooLongPromptsAreClear");
+    EmptyPromptFileAndTooLongPromptsAreClear();
+  }
+  {
+    SCOPED_TRACE("NonFiniteRewardsAreSkippedAndNeverReachTheWeights");
+    NonFiniteRewardsAreSkippedAndNeverReachTheWeights();
+  }
+  {
+    SCOPED_TRACE("LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun");
+    LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun();
+  }
+  first_run_ = nullptr;
+  fs::remove_all(base_dir());
 }
 
 }  // namespace
