@@ -2,16 +2,18 @@
 // a demo-shaped SFT model and reward model: the pipeline SFT -> RM -> PPO ends with its summary,
 // a rerun reuses every finished stage (--force reruns), and the bad moments — an empty prompt file,
 // prompts longer than data.max_length, a reward model that scores NaN — are clear errors or
-// counted skips that never reach the weights.
+// counted skips that never reach the weights — and SIGTERM saves a checkpoint a resume completes.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ferry_process.h"
@@ -169,6 +171,61 @@ void LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun() {
   EXPECT_TRUE(fs::exists(output / "step-2" / "policy" / "adapter_config.json"));
 }
 
+int count_lines(const fs::path& file) {
+  std::ifstream in(file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
+  return n;
+}
+
+// SIGTERM mid-run: the rollout finishes, a checkpoint is saved, the run exits 128 + 15 saying how
+// to resume, and resuming from it completes.
+void SigtermSavesACheckpointAndResumes() {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
+  const fs::path out = base_dir() / "sigterm";
+  const std::string args = "train-ppo --config " + ppo_stage() + kQuiet + " --set data.eval_file= --set train.save_every=0" +
+                           " --set train.max_steps=100000 --set output.dir=" + out.string();
+  const fs::path log = base_dir() / "sigterm.log";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && exec '" + FERRY_BINARY + "' " + args +
+                                " > '" + log.string() + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 600 && count_lines(out / "metrics.jsonl") < 2; ++i) ::usleep(100 * 1000);
+  ASSERT_GE(count_lines(out / "metrics.jsonl"), 2) << "the run did not start";
+  ASSERT_EQ(::kill(child, SIGTERM), 0);
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 600 && !exited; ++i) {
+    exited = ::waitpid(child, &status, WNOHANG) == child;
+    if (!exited) ::usleep(100 * 1000);
+  }
+  if (!exited) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    FAIL() << "ferry did not stop within a minute of SIGTERM";
+  }
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
+  EXPECT_CONTAINS(output, "train.resume=auto");
+  EXPECT_FALSE(fs::exists(out / "final")) << "an interrupted run has no final model";
+  const int stopped_at = count_lines(out / "metrics.jsonl");
+  const fs::path checkpoint = out / ("step-" + std::to_string(stopped_at));
+  for (const char* file : {"policy/model.safetensors", "critic/model.safetensors", "ppo_state.json", "trainer_state.json"}) {
+    EXPECT_TRUE(fs::exists(checkpoint / file)) << checkpoint / file << "\n" << output;
+  }
+  const Result resumed = run_ferry(args + " --set train.resume=auto --set train.max_steps=" + std::to_string(stopped_at + 1));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_CONTAINS(resumed.output, "resumed from");
+  EXPECT_EQ(count_lines(out / "metrics.jsonl"), stopped_at + 1);
+  EXPECT_TRUE(fs::exists(out / "final" / "model.safetensors"));
+}
+
 TEST(PpoCli, PipelineThenEachCheck) {
   fs::remove_all(base_dir());
   fs::create_directories(base_dir());
@@ -194,6 +251,10 @@ TEST(PpoCli, PipelineThenEachCheck) {
   {
     SCOPED_TRACE("LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun");
     LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun();
+  }
+  {
+    SCOPED_TRACE("SigtermSavesACheckpointAndResumes");
+    SigtermSavesACheckpointAndResumes();
   }
   first_run_ = nullptr;
   fs::remove_all(base_dir());
