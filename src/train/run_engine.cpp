@@ -63,12 +63,26 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
       log << "offload.policy auto: " << models << " models share the budget; planning each within "
           << format_bytes_approx(planning.offload.gpu_memory.bytes) << "\n";
     }
-    const offload::AutoPolicy plan = offload::resolve_auto_policy(planning, model, total, rates);
-    log << plan.summary << "\n";
-    options = plan.options;
+    std::optional<offload::AutoPolicy> plan;
+    try {
+      plan = offload::resolve_auto_policy(planning, model, total, rates);
+    } catch (const ConfigError& e) {
+      if (models <= 1) throw;
+      // The models do not each fit a share of the budget; together they still fit one at a time
+      // when every group is paged (params), which is what the stage then gets.
+      log << "offload.policy auto: no plan fits each of the " << models << " models in its share; every group is "
+          << "paged (offload.policy params), so the budget must hold one model's working set\n";
+    }
+    if (plan) {
+      log << plan->summary << "\n";
+      options = plan->options;
+      config.train.micro_batch_size = plan->micro_batch_size;
+      config.train.grad_accumulation = plan->grad_accumulation;
+    } else {
+      options.policy = OffloadPolicy::params;
+      options.kept_groups.clear();
+    }
     options.device_budget = EngineOptions::from_config(config).device_budget;
-    config.train.micro_batch_size = plan.micro_batch_size;
-    config.train.grad_accumulation = plan.grad_accumulation;
   }
   const uint64_t budget = config.offload.gpu_memory.bytes;
   if (budget > 0 && total > 0) {

@@ -30,7 +30,8 @@ uint64_t device_memory_peak(c10::Device device);
 // global batch: build the run's data loader and loop from `config` after this call.
 // `models`: how many models of that shape share the budget (PPO: up to four). The auto planner then
 // plans one model within budget / models, so that every model keeping the planned groups fits
-// together; the engine's budget stays the whole one.
+// together; when no such plan exists the engine pages every group (params), which needs about one
+// model's working set. The engine's budget stays the whole one.
 std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
                                                  std::ostream& log, int64_t models = 1);
 

@@ -249,7 +249,7 @@ nlohmann::json result_of(const fs::path& output) {
 
 double row_value(const nlohmann::json& row, const char* name) { return row.at(name).get<double>(); }
 
-TEST(PpoStage, FourModelsUnderOneBudgetTrainAsWithoutOffload) {
+TEST(PpoStage, FourModelsUnderOneBudgetTrainAsWithoutOffload) {  // under params and auto
   const fs::path root = fresh_dir("budget");
   const Config plain = ppo_config(root / "none");
   run_stage(Stage::ppo, plain);
@@ -260,26 +260,30 @@ TEST(PpoStage, FourModelsUnderOneBudgetTrainAsWithoutOffload) {
   for (const auto& [name, t] : io::load_hf_weights(folders().policy)) parameters += t.numel();
   const uint64_t model_bytes = static_cast<uint64_t>(parameters) * 4;
   const uint64_t budget = model_bytes + model_bytes / 2;
-  Config paged = ppo_config(root / "params");
-  paged.offload.policy = OffloadPolicy::params;
-  paged.offload.gpu_memory.bytes = budget;
-  run_stage(Stage::ppo, paged);
+  for (const OffloadPolicy policy : {OffloadPolicy::params, OffloadPolicy::auto_}) {
+    const std::string name(enum_name(policy));
+    SCOPED_TRACE(name);
+    Config paged = ppo_config(root / name);
+    paged.offload.policy = policy;
+    paged.offload.gpu_memory.bytes = budget;
+    run_stage(Stage::ppo, paged);
 
-  const auto a = metrics_rows(root / "none"), b = metrics_rows(root / "params");
-  ASSERT_EQ(a.size(), 3u);
-  ASSERT_EQ(b.size(), 3u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (const char* name : {"loss", "policy_loss", "value_loss", "reward/mean", "kl"}) {
-      EXPECT_NEAR(row_value(a[i], name), row_value(b[i], name), 1e-6 * std::max(1.0, std::abs(row_value(a[i], name))))
-          << name << " at rollout " << i + 1;
+    const auto a = metrics_rows(root / "none"), b = metrics_rows(root / name);
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), 3u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (const char* value : {"loss", "policy_loss", "value_loss", "reward/mean", "kl"}) {
+        EXPECT_NEAR(row_value(a[i], value), row_value(b[i], value), 1e-6 * std::max(1.0, std::abs(row_value(a[i], value))))
+            << value << " at rollout " << i + 1;
+      }
     }
-  }
-  const auto plain_peaks = result_of(root / "none").at("peak_device_bytes");
-  const auto paged_peaks = result_of(root / "params").at("peak_device_bytes");
-  EXPECT_GT(plain_peaks.at("learn").get<uint64_t>(), 4 * model_bytes);  // the four models and two optimizers
-  for (const char* phase : {"generate", "score", "learn"}) {
-    EXPECT_LE(paged_peaks.at(phase).get<uint64_t>(), budget) << phase;
-    EXPECT_GT(paged_peaks.at(phase).get<uint64_t>(), 0u) << phase;
+    const auto plain_peaks = result_of(root / "none").at("peak_device_bytes");
+    const auto paged_peaks = result_of(root / name).at("peak_device_bytes");
+    EXPECT_GT(plain_peaks.at("learn").get<uint64_t>(), 4 * model_bytes);  // the four models and two optimizers
+    for (const char* phase : {"generate", "score", "learn"}) {
+      EXPECT_LE(paged_peaks.at(phase).get<uint64_t>(), budget) << phase;
+      EXPECT_GT(paged_peaks.at(phase).get<uint64_t>(), 0u) << phase;
+    }
   }
   fs::remove_all(root);
 }
