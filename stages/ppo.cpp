@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -20,6 +19,7 @@
 #include "src/generate/chat_generate_options.h"
 #include "src/generate/sampling.h"
 #include "src/metrics/metrics_logger.h"
+#include "src/metrics/metrics_clock.h"
 #include "src/model/pretrained.h"
 #include "src/rl/rollout_advantages.h"
 #include "src/rl/answer_match.h"
@@ -50,10 +50,6 @@ nlohmann::json evaluation_json(const PromptEvaluation& e) {
                    {"accuracy", e.accuracy()}, {"mean_length", e.mean_length}};
   if (!std::isnan(e.mean_reward)) j["mean_reward"] = e.mean_reward;
   return j;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // A generator for rollout `rollout`'s sampling and shuffles: a pure function of the seed and the
@@ -171,11 +167,11 @@ void run_ppo(const Config& given) {
   ExperienceMaker eval_maker(*engine, eval_models, eval_options, tokenizer);
   auto evaluate = [&](const char* when) -> nlohmann::json {
     if (eval_prompts.empty()) return nullptr;
-    const auto started = std::chrono::steady_clock::now();
+    const double started = monotonic_seconds();
     const PromptEvaluation e = evaluate_prompts(eval_maker, eval_prompts, std::max<int64_t>(config.train.micro_batch_size, 32),
                                                 chat_template.assistant_suffix);
-    std::cout << "train-ppo: " << when << ": " << d.eval_file << ": " << e.summary() << " (" << seconds_since(started)
-              << " s)\n";
+    std::cout << "train-ppo: " << when << ": " << d.eval_file << ": " << e.summary() << " ("
+              << monotonic_seconds() - started << " s)\n";
     return evaluation_json(e);
   };
 
@@ -255,7 +251,7 @@ void run_ppo(const Config& given) {
   PhasePeaks peaks;
   int64_t dropped_total = 0, skipped_total = 0, last_save = -1;
   while (rollout < total) {
-    const auto started = std::chrono::steady_clock::now();
+    const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(p.rollout_batch_size));
     std::vector<const RolloutPrompt*> batch;
     for (int64_t i : indices) batch.push_back(&prompts[static_cast<size_t>(i)]);
@@ -302,9 +298,9 @@ void run_ppo(const Config& given) {
       const torch::Tensor token_kl = estimate_advantages(experience, p, kl.value());
       const double mean_kl = token_kl.sum(1).mean().item<double>();
       engine->reset_memory_peaks();
-      const auto learn_started = std::chrono::steady_clock::now();
+      const double learn_started = monotonic_seconds();
       const LearnStats learned = learner.learn(experience, step, total_steps, generator);
-      learn_seconds = seconds_since(learn_started);
+      learn_seconds = monotonic_seconds() - learn_started;
       peaks.learn = std::max(peaks.learn, engine->accountant().peak(offload::MemoryTier::device));
       skipped_total += learned.skipped_steps;
       const double rollout_kl_coef = kl.value();
@@ -322,7 +318,7 @@ void run_ppo(const Config& given) {
     } else {
       std::cout << "warning: rollout " << rollout + 1 << ": no response left to learn from; the models were not updated\n";
     }
-    const double rollout_seconds = seconds_since(started);
+    const double rollout_seconds = monotonic_seconds() - started;
     values.insert(values.end(), judged.begin(), judged.end());
     values.push_back({"response_length", mean_length});
     values.push_back({"ended_fraction", ended_fraction});

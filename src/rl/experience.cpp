@@ -3,7 +3,6 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
 #include <optional>
 
 #include "offload/accountant.h"
@@ -11,6 +10,7 @@
 #include "src/core/error.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
+#include "src/metrics/metrics_clock.h"
 #include "src/model/attention_mask.h"
 #include "src/model/llama_heads.h"
 #include "src/model/lora.h"
@@ -20,10 +20,6 @@
 
 namespace ferry {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 double policy_temperature(const GenerateOptions& options) {
   return options.sampling.greedy ? 1.0 : options.sampling.temperature;
@@ -109,7 +105,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   FERRY_CHECK(!prompts.empty() && prompts.size() == prompt_index.size(), "experience maker: bad prompt list");
   ExperienceTimings local;
   ExperienceTimings& t = timings != nullptr ? *timings : local;
-  const auto started = std::chrono::steady_clock::now();
+  const double started = monotonic_seconds();
   engine_.reset_memory_peaks();
   engine_.make_resident({models_.policy_name});
   std::vector<std::vector<int64_t>> ids;
@@ -142,7 +138,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   }
   out.ended = torch::tensor(std::vector<int64_t>(ended.begin(), ended.end()), torch::kLong).to(torch::kBool);
   t.generated_tokens += out.response_mask.sum().item<int64_t>();
-  t.generate_seconds += seconds_since(started);
+  t.generate_seconds += monotonic_seconds() - started;
   t.generate_peak_bytes = std::max(t.generate_peak_bytes, engine_.accountant().peak(offload::MemoryTier::device));
   score(out, &t);
   return out;
@@ -151,7 +147,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
 void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) {
   ExperienceTimings local;
   ExperienceTimings& t = timings != nullptr ? *timings : local;
-  const auto started = std::chrono::steady_clock::now();
+  const double started = monotonic_seconds();
   engine_.reset_memory_peaks();
   engine_.make_resident({});  // every model as the policy places it; the runner pages what it must
   torch::NoGradGuard no_grad;
@@ -194,7 +190,7 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   if (!ref_logprobs.empty()) experience.ref_logprobs = torch::cat(ref_logprobs);
   if (!values.empty()) experience.values = torch::cat(values);
   if (!scores.empty()) experience.raw_scores = torch::cat(scores);
-  t.score_seconds += seconds_since(started);
+  t.score_seconds += monotonic_seconds() - started;
   t.score_peak_bytes = std::max(t.score_peak_bytes, engine_.accountant().peak(offload::MemoryTier::device));
 }
 
