@@ -3,9 +3,13 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 
 namespace ferry_test {
@@ -30,6 +34,41 @@ inline CommandResult run_command(const std::string& command_line, bool with_stde
 // `ferry ARGS`, run from the source tree (so configs/ and data/ paths work as in the README).
 inline CommandResult run_ferry(const std::string& args) {
   return run_command(std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args);
+}
+
+// Lines of `file` that contain `needle` (0 when the file does not exist yet).
+inline int count_lines_with(const std::string& file, const std::string& needle) {
+  std::ifstream in(file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// `ferry ARGS` started in the background from the source tree, stdout and stderr into `log`.
+// Returns the child's pid (negative when fork failed).
+inline pid_t start_ferry(const std::string& args, const std::string& log) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::string command =
+        std::string("cd '") + FERRY_SOURCE_DIR + "' && exec '" + FERRY_BINARY + "' " + args + " > '" + log + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return child;
+}
+
+// Sends `signal` to `child` and waits up to a minute for it to exit: its wait status, or nullopt
+// when it did not stop (it is then killed).
+inline std::optional<int> stop_ferry(pid_t child, int signal) {
+  if (::kill(child, signal) != 0) return std::nullopt;
+  int status = 0;
+  for (int i = 0; i < 600; ++i) {
+    if (::waitpid(child, &status, WNOHANG) == child) return status;
+    ::usleep(100 * 1000);
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return std::nullopt;
 }
 
 }  // namespace ferry_test

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ferry_process.h"
@@ -171,12 +170,8 @@ void LoraPolicyIsItsOwnReferenceAndPtxAndAdaptiveKlRun() {
   EXPECT_TRUE(fs::exists(output / "step-2" / "policy" / "adapter_config.json"));
 }
 
-int count_lines(const fs::path& file) {
-  std::ifstream in(file);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
-  return n;
-}
+// metrics.jsonl rows (every row has a "step").
+int count_rows(const fs::path& file) { return ferry_test::count_lines_with(file.string(), "\"step\""); }
 
 // SIGTERM mid-run: the rollout finishes, a checkpoint is saved, the run exits 128 + 15 saying how
 // to resume, and resuming from it completes.
@@ -186,35 +181,20 @@ void SigtermSavesACheckpointAndResumes() {
   const std::string args = "train-ppo --config " + ppo_stage() + kQuiet + " --set data.eval_file= --set train.save_every=0" +
                            " --set train.max_steps=100000 --set output.dir=" + out.string();
   const fs::path log = base_dir() / "sigterm.log";
-  const pid_t child = ::fork();
+  const pid_t child = ferry_test::start_ferry(args, log.string());
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && exec '" + FERRY_BINARY + "' " + args +
-                                " > '" + log.string() + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  for (int i = 0; i < 600 && count_lines(out / "metrics.jsonl") < 2; ++i) ::usleep(100 * 1000);
-  ASSERT_GE(count_lines(out / "metrics.jsonl"), 2) << "the run did not start";
-  ASSERT_EQ(::kill(child, SIGTERM), 0);
-  int status = 0;
-  bool exited = false;
-  for (int i = 0; i < 600 && !exited; ++i) {
-    exited = ::waitpid(child, &status, WNOHANG) == child;
-    if (!exited) ::usleep(100 * 1000);
-  }
-  if (!exited) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, &status, 0);
-    FAIL() << "ferry did not stop within a minute of SIGTERM";
-  }
+  for (int i = 0; i < 600 && count_rows(out / "metrics.jsonl") < 2; ++i) ::usleep(100 * 1000);
+  ASSERT_GE(count_rows(out / "metrics.jsonl"), 2) << "the run did not start";
+  const std::optional<int> stopped = ferry_test::stop_ferry(child, SIGTERM);
+  ASSERT_TRUE(stopped.has_value()) << "ferry did not stop within a minute of SIGTERM";
+  const int status = *stopped;
   std::ifstream in(log);
   const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
   EXPECT_CONTAINS(output, "train.resume=auto");
   EXPECT_FALSE(fs::exists(out / "final")) << "an interrupted run has no final model";
-  const int stopped_at = count_lines(out / "metrics.jsonl");
+  const int stopped_at = count_rows(out / "metrics.jsonl");
   const fs::path checkpoint = out / ("step-" + std::to_string(stopped_at));
   for (const char* file : {"policy/model.safetensors", "critic/model.safetensors", "ppo_state.json", "trainer_state.json"}) {
     EXPECT_TRUE(fs::exists(checkpoint / file)) << checkpoint / file << "\n" << output;
@@ -222,7 +202,7 @@ void SigtermSavesACheckpointAndResumes() {
   const Result resumed = run_ferry(args + " --set train.resume=auto --set train.max_steps=" + std::to_string(stopped_at + 1));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_CONTAINS(resumed.output, "resumed from");
-  EXPECT_EQ(count_lines(out / "metrics.jsonl"), stopped_at + 1);
+  EXPECT_EQ(count_rows(out / "metrics.jsonl"), stopped_at + 1);
   EXPECT_TRUE(fs::exists(out / "final" / "model.safetensors"));
 }
 

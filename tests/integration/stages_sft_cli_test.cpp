@@ -25,12 +25,7 @@ using ferry_test::run_ferry;
 
 namespace fs = std::filesystem;
 
-int count_lines_with(const fs::path& file, const std::string& needle) {
-  std::ifstream in(file);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
+using ferry_test::count_lines_with;
 
 // A small, fast version of configs/demo-sft.yaml (the tiny model of the unit tests).
 std::string small_run(const fs::path& out) {
@@ -178,29 +173,14 @@ TEST(TrainSftCli, SigtermSavesACheckpointAndExitsWithTheSignal) {
   fs::remove_all(out);
   const std::string args = small_run(out) + " --set train.max_steps=100000 --set train.save_every=0";
   const fs::path log = out.string() + ".log";
-  const pid_t child = ::fork();
+  const pid_t child = ferry_test::start_ferry(args, log.string());
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && exec '" + FERRY_BINARY + "' " + args +
-                                " > '" + log.string() + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   // Wait for a few logged steps (at most a minute), then ask it to stop.
   for (int i = 0; i < 600 && count_lines_with(out / "metrics.jsonl", "\"loss\"") < 3; ++i) ::usleep(100 * 1000);
   ASSERT_GE(count_lines_with(out / "metrics.jsonl", "\"loss\""), 3) << "the run did not start";
-  ASSERT_EQ(::kill(child, SIGTERM), 0);
-  int status = 0;
-  bool exited = false;
-  for (int i = 0; i < 600 && !exited; ++i) {  // a step and a save take well under a minute
-    exited = ::waitpid(child, &status, WNOHANG) == child;
-    if (!exited) ::usleep(100 * 1000);
-  }
-  if (!exited) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, &status, 0);
-    FAIL() << "ferry did not stop within a minute of SIGTERM";
-  }
+  const std::optional<int> stopped = ferry_test::stop_ferry(child, SIGTERM);  // a step and a save take well under a minute
+  ASSERT_TRUE(stopped.has_value()) << "ferry did not stop within a minute of SIGTERM";
+  const int status = *stopped;
   std::ifstream in(log);
   const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_TRUE(WIFEXITED(status)) << output;
