@@ -197,13 +197,16 @@ struct PpoConfig {
   double ptx_coef = 0.0;
   double critic_learning_rate = 9e-6;
   int64_t num_episodes = 1;
+  AdvantageEstimator advantage_estimator = AdvantageEstimator::gae;
+  int64_t num_generations = 1;
 
   template <class V>
   void visit(V& v) {
-    v("reward_model", reward_model, "reward model folder (from train-rm), frozen; scores each response");
+    v("reward_model", reward_model, "reward model folder (from train-rm), frozen: the reward when `rewards` is empty, "
+      "and the critic's start");
     v("critic_model", critic_model,
       "critic initialisation folder: a reward model (its score head becomes the value head) or a causal LM "
-      "(a fresh head); empty: ppo.reward_model");
+      "(a fresh head); empty: ppo.reward_model, else the model reward's folder");
     v("rollout_batch_size", rollout_batch_size, "prompts generated per rollout (one episode)");
     v("ppo_epochs", ppo_epochs, "optimisation passes over each rollout, in minibatches of micro_batch_size x grad_accumulation");
     v("clip_eps", clip_eps, "policy ratio clip");
@@ -224,6 +227,69 @@ struct PpoConfig {
     v("ptx_coef", ptx_coef, "weight of an SFT loss on data.train_file mixed into each policy step (0: none)");
     v("critic_learning_rate", critic_learning_rate, "critic learning rate");
     v("num_episodes", num_episodes, "passes over the prompt file when train.max_steps is 0 (max_steps counts rollouts)");
+    v("advantage_estimator", advantage_estimator,
+      "gae (a critic learns values), rloo (leave-one-out baseline) or reinforce_baseline (REINFORCE++-baseline: "
+      "the group mean); rloo and reinforce_baseline need no critic and num_generations >= 2");
+    v("num_generations", num_generations, "responses sampled per prompt in a rollout (the group rloo and "
+      "reinforce_baseline take their baseline from)");
+  }
+};
+
+// GRPO: names and defaults as TRL's GRPOConfig.
+struct GrpoConfig {
+  int64_t num_generations = 8;
+  int64_t generation_batch_size = 64;
+  int64_t num_iterations = 1;
+  double epsilon = 0.2;
+  double epsilon_high = 0.0;
+  double beta = 0.0;
+  GrpoLoss loss_type = GrpoLoss::dapo;
+  RewardScaling scale_rewards = RewardScaling::group;
+  ImportanceSampling importance_sampling_level = ImportanceSampling::token;
+  bool mask_truncated_completions = false;
+  bool use_bias_correction_kl = true;
+  int64_t num_episodes = 1;
+
+  template <class V>
+  void visit(V& v) {
+    v("num_generations", num_generations, "completions sampled per prompt (the group advantages are taken within)");
+    v("generation_batch_size", generation_batch_size, "completions per rollout, a multiple of num_generations; "
+      "learned from in minibatches of train.micro_batch_size x train.grad_accumulation");
+    v("num_iterations", num_iterations, "passes over each rollout (old log-probs kept from the rollout)");
+    v("epsilon", epsilon, "lower clip of the importance ratio (1 - epsilon)");
+    v("epsilon_high", epsilon_high, "upper clip (1 + epsilon_high; DAPO's clip-higher); 0: epsilon");
+    v("beta", beta, "k3 KL penalty against the reference (0: no reference model is loaded)");
+    v("loss_type", loss_type, "grpo (mean of per-sequence means), dapo (mean over the step's tokens), dr_grpo "
+      "(sum / (rows x max_new_tokens)) or bnpo (mean over the micro-batch's tokens)");
+    v("scale_rewards", scale_rewards, "divide advantages by the group's std (group), the rollout's (batch) or not (none)");
+    v("importance_sampling_level", importance_sampling_level,
+      "token (one ratio per token) or sequence (GSPO: the mean log-ratio of the sequence)");
+    v("mask_truncated_completions", mask_truncated_completions,
+      "completions that hit generation.max_new_tokens without ending count no token in the loss");
+    v("use_bias_correction_kl", use_bias_correction_kl, "multiply the KL term by the importance ratio (TRL's default)");
+    v("num_episodes", num_episodes, "passes over the prompt file when train.max_steps is 0 (max_steps counts rollouts)");
+  }
+};
+
+// One reward of a PPO or GRPO run; `rewards:` lists them, and the run learns from their weighted sum.
+struct RewardConfig {
+  RewardKind kind = RewardKind::verifier;
+  double weight = 1.0;
+  AnswerMatch match = AnswerMatch::exact;
+  std::string path;
+  std::string command;
+  double timeout = 60.0;
+
+  template <class V>
+  void visit(V& v) {
+    v("kind", kind, "verifier (the response against the prompt's gt_answer: 1 or 0), model (a reward model "
+      "folder) or command (an external program answering one number per JSON line)");
+    v("weight", weight, "weight of this reward in the sum");
+    v("match", match, "verifier: exact (normalised answer), numeric (the last number, to 1e-6) or contains");
+    v("path", path, "model: the reward model folder (from train-rm)");
+    v("command", command, "command: run once by /bin/sh -c; reads {\"prompt\", \"response\", \"gt_answer\"} JSON "
+      "lines on stdin, answers one number per line on stdout");
+    v("timeout", timeout, "command: seconds to wait for each answer");
   }
 };
 
@@ -311,6 +377,8 @@ struct Config {
   RmConfig rm;
   DpoConfig dpo;
   PpoConfig ppo;
+  GrpoConfig grpo;
+  std::vector<RewardConfig> rewards;
   OutputConfig output;
   LoggingConfig logging;
   PipelineConfig pipeline;
@@ -328,6 +396,9 @@ struct Config {
     v.section("rm", rm);
     v.section("dpo", dpo);
     v.section("ppo", ppo);
+    v.section("grpo", grpo);
+    v.list("rewards", rewards, "PPO/GRPO rewards, summed with their weights: a list of {kind, weight, match, path, "
+           "command, timeout} (PPO without it: the model ppo.reward_model)");
     v.section("output", output);
     v.section("logging", logging);
     v.section("pipeline", pipeline);

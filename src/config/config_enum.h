@@ -18,6 +18,12 @@ enum class LoraExport { merged, adapter };
 enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
 enum class DpoReference { auto_, precompute, model, lora_off };
 enum class KlEstimator { k1, k2, k3 };
+enum class AdvantageEstimator { gae, rloo, reinforce_baseline };
+enum class GrpoLoss { grpo, dapo, dr_grpo, bnpo };
+enum class RewardScaling { group, batch, none };
+enum class ImportanceSampling { token, sequence };
+enum class RewardKind { verifier, model, command };
+enum class AnswerMatch { exact, numeric, contains };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -45,6 +51,18 @@ FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robu
 FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},
                  {DpoReference::model, "model"}, {DpoReference::lora_off, "lora_off"});
 FERRY_ENUM_NAMES(KlEstimator, {KlEstimator::k1, "k1"}, {KlEstimator::k2, "k2"}, {KlEstimator::k3, "k3"});
+
+FERRY_ENUM_NAMES(AdvantageEstimator, {AdvantageEstimator::gae, "gae"}, {AdvantageEstimator::rloo, "rloo"},
+                 {AdvantageEstimator::reinforce_baseline, "reinforce_baseline"});
+FERRY_ENUM_NAMES(GrpoLoss, {GrpoLoss::grpo, "grpo"}, {GrpoLoss::dapo, "dapo"}, {GrpoLoss::dr_grpo, "dr_grpo"},
+                 {GrpoLoss::bnpo, "bnpo"});
+FERRY_ENUM_NAMES(RewardScaling, {RewardScaling::group, "group"}, {RewardScaling::batch, "batch"},
+                 {RewardScaling::none, "none"});
+FERRY_ENUM_NAMES(ImportanceSampling, {ImportanceSampling::token, "token"}, {ImportanceSampling::sequence, "sequence"});
+FERRY_ENUM_NAMES(RewardKind, {RewardKind::verifier, "verifier"}, {RewardKind::model, "model"},
+                 {RewardKind::command, "command"});
+FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numeric, "numeric"},
+                 {AnswerMatch::contains, "contains"});
 
 #undef FERRY_ENUM_NAMES
 

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -149,6 +150,31 @@ class Reader {
     sub.reject_unknown();
   }
 
+  // A list of sections, e.g. rewards: [{kind: verifier}, {kind: model, path: ...}]; replaces the whole list.
+  template <class S>
+  void list(const char* name, std::vector<S>& items, const char* /*doc*/) {
+    names_.emplace_back(name);
+    const YAML::Node child = node_[name];
+    if (!child.IsDefined()) return;
+    if (child.IsNull()) {
+      items.clear();
+      return;
+    }
+    if (!child.IsSequence()) type_error(location(source_, child), prefix_ + name, "a list of mappings, e.g. [{kind: verifier}]", child);
+    std::vector<S> parsed;
+    for (size_t i = 0; i < child.size(); ++i) {
+      const YAML::Node item = child[i];
+      const std::string item_key = prefix_ + name + "[" + std::to_string(i) + "]";
+      if (!item.IsMap()) type_error(location(source_, item), item_key, "a mapping of keys", item);
+      Reader sub(item, item_key + ".", source_);
+      S value;
+      value.visit(sub);
+      sub.reject_unknown();
+      parsed.push_back(std::move(value));
+    }
+    items = std::move(parsed);
+  }
+
   void reject_unknown() const {
     for (const auto& entry : node_) {
       const std::string key = entry.first.Scalar();
@@ -203,6 +229,22 @@ class Writer {
     out_ << YAML::EndMap;
   }
 
+  template <class S>
+  void list(const char* name, std::vector<S>& items, const char* doc) {
+    out_ << YAML::Newline << YAML::Key << name << YAML::Value;
+    if (items.empty()) {
+      out_ << YAML::Flow << YAML::BeginSeq << YAML::EndSeq << YAML::Comment(doc);
+      return;
+    }
+    out_ << YAML::Comment(doc) << YAML::BeginSeq;
+    for (S& item : items) {
+      out_ << YAML::BeginMap;
+      item.visit(*this);
+      out_ << YAML::EndMap;
+    }
+    out_ << YAML::EndSeq;
+  }
+
  private:
   YAML::Emitter& out_;
 };
@@ -219,6 +261,8 @@ class KeyLister {
     s.visit(*this);
     prefix = saved;
   }
+  template <class S>
+  void list(const char* name, std::vector<S>&, const char*) { paths.push_back(prefix + name); }
   std::vector<std::string> paths;
   std::string prefix;
 };
@@ -383,6 +427,40 @@ void validate_config(const Config& c) {
           "ppo.vf_coef, ppo.entropy_coef and ppo.ptx_coef must be >= 0");
   require(p.kl_target >= 0 && p.kl_horizon > 0, "ppo.kl_target must be >= 0 and ppo.kl_horizon > 0");
   require(p.reward_clip >= 0 && p.missing_eos_penalty >= 0, "ppo.reward_clip and ppo.missing_eos_penalty must be >= 0");
+  require(p.num_generations >= 1, "ppo.num_generations must be >= 1");
+  require(p.advantage_estimator == AdvantageEstimator::gae || p.num_generations >= 2,
+          "ppo.advantage_estimator " + to_text(p.advantage_estimator) +
+              " takes each response's baseline from the other responses to its prompt: set ppo.num_generations >= 2 "
+              "(e.g. 4), or ppo.advantage_estimator=gae");
+  const auto& g2 = c.grpo;
+  require(g2.num_generations >= 2, "grpo.num_generations must be >= 2 (advantages compare completions of one prompt)");
+  require(g2.generation_batch_size >= g2.num_generations && g2.generation_batch_size % g2.num_generations == 0,
+          "grpo.generation_batch_size (" + to_text(g2.generation_batch_size) + ") must be a multiple of "
+              "grpo.num_generations (" + to_text(g2.num_generations) + ")");
+  require(g2.num_iterations >= 1 && g2.num_episodes >= 1, "grpo.num_iterations and grpo.num_episodes must be >= 1");
+  require(g2.epsilon > 0 && g2.epsilon < 1, "grpo.epsilon must be in (0, 1)");
+  require(g2.epsilon_high >= 0, "grpo.epsilon_high must be >= 0 (0: grpo.epsilon)");
+  require(g2.beta >= 0, "grpo.beta must be >= 0");
+  int64_t model_rewards = 0;
+  for (size_t i = 0; i < c.rewards.size(); ++i) {
+    const RewardConfig& r = c.rewards[i];
+    const std::string key = "rewards[" + std::to_string(i) + "]";
+    require(std::isfinite(r.weight), key + ".weight must be a finite number");
+    if (r.kind == RewardKind::model) {
+      ++model_rewards;
+      require(!r.path.empty(), key + ".path: a model reward needs the reward model folder (from `ferry train-rm`)");
+    } else {
+      require(r.path.empty(), key + ".path is for kind: model (this reward is " + to_text(r.kind) + ")");
+    }
+    if (r.kind == RewardKind::command) {
+      require(!r.command.empty(), key + ".command: a command reward needs the program to run, e.g. "
+                                        "\"python3 scripts/reward-exact-match.py\"");
+      require(r.timeout > 0, key + ".timeout must be > 0 seconds");
+    } else {
+      require(r.command.empty(), key + ".command is for kind: command (this reward is " + to_text(r.kind) + ")");
+    }
+  }
+  require(model_rewards <= 1, "rewards: at most one reward of kind model (found " + std::to_string(model_rewards) + ")");
   require(!c.output.dir.empty(), "output.dir must not be empty");
   require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
   require(c.logging.log_every >= 1, "logging.log_every must be >= 1");

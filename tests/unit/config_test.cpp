@@ -264,6 +264,64 @@ TEST(Config, YamlRoundTripKeepsEveryValue) {
   }
 }
 
+TEST(Config, RewardsAreAListOfStrictMappings) {
+  const Config c = parse_config(R"(
+rewards:
+  - kind: verifier
+    match: numeric
+  - {kind: model, path: runs/rm, weight: 0.5}
+  - kind: command
+    command: python3 judge.py
+    timeout: 5
+)", "r.yaml");
+  ASSERT_EQ(c.rewards.size(), 3u);
+  EXPECT_EQ(c.rewards[0].kind, RewardKind::verifier);
+  EXPECT_EQ(c.rewards[0].match, AnswerMatch::numeric);
+  EXPECT_DOUBLE_EQ(c.rewards[0].weight, 1.0);
+  EXPECT_EQ(c.rewards[1].path, "runs/rm");
+  EXPECT_DOUBLE_EQ(c.rewards[1].weight, 0.5);
+  EXPECT_EQ(c.rewards[2].command, "python3 judge.py");
+  EXPECT_NO_THROW(validate_config(c));
+  // Printed and read back, the list is the same; --set replaces the whole list.
+  const Config back = parse_config(config_to_yaml(c), "back.yaml");
+  EXPECT_EQ(config_to_yaml(back), config_to_yaml(c));
+  Config set = c;
+  apply_override(set, "rewards=[{kind: verifier, match: contains}]");
+  ASSERT_EQ(set.rewards.size(), 1u);
+  EXPECT_EQ(set.rewards[0].match, AnswerMatch::contains);
+
+  EXPECT_CONTAINS(config_error([] { parse_config("rewards:\n  - kind: verifier\n    wieght: 2\n", "w.yaml"); }),
+                  "w.yaml:3: unknown key 'rewards[0].wieght' (did you mean 'rewards[0].weight'?)");
+  EXPECT_CONTAINS(config_error([] { parse_config("rewards:\n  kind: verifier\n", "m.yaml"); }),
+                  "rewards: expected a list of mappings");
+  EXPECT_CONTAINS(config_error([] { parse_config("rewards: [{kind: judge}]\n", "k.yaml"); }),
+                  "rewards[0].kind: expected one of verifier, model, command");
+  const auto invalid = [](const std::string& text) {
+    return config_error([&] { validate_config(parse_config(text, "v.yaml")); });
+  };
+  EXPECT_CONTAINS(invalid("rewards: [{kind: model}]"), "rewards[0].path: a model reward needs");
+  EXPECT_CONTAINS(invalid("rewards: [{kind: verifier}, {kind: command}]"), "rewards[1].command: a command reward");
+  EXPECT_CONTAINS(invalid("rewards: [{kind: command, command: x, timeout: 0}]"), "rewards[0].timeout must be > 0");
+  EXPECT_CONTAINS(invalid("rewards: [{kind: verifier, path: x}]"), "rewards[0].path is for kind: model");
+  EXPECT_CONTAINS(invalid("rewards: [{kind: model, path: a}, {kind: model, path: b}]"), "at most one reward of kind model");
+}
+
+TEST(Config, RlGroupSettingsAreChecked) {
+  const auto error_for = [](const std::vector<std::string>& overrides) {
+    Config config;
+    for (const auto& o : overrides) apply_override(config, o);
+    return config_error([&] { validate_config(config); });
+  };
+  EXPECT_CONTAINS(error_for({"grpo.generation_batch_size=20"}), "must be a multiple of grpo.num_generations (8)");
+  EXPECT_CONTAINS(error_for({"grpo.num_generations=1"}), "grpo.num_generations must be >= 2");
+  EXPECT_CONTAINS(error_for({"ppo.advantage_estimator=rloo"}), "set ppo.num_generations >= 2");
+  Config fine;
+  apply_override(fine, "ppo.advantage_estimator=reinforce_baseline");
+  apply_override(fine, "ppo.num_generations=4");
+  apply_override(fine, "grpo.loss_type=dr_grpo");
+  EXPECT_NO_THROW(validate_config(fine));
+}
+
 TEST(Config, SavedConfigLoadsBack) {
   const auto dir = std::filesystem::temp_directory_path() / "ferry_config_save";
   std::filesystem::remove_all(dir);
