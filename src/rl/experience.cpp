@@ -86,6 +86,7 @@ int64_t drop_nonfinite_rows(Experience& experience) {
   check_tokens(experience.values);
   if (experience.raw_scores.defined()) ok &= torch::isfinite(experience.raw_scores);
   if (experience.scores.defined()) ok &= torch::isfinite(experience.scores);
+  if (experience.advantages.defined()) ok &= torch::isfinite(experience.advantages).all(1);
   const int64_t kept = ok.sum().item<int64_t>();
   if (kept == rows) return 0;
   experience = experience.select(ok.nonzero().flatten());

@@ -109,8 +109,8 @@ class ExperienceMaker {
   const Tokenizer& tokenizer_;
 };
 
-// Rows with a non-finite value where they count (score, or a masked log-prob, reference log-prob
-// or value) are removed; returns how many.
+// Rows with a non-finite value where they count (score, advantage, or a masked log-prob, reference
+// log-prob or value) are removed; returns how many.
 int64_t drop_nonfinite_rows(Experience& experience);
 
 // Per-token log-probs of `sequences`' response columns (P ..) under `logits`, the logits (B, R, V)

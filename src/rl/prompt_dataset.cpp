@@ -45,6 +45,7 @@ std::vector<RolloutPrompt> load_prompt_file(const std::string& path, const Token
     check_conversation(conversation, ConversationEnd::user);
     RolloutPrompt prompt;
     prompt.ids = chat_template.render_prompt(conversation, tokenizer);
+    prompt.text = conversation.back().content;
     prompt.gt_answer = optional_string(object, "gt_answer");
     prompt.kind = optional_string(object, "kind");
     prompt.line = line;

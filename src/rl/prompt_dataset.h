@@ -16,6 +16,7 @@ struct ChatTemplate;
 
 struct RolloutPrompt {
   std::vector<int64_t> ids;  // the rendered prompt
+  std::string text;          // what was asked: the last user message (given to reward commands)
   std::string gt_answer;     // empty when the line has none
   std::string kind;          // the line's "kind" (task kind, for per-kind accuracy), may be empty
   int64_t line = 0;          // 1-based line in the file
