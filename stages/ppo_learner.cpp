@@ -10,6 +10,7 @@
 #include "src/model/attention_mask.h"
 #include "src/model/llama_heads.h"
 #include "src/rl/masked_stats.h"
+#include "src/rl/policy_forward.h"
 #include "src/rl/policy_losses.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/lr_schedule.h"
@@ -19,9 +20,13 @@
 namespace ferry {
 
 MetricValues LearnStats::metrics() const {
-  MetricValues values{{"policy_loss", policy_loss}, {"value_loss", value_loss},     {"entropy", entropy},
-                      {"clipfrac", clipfrac},       {"value_clipfrac", value_clipfrac}, {"approx_kl", approx_kl},
-                      {"grad_norm/policy", policy_grad_norm}, {"grad_norm/critic", critic_grad_norm}};
+  MetricValues values{{"policy_loss", policy_loss}, {"entropy", entropy}, {"clipfrac", clipfrac},
+                      {"approx_kl", approx_kl}, {"grad_norm/policy", policy_grad_norm}};
+  if (critic) {
+    values.push_back({"value_loss", value_loss});
+    values.push_back({"value_clipfrac", value_clipfrac});
+    values.push_back({"grad_norm/critic", critic_grad_norm});
+  }
   if (ptx_loss != 0) values.push_back({"ptx_loss", ptx_loss});
   if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
   return values;
@@ -29,7 +34,9 @@ MetricValues LearnStats::metrics() const {
 
 PpoLearner::PpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models, BatchSource* ptx)
     : config_(config), engine_(engine), models_(std::move(models)), ptx_(ptx) {
-  FERRY_CHECK(models_.policy != nullptr && models_.critic != nullptr, "PPO learner needs a policy and a critic");
+  FERRY_CHECK(models_.policy != nullptr, "PPO learner needs a policy");
+  FERRY_CHECK((models_.critic != nullptr) == (config.ppo.advantage_estimator == AdvantageEstimator::gae),
+              "PPO learner: a critic exactly when advantages come from GAE");
 }
 
 int64_t PpoLearner::steps_per_rollout(int64_t rows) const {
@@ -48,9 +55,11 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   const int64_t rows = experience.rows(), prompt_length = experience.prompt_length;
   const int64_t minibatch = t.micro_batch_size * t.grad_accumulation;
   engine_.make_resident({});
+  const bool with_critic = models_.critic != nullptr;
   BackboneRunner runner(engine_, t.gradient_checkpointing);
 
   LearnStats stats;
+  stats.critic = with_critic;
   double token_count = 0;  // response tokens over all minibatches, for the means
   double ptx_batches = 0;
   for (int64_t epoch = 0; epoch < p.ppo_epochs; ++epoch) {
@@ -60,42 +69,40 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       const Experience mb = experience.select(chosen);
       const double mb_tokens = std::max(mb.response_mask.sum().item<double>(), 1.0);
       engine_.zero_grad(policy);
-      engine_.zero_grad(critic);
+      if (with_critic) engine_.zero_grad(critic);
       for (int64_t micro = 0; micro < mb.rows(); micro += t.micro_batch_size) {
         const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
-        const torch::Tensor positions = position_ids_from_attention_mask(part.attention_mask);
-        const torch::Tensor logits = runner.causal_lm(models_.policy_name, *models_.policy, part.sequences,
-                                                      part.attention_mask, positions, prompt_length - 1,
-                                                      part.response_length());  // (b, R, V)
-        const torch::Tensor device_mask = part.response_mask.to(logits.device());
-        auto on_device = [&](const torch::Tensor& x) { return x.to(logits.device()); };
-        // One log-softmax gives the sampled tokens' log-probs and the entropy (logged always; in the
-        // graph only when it is part of the loss).
-        const torch::Tensor log_p = torch::log_softmax(logits.to(torch::kFloat) / temperature, -1);
-        const torch::Tensor ids = part.sequences.narrow(1, prompt_length, part.response_length()).to(logits.device());
-        const torch::Tensor new_logprobs = log_p.gather(-1, ids.unsqueeze(-1)).squeeze(-1) * device_mask;
-        const torch::Tensor entropy = p.entropy_coef > 0 ? -(log_p.exp() * log_p).sum(-1) * device_mask
-                                                         : -(log_p.detach().exp() * log_p.detach()).sum(-1) * device_mask;
+        const PolicyForward forward =
+            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, p.entropy_coef > 0);
+        const torch::Tensor& device_mask = forward.mask;
+        const torch::Tensor& new_logprobs = forward.logprobs;
+        const torch::Tensor& entropy = forward.entropy;
+        auto on_device = [&](const torch::Tensor& x) { return x.to(device_mask.device()); };
         const rl::ClippedLoss pg = rl::clipped_policy_loss(new_logprobs, on_device(part.logprobs),
                                                           on_device(part.advantages), device_mask, p.clip_eps);
-        const torch::Tensor values = response_values(
-            runner.score(models_.critic_name, *models_.critic, part.sequences, part.attention_mask, positions),
-            prompt_length, part.response_mask);
-        const rl::ClippedLoss vf = rl::clipped_value_loss(values.to(logits.device()), on_device(part.values),
-                                                         on_device(part.returns), device_mask, p.value_clip_eps);
-        torch::Tensor loss = pg.per_token.sum() + p.vf_coef * vf.per_token.sum();
+        torch::Tensor loss = pg.per_token.sum();
+        if (models_.critic != nullptr) {  // GAE: the critic learns the returns
+          const torch::Tensor positions = position_ids_from_attention_mask(part.attention_mask);
+          const torch::Tensor values = response_values(
+              runner.score(models_.critic_name, *models_.critic, part.sequences, part.attention_mask, positions),
+              prompt_length, part.response_mask);
+          const rl::ClippedLoss vf = rl::clipped_value_loss(values.to(device_mask.device()), on_device(part.values),
+                                                           on_device(part.returns), device_mask, p.value_clip_eps);
+          loss = loss + p.vf_coef * vf.per_token.sum();
+          stats.value_loss += vf.per_token.sum().item<double>();
+          stats.value_clipfrac += vf.clipped.sum().item<double>();
+          stats.tokens += part.attention_mask.sum().item<int64_t>();
+        }
         if (p.entropy_coef > 0) loss = loss - p.entropy_coef * entropy.sum();
         (loss / mb_tokens).backward();
         {
           torch::NoGradGuard no_grad;
           const torch::Tensor diff = (new_logprobs - on_device(part.logprobs)) * device_mask;
           stats.policy_loss += pg.per_token.sum().item<double>();
-          stats.value_loss += vf.per_token.sum().item<double>();
           stats.entropy += entropy.sum().item<double>();
           stats.clipfrac += pg.clipped.sum().item<double>();
-          stats.value_clipfrac += vf.clipped.sum().item<double>();
           stats.approx_kl += 0.5 * (diff * diff).sum().item<double>();
-          stats.tokens += part.attention_mask.sum().item<int64_t>() * 2;  // policy and critic
+          stats.tokens += part.attention_mask.sum().item<int64_t>();
         }
       }
       if (ptx_ != nullptr) {  // pretraining mix: one SFT micro-batch per policy step
@@ -122,7 +129,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
         engine_.step(learning_rate_at(plan, step), clip, model);
       };
       update(policy, policy_plan, stats.policy_grad_norm);
-      update(critic, critic_plan, stats.critic_grad_norm);
+      if (models_.critic != nullptr) update(critic, critic_plan, stats.critic_grad_norm);
       ++step;
       ++stats.steps;
     }

@@ -1,6 +1,7 @@
 // PPO's learning phase: ppo.ppo_epochs passes over a scored rollout in shuffled minibatches of
 // train.micro_batch_size x train.grad_accumulation responses. Per minibatch: the clipped policy
-// loss and vf_coef x the clipped value loss (minus entropy_coef x the entropy), each a mean over
+// loss and vf_coef x the clipped value loss (none without a critic, under the rloo and
+// reinforce_baseline estimators) (minus entropy_coef x the entropy), each a mean over
 // the minibatch's response tokens (micro-batches add up to exactly that mean), plus ptx_coef x an
 // SFT micro-batch's mean cross-entropy when ppo.ptx_coef > 0; then one AdamW step for the policy
 // (train.learning_rate) and one for the critic (ppo.critic_learning_rate), each clipped to
@@ -31,6 +32,7 @@ struct LearnStats {
   double policy_grad_norm = 0, critic_grad_norm = 0;
   int64_t steps = 0, skipped_steps = 0;  // optimizer steps (policy + critic together) and skipped ones
   int64_t tokens = 0;                    // prompt + response tokens through the forward passes
+  bool critic = true;                    // false: no value loss (critic-free advantage estimators)
 
   MetricValues metrics() const;
 };

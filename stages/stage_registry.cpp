@@ -6,6 +6,7 @@
 #include "src/config/config_io.h"
 #include "src/core/error.h"
 #include "stages/dpo.h"
+#include "stages/grpo.h"
 #include "stages/rm.h"
 #include "stages/ppo.h"
 #include "stages/sft.h"
@@ -19,7 +20,7 @@ const std::vector<StageInfo>& all_stages() {
       {Stage::rm, "train-rm", "reward-model training", run_rm},
       {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo},
       {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo},
-      {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", nullptr},
+      {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo},
   };
   return stages;
 }
@@ -40,10 +41,7 @@ void check_stage_matches(const Config& config, Stage stage, const std::string& c
 
 void run_stage(Stage stage, const Config& config) {
   const StageInfo& info = stage_info(stage);
-  if (info.run == nullptr) {
-    throw NotImplementedError(std::string("`ferry ") + info.command + "` (" + info.title +
-                              ") is not implemented yet in this build; see the status table in README.md");
-  }
+  FERRY_CHECK(info.run != nullptr, "no run function for stage ", info.command);
   std::filesystem::create_directories(config.output.dir);
   std::filesystem::remove(std::filesystem::path(config.output.dir) / kStageResultFile);  // written again at the end
   save_resolved_config(config, config.output.dir);

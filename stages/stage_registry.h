@@ -24,8 +24,7 @@ const StageInfo& stage_info(Stage stage);
 // Throws ConfigError when a file written for another stage is given to this one.
 void check_stage_matches(const Config& config, Stage stage, const std::string& config_path);
 
-// Saves the resolved config into output.dir and runs the stage. Throws NotImplementedError for a
-// stage that is not built yet (before touching output.dir).
+// Saves the resolved config into output.dir and runs the stage.
 void run_stage(Stage stage, const Config& config);
 
 }  // namespace ferry

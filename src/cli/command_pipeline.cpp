@@ -74,7 +74,7 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
   for (size_t i = 0; i < planned.size(); ++i) {
     const auto& info = stage_info(planned[i].config.stage);
     std::cout << "  " << i + 1 << ". " << info.command << "  " << planned[i].path << "  -> "
-              << planned[i].config.output.dir << (info.run ? "" : "   [not implemented yet]") << "\n";
+              << planned[i].config.output.dir << "\n";
   }
   std::vector<StageOutcome> outcomes;
   for (size_t i = 0; i < planned.size(); ++i) {

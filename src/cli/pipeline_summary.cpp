@@ -29,7 +29,10 @@ std::string stage_figure(const StageOutcome& s) {
   if (s.command == "train-dpo" && f.contains("eval_rewards/accuracies")) {
     add("held-out reward accuracy " + percent(number(f, "eval_rewards/accuracies")));
   }
-  if (f.contains("rollouts")) add(std::to_string(f.at("rollouts").get<int64_t>()) + " rollouts, KL coef " + fixed(number(f, "kl_coef"), 4));
+  if (f.contains("rollouts")) {
+    add(std::to_string(f.at("rollouts").get<int64_t>()) + " rollouts" +
+        (f.contains("kl_coef") ? ", KL coef " + fixed(number(f, "kl_coef"), 4) : std::string()));
+  }
   if (text.empty() && f.contains("last_loss")) add("last loss " + fixed(number(f, "last_loss"), 4));
   return text;
 }

@@ -33,12 +33,6 @@ class InputError : public UserError {
   using UserError::UserError;
 };
 
-// A command or option exists in the interface but is not built yet.
-class NotImplementedError : public UserError {
- public:
-  using UserError::UserError;
-};
-
 // A run stopped by SIGINT/SIGTERM after saving its checkpoint (the message says which and how to
 // resume). Exit code 128 + the signal, as a shell reports a process killed by it, so scripts and
 // `ferry pipeline` do not take an interrupted stage for a finished one.

@@ -92,10 +92,10 @@ TEST(Cli, PipelineChecksEveryStageConfigFirst) {
   EXPECT_CONTAINS(run_ferry("pipeline --config " + empty).output, "pipeline.stages is empty");
 }
 
-TEST(Cli, CommandNotBuiltYetExitsTwo) {
-  const Result r = run_ferry("train-grpo --config configs/demo.yaml");
+TEST(Cli, GrpoWithoutRewardsSaysHowToListThem) {
+  const Result r = run_ferry("train-grpo --config configs/demo.yaml --set stage=grpo");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_CONTAINS(r.output, "not implemented yet");
+  EXPECT_CONTAINS(r.output, "rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}]");
 }
 
 TEST(Cli, DocumentedDefaultsMatchTheCode) {

@@ -1,0 +1,248 @@
+// `ferry train-grpo`: models, the rollout loop, metrics and checkpoints (see grpo.h).
+#include "stages/grpo.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <iostream>
+#include <optional>
+
+#include "offload/accountant.h"
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/data/epoch_order.h"
+#include "src/metrics/metrics_clock.h"
+#include "src/metrics/metrics_logger.h"
+#include "src/model/pretrained.h"
+#include "src/rl/group_advantages.h"
+#include "src/rl/rewards.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/train/checkpoint_folders.h"
+#include "src/train/device_choice.h"
+#include "src/train/run_engine.h"
+#include "src/train/stop_signal.h"
+#include "src/train/trainer_state.h"
+#include "stages/grpo_learner.h"
+#include "stages/ppo_state.h"
+#include "stages/rl_stage.h"
+#include "stages/stage_common.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+
+void run_grpo(const Config& given) {
+  Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
+  const GrpoConfig& g = config.grpo;
+  if (config.train.precision == Precision::fp16) {
+    throw ConfigError("train.precision: GRPO runs in fp32 or bf16; set train.precision=bf16");
+  }
+  if (config.rewards.empty()) {
+    throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
+                      "against each prompt's gt_answer), a reward model or a command; see configs/README.md");
+  }
+  const c10::Device device = training_device(config.train.device);
+  const at::ScalarType dtype = weight_dtype(config.train.precision);
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  const Tokenizer tokenizer(tokenizer_path(config));
+  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  LoadedCausalLm loaded = load_causal_lm(config, dtype);
+  LlamaForCausalLM& policy = loaded.model;
+  check_tokenizer_fits(tokenizer, loaded.shape);
+
+  const DataConfig& d = config.data;
+  const std::vector<RolloutPrompt> prompts =
+      load_prompt_file(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples}, std::cout);
+  RewardMix rewards(config.rewards, prompts, d.prompt_file, chat_template.assistant_suffix, std::cout);
+  const bool lora = config.lora.rank > 0;
+  const bool uses_kl = g.beta > 0;
+  prepare_lora(*policy, config);
+  LlamaForCausalLM reference{nullptr};
+  if (uses_kl && !lora) reference = load_reference_policy(config, dtype, "grpo.beta");
+  LlamaForScore reward{nullptr};
+  if (!rewards.model_path().empty()) {
+    reward = score_model_from_pretrained(rewards.model_path(), dtype, c10::kCPU, /*from_causal_lm=*/false);
+    freeze_parameters(*reward);
+    check_tokenizer_fits(tokenizer, reward->config());
+  }
+
+  auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + (reference ? 1 : 0) + (reward ? 1 : 0));
+  RolloutModels models;
+  models.policy = policy.get();
+  engine->add_model(models.policy_name, group_parameters(*policy, false), /*trainable=*/true);
+  policy->to(device);
+  if (reference) {
+    engine->add_model(models.reference_name, group_parameters(*reference, false), /*trainable=*/false);
+    models.reference = reference.get();
+    reference->to(device);
+  }
+  models.reference_is_policy_without_lora = uses_kl && lora;
+  if (reward) {
+    engine->add_model(models.reward_name, group_parameters(*reward, false), /*trainable=*/false);
+    models.reward = reward.get();
+    reward->to(device);
+  }
+  ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, stage_pad_id(loaded.shape, tokenizer));
+  HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-grpo");
+  options.policy_logprobs = g.num_iterations > 1;  // else the learner's own forward gives the old log-probs
+  ExperienceMaker maker(*engine, models, options, tokenizer);
+  GrpoLearner learner(config, *engine, models);
+
+  std::cout << "train-grpo: " << prompts.size() << " prompts from " << d.prompt_file << ", " << evaluation.prompts()
+            << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << enum_name(config.train.precision) << "; rewards: " << rewards.describe() << "; reference: "
+            << (!uses_kl ? "none (beta 0)" : lora ? "the policy with its LoRA adapters off" : "a frozen copy of model.path")
+            << "\n";
+
+  const int64_t prompts_per_rollout = g.generation_batch_size / g.num_generations;
+  const int64_t per_pass = (static_cast<int64_t>(prompts.size()) + prompts_per_rollout - 1) / prompts_per_rollout;
+  const int64_t total = config.train.max_steps > 0 ? config.train.max_steps : g.num_episodes * per_pass;
+  const int64_t total_steps = total * learner.steps_per_rollout(g.generation_batch_size);
+  const fs::path output(config.output.dir);
+  TrainedModel policy_io = stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path());
+
+  PpoState state;
+  int64_t rollout = 0;
+  DataCursor cursor;
+  std::optional<int64_t> resume_step;
+  if (const auto resume = resolve_resume(output, config.train.resume)) {
+    const TrainerState trainer = load_trainer_state(*resume);
+    state = load_ppo_state(*resume);
+    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::write, [&] { policy_io.load(*resume / "policy"); });
+    engine->load_state(*resume);
+    restore_rng_state(*resume);
+    rollout = trainer.step;
+    cursor = trainer.cursor;
+    resume_step = rollout;
+    std::cout << "resumed from " << resume->string() << " at rollout " << rollout << " of " << total << "\n";
+  } else {
+    state.first_eval = evaluation.run("before training");
+  }
+  EpochSampler sampler(prompts.size(), static_cast<uint64_t>(config.train.seed), d.shuffle, cursor);
+  int64_t step = state.optimizer_steps;
+
+  auto save_checkpoint = [&] {
+    TrainerState trainer;
+    trainer.step = rollout;
+    trainer.total_steps = total;
+    trainer.cursor = sampler.cursor();
+    trainer.seed = config.train.seed;
+    state.optimizer_steps = step;
+    write_folder_atomic(checkpoint_folder(output, rollout), [&](const fs::path& folder) {
+      engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder / "policy"); });
+      engine->save_state(folder);
+      save_trainer_state(folder, trainer);
+      save_ppo_state(folder, state);
+    });
+    prune_checkpoints(output, config.output.keep_last);
+  };
+
+  std::cout << "train-grpo: " << total << " rollouts of " << prompts_per_rollout << " prompts x " << g.num_generations
+            << " completions, " << g.num_iterations << " pass(es) in minibatches of "
+            << config.train.micro_batch_size * config.train.grad_accumulation << " (" << total_steps
+            << " optimizer steps); loss " << enum_name(g.loss_type) << ", " << enum_name(g.importance_sampling_level)
+            << "-level ratios\n"
+            << engine->memory_report().summary();
+  MetricsLoggerOptions metrics_options;
+  metrics_options.total_steps = total;
+  metrics_options.resume_step = resume_step;
+  MetricsLogger metrics(config.logging, output, metrics_options);
+  StopSignal stop;
+  PhasePeaks peaks;
+  int64_t dropped_total = 0, skipped_total = 0, last_save = -1;
+  while (rollout < total) {
+    const double started = monotonic_seconds();
+    const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(prompts_per_rollout));
+    std::vector<int64_t> prompt_index;
+    const std::vector<const RolloutPrompt*> batch = repeat_prompts(prompts, indices, g.num_generations, prompt_index);
+    at::Generator generator = rollout_generator(config.train.seed, rollout);
+    ExperienceTimings timings;
+    Experience experience = maker.make(batch, prompt_index, generator, &timings);
+    MetricValues values = apply_rewards(rewards, experience, prompts);
+    peaks.add(timings);
+    const Experience as_sampled = experience;
+    const MetricValues judged = judge_responses(experience, prompts, chat_template.assistant_suffix);
+
+    // Advantages within each prompt's group, before any row is left out (TRL's nan-skipping statistics).
+    const torch::Tensor groups = rl::consecutive_groups(experience.rows(), g.num_generations);
+    const torch::Tensor advantages = rl::group_advantages(experience.raw_scores, groups, g.scale_rewards);
+    experience.scores = experience.raw_scores;
+    experience.advantages = advantages.unsqueeze(1).expand({experience.rows(), experience.response_length()}).contiguous();
+    const torch::Tensor nonzero_per_group = torch::zeros({experience.rows()}).index_add_(
+        0, groups, (advantages.abs() > 0).to(torch::kFloat));  // rows with a nonzero advantage per group
+    const double zero_std_groups =
+        (nonzero_per_group.narrow(0, 0, experience.rows() / g.num_generations) == 0).to(torch::kFloat).mean().item<double>();
+    if (g.mask_truncated_completions) {
+      experience.response_mask = experience.response_mask * experience.ended.to(torch::kFloat).unsqueeze(1);
+    }
+    const int64_t sampled = experience.rows();
+    const int64_t dropped = drop_nonfinite_rows(experience);
+    dropped_total += dropped;
+    if (dropped > 0) {
+      std::cout << "warning: rollout " << rollout + 1 << ": " << dropped << " of " << sampled
+                << " completions had a non-finite reward or log-prob and were left out\n";
+    }
+    double learn_seconds = 0;
+    const torch::Tensor raw = as_sampled.raw_scores.to(torch::kDouble);
+    values.insert(values.begin(), {"reward/mean", torch::nanmean(raw).item<double>()});
+    values.insert(values.begin() + 1, {"reward/std", sampled > 1 ? raw.std().item<double>() : 0.0});
+    values.push_back({"frac_reward_zero_std", zero_std_groups});
+    if (experience.rows() > 0) {
+      engine->reset_memory_peaks();
+      const double learn_started = monotonic_seconds();
+      const GrpoLearnStats learned = learner.learn(experience, step, total_steps, generator);
+      learn_seconds = monotonic_seconds() - learn_started;
+      peaks.learn = std::max(peaks.learn, engine->accountant().peak(offload::MemoryTier::device));
+      skipped_total += learned.skipped_steps;
+      values.insert(values.begin(), {"loss", learned.loss});
+      const MetricValues learned_values = learned.metrics();
+      values.insert(values.end(), learned_values.begin(), learned_values.end());
+      values.push_back({"tokens_per_s/learn", static_cast<double>(learned.tokens) / std::max(learn_seconds, 1e-9)});
+    } else {
+      std::cout << "warning: rollout " << rollout + 1 << ": no completion left to learn from; the policy was not updated\n";
+    }
+    values.insert(values.end(), judged.begin(), judged.end());
+    const MetricValues figures = rollout_figures(as_sampled, timings, learn_seconds, monotonic_seconds() - started);
+    values.insert(values.end(), figures.begin(), figures.end());
+    if (dropped_total > 0) values.push_back({"dropped_responses", static_cast<double>(dropped_total)});
+    ++rollout;
+    metrics.log_train(rollout, values);
+    const bool stopping = stop.requested();
+    if ((config.train.save_every > 0 && rollout % config.train.save_every == 0) || rollout == total || stopping) {
+      save_checkpoint();
+      last_save = rollout;
+    }
+    if (stopping) {
+      metrics.close();
+      throw Interrupted(stop.signal_number(),
+                        detail::concat("train-grpo: interrupted after rollout ", rollout, "; checkpoint ",
+                                       checkpoint_folder(output, rollout).string(),
+                                       " saved; resume with --set train.resume=auto"));
+    }
+  }
+  if (last_save != rollout && rollout > 0) save_checkpoint();
+  metrics.close();
+  const nlohmann::json last_eval = evaluation.run("after training");
+
+  const fs::path final_dir = output / "final";
+  write_folder_atomic(final_dir, [&](const fs::path& folder) {
+    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder); });
+  });
+  export_lora_final(final_dir, config);
+  std::cout << "final model: " << final_dir.string() << "\n" << peaks.summary("train-grpo", config.offload.gpu_memory.bytes) << "\n";
+  if (dropped_total > 0 || skipped_total > 0) {
+    std::cout << "train-grpo: " << dropped_total << " completions left out (non-finite), " << skipped_total
+              << " optimizer steps skipped (non-finite gradients)\n";
+  }
+  nlohmann::json figures{{"rollouts", rollout},
+                         {"optimizer_steps", step},
+                         {"dropped_responses", dropped_total},
+                         {"skipped_steps", skipped_total},
+                         {"peak_device_bytes", peaks.json()}};
+  if (!state.first_eval.is_null()) figures["eval_before"] = state.first_eval;
+  if (!last_eval.is_null()) figures["eval_after"] = last_eval;
+  write_stage_result(config, figures.dump());
+}
+
+}  // namespace ferry

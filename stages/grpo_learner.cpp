@@ -1,0 +1,107 @@
+// GRPO's learning phase (see grpo_learner.h).
+#include "stages/grpo_learner.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "offload/engine.h"
+#include "src/core/error.h"
+#include "src/rl/grpo_loss.h"
+#include "src/rl/policy_forward.h"
+#include "src/train/backbone_runner.h"
+#include "src/train/lr_schedule.h"
+
+namespace ferry {
+
+MetricValues GrpoLearnStats::metrics() const {
+  MetricValues values{{"policy_loss", loss},           {"entropy", entropy}, {"clip_ratio/low", clip_low},
+                      {"clip_ratio/high", clip_high}, {"grad_norm/policy", grad_norm}};
+  if (with_kl) values.push_back({"kl", kl});
+  if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+  return values;
+}
+
+GrpoLearner::GrpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models)
+    : config_(config), engine_(engine), models_(std::move(models)) {
+  FERRY_CHECK(models_.policy != nullptr, "GRPO learner needs a policy");
+}
+
+int64_t GrpoLearner::steps_per_rollout(int64_t rows) const {
+  const int64_t minibatch = config_.train.micro_batch_size * config_.train.grad_accumulation;
+  return config_.grpo.num_iterations * ((rows + minibatch - 1) / minibatch);
+}
+
+GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, int64_t total_steps,
+                                  at::Generator& generator) {
+  const TrainConfig& t = config_.train;
+  const GrpoConfig& g = config_.grpo;
+  const double temperature = config_.generation.greedy ? 1.0 : config_.generation.temperature;
+  const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
+  const std::vector<std::string> policy{models_.policy_name};
+  const int64_t rows = experience.rows(), micro_size = t.micro_batch_size;
+  const int64_t minibatch = micro_size * t.grad_accumulation;
+  rl::GrpoLossSettings settings;
+  settings.loss_type = g.loss_type;
+  settings.level = g.importance_sampling_level;
+  settings.epsilon_low = g.epsilon;
+  settings.epsilon_high = g.epsilon_high > 0 ? g.epsilon_high : g.epsilon;
+  settings.beta = g.beta;
+  settings.bias_correction_kl = g.use_bias_correction_kl;
+  rl::GrpoLossScale scale;
+  scale.micro_batches_in_rollout = (rows + micro_size - 1) / micro_size;
+  scale.rollout_tokens = experience.response_mask.sum().item<double>();
+  scale.max_completion_length = config_.generation.max_new_tokens;
+  engine_.make_resident({});
+  BackboneRunner runner(engine_, t.gradient_checkpointing);
+
+  GrpoLearnStats stats;
+  stats.with_kl = g.beta != 0.0;
+  double token_count = 0;
+  for (int64_t iteration = 0; iteration < g.num_iterations; ++iteration) {
+    const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
+    for (int64_t begin = 0; begin < rows; begin += minibatch) {
+      const Experience mb = experience.select(order.narrow(0, begin, std::min(minibatch, rows - begin)));
+      scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
+      engine_.zero_grad(policy);
+      for (int64_t micro = 0; micro < mb.rows(); micro += micro_size) {
+        const Experience part = mb.select(torch::arange(micro, std::min(micro + micro_size, mb.rows())));
+        const PolicyForward forward =
+            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, /*entropy_grad=*/false);
+        auto on_device = [&](const torch::Tensor& x) { return x.defined() ? x.to(forward.mask.device()) : x; };
+        const torch::Tensor old = part.logprobs.defined() ? on_device(part.logprobs) : forward.logprobs.detach();
+        const rl::GrpoLossTerms terms = rl::grpo_loss(forward.logprobs, old, on_device(part.ref_logprobs),
+                                                      on_device(part.advantages), forward.mask, settings, scale);
+        terms.loss.backward();
+        torch::NoGradGuard no_grad;
+        stats.loss += terms.loss.item<double>();
+        stats.entropy += forward.entropy.sum().item<double>();
+        stats.clip_low += terms.low_clipped.sum().item<double>();
+        stats.clip_high += terms.high_clipped.sum().item<double>();
+        if (terms.kl.defined()) stats.kl += terms.kl.sum().item<double>();
+        token_count += forward.mask.sum().item<double>();
+        stats.tokens += part.attention_mask.sum().item<int64_t>();
+      }
+      engine_.finish_gradients();
+      const double norm = engine_.gradient_norm(policy);
+      stats.grad_norm = norm;
+      if (std::isfinite(norm)) {
+        const double clip = t.max_grad_norm > 0 ? std::min(1.0, t.max_grad_norm / (norm + 1e-6)) : 1.0;
+        engine_.step(learning_rate_at(plan, step), clip, policy);
+      } else {
+        ++stats.skipped_steps;
+      }
+      ++step;
+      ++stats.steps;
+    }
+  }
+  const double n = std::max(token_count, 1.0);
+  stats.loss /= static_cast<double>(std::max<int64_t>(stats.steps, 1));  // each step's loss, averaged
+  stats.entropy /= n;
+  stats.clip_low /= n;
+  stats.clip_high /= n;
+  stats.kl /= n;
+  return stats;
+}
+
+}  // namespace ferry

@@ -1,0 +1,88 @@
+// What the RL stages (PPO, GRPO) share around their update: the sampling settings of a rollout,
+// its prompts (each repeated for a group of responses), the rewards applied to it, the judging of
+// its responses against gt_answer, the held-out evaluation before and after training, and the
+// frozen reference policy. The update itself is each stage's own learner.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/config/config.h"
+#include "src/metrics/metrics_row.h"
+#include "src/model/llama_heads.h"
+#include "src/rl/experience.h"
+#include "src/rl/prompt_dataset.h"
+#include "src/rl/prompt_eval.h"
+
+namespace ferry {
+
+class ParameterEngine;
+class RewardMix;
+class Tokenizer;
+struct ChatTemplate;
+
+// A generator for rollout `rollout`'s sampling and shuffles: a pure function of the seed and the
+// rollout, so a resumed run draws what an uninterrupted one would.
+at::Generator rollout_generator(int64_t seed, int64_t rollout);
+
+void freeze_parameters(torch::nn::Module& module);
+
+// The frozen starting policy (model.path) as the KL reference.
+LlamaForCausalLM load_reference_policy(const Config& config, at::ScalarType dtype, const char* setting);
+
+// Sampling (generation.*), stop ids and strings, and a scoring micro-batch of 2 x train.micro_batch_size.
+ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
+                                  const ChatTemplate& chat_template, int64_t pad_id);
+
+// The prompts `indices` name, each `copies` times in a row; `prompt_index` gets their indices.
+std::vector<const RolloutPrompt*> repeat_prompts(const std::vector<RolloutPrompt>& prompts,
+                                                 const std::vector<int64_t>& indices, int64_t copies,
+                                                 std::vector<int64_t>& prompt_index);
+
+// Applies `rewards` to a generated and scored rollout: raw_scores becomes the weighted sum (the
+// reward model's score, when one is listed, is read from raw_scores first). Returns the per-reward means.
+MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const std::vector<RolloutPrompt>& prompts);
+
+// On prompts with a gt_answer: the fraction of sampled answers that are right ("exact_match"), and
+// the mean score of right and wrong ones ("reward/right", "reward/wrong"), from raw_scores.
+MetricValues judge_responses(const Experience& experience, const std::vector<RolloutPrompt>& prompts,
+                             const std::string& end_marker);
+
+// Peak device bytes of each phase, as the engine counts them (weights, gradients, optimizer state).
+struct PhasePeaks {
+  uint64_t generate = 0, score = 0, learn = 0;
+
+  void add(const ExperienceTimings& timings);
+  // "<command>: engine peak device bytes per phase ...: generation ..., scoring ..., learning ..."
+  std::string summary(const std::string& command, uint64_t budget) const;
+  nlohmann::json json() const;
+};
+
+// Per-rollout figures every RL stage logs: response length, the fraction that ended, and each
+// phase's time and throughput.
+MetricValues rollout_figures(const Experience& experience, const ExperienceTimings& timings, double learn_seconds,
+                             double rollout_seconds);
+
+// Greedy answers to data.eval_file, judged before the first rollout and after the last.
+class HeldOutEvaluation {
+ public:
+  HeldOutEvaluation(const Config& config, ParameterEngine& engine, RolloutModels models, ExperienceOptions options,
+                    const Tokenizer& tokenizer, const ChatTemplate& chat_template, std::string command);
+  ~HeldOutEvaluation();
+  // Prints "<command>: <when>: <file>: exact match ..." and returns the figures (null without eval prompts).
+  nlohmann::json run(const char* when);
+  size_t prompts() const { return prompts_.size(); }
+
+ private:
+  std::vector<RolloutPrompt> prompts_;
+  std::unique_ptr<ExperienceMaker> maker_;
+  int64_t batch_size_ = 32;
+  std::string end_marker_, file_, command_;
+};
+
+}  // namespace ferry
