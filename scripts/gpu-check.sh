@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
 # CUDA tests (tests/gpu: model and generation, RMSNorm kernel, offload policies against the CPU),
-# short train-sft / train-rm / train-dpo / train-ppo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
+# short train-sft / train-rm / train-dpo / train-ppo / train-grpo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
 # offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
 #
 # Two steps, one script:
@@ -71,7 +71,7 @@ rc=$?
 grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
 note "ctest gpu exit: $rc"
 
-echo "== preference and RL stages on the GPU (a 60-step demo SFT model, then train-rm, train-dpo and train-ppo, bf16)"
+echo "== preference and RL stages on the GPU (a 60-step demo SFT model, then train-rm, train-dpo, train-ppo and train-grpo, bf16)"
 pref=$out/preference-runs
 short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
 {
@@ -85,10 +85,12 @@ short="--set train.device=cuda --set train.precision=bf16 --set logging.progress
   build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo \
     --set ppo.reward_model=$pref/rm/final --set train.max_steps=10 $short &&
   build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo-params \
-    --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short --set offload.policy=params --set offload.gpu_memory=16MiB
+    --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short --set offload.policy=params --set offload.gpu_memory=16MiB &&
+  build-gpu/ferry train-grpo --config configs/demo-grpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/grpo \
+    --set train.max_steps=10 $short
 } > "$out/preference.log" 2>&1
 pref_rc=$?
-grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-ppo: (before|after)|error' "$out/preference.log" | tee -a "$summary"
+grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-(ppo|grpo): (before|after)|error' "$out/preference.log" | tee -a "$summary"
 note "preference stages exit: $pref_rc"
 rm -rf "$pref"
 [ "$pref_rc" = 0 ] || rc=1

@@ -27,4 +27,4 @@ for seed in 1 2 3; do
   "$ferry" train-ppo --config configs/demo-ppo.yaml --set train.seed=$seed --set output.dir=$out \
     --set train.device=cpu --set logging.progress=never "$@" | grep -E "train-ppo: (before|after)|engine peak"
 done
-"$root/scripts/ppo_learns_summary.py" runs/ppo-learns/seed-1 runs/ppo-learns/seed-2 runs/ppo-learns/seed-3
+"$root/scripts/rl_learns_summary.py" runs/ppo-learns/seed-1 runs/ppo-learns/seed-2 runs/ppo-learns/seed-3

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""The table scripts/ppo-learns.sh prints: per PPO run folder (result.json, metrics.jsonl) the
-held-out mean reward and exact match before and after, the last rollout's KL, and their means."""
+"""The table scripts/ppo-learns.sh and scripts/grpo-learns.sh print: per RL run folder (result.json,
+metrics.jsonl) the held-out exact match before and after (and the mean reward-model score, when the run
+had a reward model), the last rollout's KL when it had a reference, and their means over the runs.
+
+Usage: rl_learns_summary.py RUN_FOLDER... ; exits 0 either way and says whether training helped."""
 import json
+import math
 import pathlib
 import sys
 
@@ -12,17 +16,25 @@ def main() -> int:
         figures = json.loads((folder / "result.json").read_text())["figures"]
         metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
         before, after = figures["eval_before"], figures["eval_after"]
-        rows.append((folder.name, before["mean_reward"], after["mean_reward"], before["accuracy"], after["accuracy"],
-                     metrics[-1]["kl"]))
-    print(f"{'run':<10} {'reward before':>14} {'reward after':>13} {'exact before':>13} {'exact after':>12} {'KL (last)':>10}")
-    for name, rb, ra, eb, ea, kl in rows:
-        print(f"{name:<10} {rb:>14.4f} {ra:>13.4f} {100 * eb:>12.1f}% {100 * ea:>11.1f}% {kl:>10.4f}")
-    n = len(rows)
-    mean = [sum(r[i] for r in rows) / n for i in range(1, 6)]
-    print(f"{'mean':<10} {mean[0]:>14.4f} {mean[1]:>13.4f} {100 * mean[2]:>12.1f}% {100 * mean[3]:>11.1f}% {mean[4]:>10.4f}")
-    gained = mean[1] > mean[0] and mean[3] > mean[2]
-    print("PPO raised mean reward and exact match over the SFT model" if gained
-          else "PPO did NOT raise both mean reward and exact match over the SFT model")
+        rows.append({"run": folder.name,
+                     "reward before": before.get("mean_reward", math.nan), "reward after": after.get("mean_reward", math.nan),
+                     "exact before": 100 * before["accuracy"], "exact after": 100 * after["accuracy"],
+                     "KL (last)": metrics[-1].get("kl", math.nan)})
+    columns = [c for c in ("reward before", "reward after", "exact before", "exact after", "KL (last)")
+               if not all(math.isnan(r[c]) for r in rows)]
+    print(f"{'run':<12}" + "".join(f"{c:>15}" for c in columns))
+    mean = {c: sum(r[c] for r in rows) / len(rows) for c in columns}
+    for r in rows + [dict(mean, run="mean")]:
+        print(f"{r['run']:<12}" + "".join(f"{r[c]:>14.2f}%" if c.startswith("exact") else f"{r[c]:>15.4f}" for c in columns))
+    exact_gain = mean["exact after"] - mean["exact before"]
+    reward_gain = mean["reward after"] - mean["reward before"] if "reward before" in columns else None
+    print(f"held-out exact match: {mean['exact before']:.2f}% -> {mean['exact after']:.2f}% "
+          f"({exact_gain:+.2f} points, mean of {len(rows)} runs)"
+          + (f"; mean reward {reward_gain:+.4f}" if reward_gain is not None else ""))
+    helped = exact_gain > 0 and (reward_gain is None or reward_gain > 0)
+    print("training raised " + ("mean reward and " if reward_gain is not None else "") + "exact match over the SFT model"
+          if helped else "training did NOT raise " + ("both mean reward and " if reward_gain is not None else "") +
+          "exact match over the SFT model")
     return 0
 
 
