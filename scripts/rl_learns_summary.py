@@ -22,10 +22,11 @@ def main() -> int:
                      "KL (last)": metrics[-1].get("kl", math.nan)})
     columns = [c for c in ("reward before", "reward after", "exact before", "exact after", "KL (last)")
                if not all(math.isnan(r[c]) for r in rows)]
-    print(f"{'run':<12}" + "".join(f"{c:>15}" for c in columns))
+    width = max(len(r["run"]) for r in rows) + 2
+    print(f"{'run':<{width}}" + "".join(f"{c:>15}" for c in columns))
     mean = {c: sum(r[c] for r in rows) / len(rows) for c in columns}
     for r in rows + [dict(mean, run="mean")]:
-        print(f"{r['run']:<12}" + "".join(f"{r[c]:>14.2f}%" if c.startswith("exact") else f"{r[c]:>15.4f}" for c in columns))
+        print(f"{r['run']:<{width}}" + "".join(f"{r[c]:>14.2f}%" if c.startswith("exact") else f"{r[c]:>15.4f}" for c in columns))
     exact_gain = mean["exact after"] - mean["exact before"]
     reward_gain = mean["reward after"] - mean["reward before"] if "reward before" in columns else None
     print(f"held-out exact match: {mean['exact before']:.2f}% -> {mean['exact after']:.2f}% "

@@ -9,22 +9,18 @@
 
 #include "offload/accountant.h"
 #include "src/core/error.h"
-#include "src/core/file_util.h"
 #include "src/data/epoch_order.h"
 #include "src/metrics/metrics_clock.h"
-#include "src/metrics/metrics_logger.h"
 #include "src/model/pretrained.h"
 #include "src/rl/group_advantages.h"
 #include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/checkpoint_folders.h"
 #include "src/train/device_choice.h"
 #include "src/train/run_engine.h"
-#include "src/train/stop_signal.h"
-#include "src/train/trainer_state.h"
 #include "stages/grpo_learner.h"
 #include "stages/ppo_state.h"
+#include "stages/rl_run.h"
 #include "stages/rl_stage.h"
 #include "stages/stage_common.h"
 
@@ -99,44 +95,14 @@ void run_grpo(const Config& given) {
   const int64_t per_pass = (static_cast<int64_t>(prompts.size()) + prompts_per_rollout - 1) / prompts_per_rollout;
   const int64_t total = config.train.max_steps > 0 ? config.train.max_steps : g.num_episodes * per_pass;
   const int64_t total_steps = total * learner.steps_per_rollout(g.generation_batch_size);
-  const fs::path output(config.output.dir);
-  TrainedModel policy_io = stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path());
-
-  PpoState state;
-  int64_t rollout = 0;
-  DataCursor cursor;
-  std::optional<int64_t> resume_step;
-  if (const auto resume = resolve_resume(output, config.train.resume)) {
-    const TrainerState trainer = load_trainer_state(*resume);
-    state = load_ppo_state(*resume);
-    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::write, [&] { policy_io.load(*resume / "policy"); });
-    engine->load_state(*resume);
-    restore_rng_state(*resume);
-    rollout = trainer.step;
-    cursor = trainer.cursor;
-    resume_step = rollout;
-    std::cout << "resumed from " << resume->string() << " at rollout " << rollout << " of " << total << "\n";
-  } else {
-    state.first_eval = evaluation.run("before training");
-  }
-  EpochSampler sampler(prompts.size(), static_cast<uint64_t>(config.train.seed), d.shuffle, cursor);
-  int64_t step = state.optimizer_steps;
-
-  auto save_checkpoint = [&] {
-    TrainerState trainer;
-    trainer.step = rollout;
-    trainer.total_steps = total;
-    trainer.cursor = sampler.cursor();
-    trainer.seed = config.train.seed;
-    state.optimizer_steps = step;
-    write_folder_atomic(checkpoint_folder(output, rollout), [&](const fs::path& folder) {
-      engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder / "policy"); });
-      engine->save_state(folder);
-      save_trainer_state(folder, trainer);
-      save_ppo_state(folder, state);
-    });
-    prune_checkpoints(output, config.output.keep_last);
-  };
+  int64_t step = 0;
+  RlRun run(config, *engine, "train-grpo",
+            {{stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path()), "policy"}},
+            [&](PpoState& state) { state.optimizer_steps = step; });
+  PpoState& state = run.state;
+  if (!run.resume(total)) state.first_eval = evaluation.run("before training");
+  EpochSampler sampler(prompts.size(), static_cast<uint64_t>(config.train.seed), d.shuffle, run.prompt_cursor);
+  step = state.optimizer_steps;
 
   std::cout << "train-grpo: " << total << " rollouts of " << prompts_per_rollout << " prompts x " << g.num_generations
             << " completions, " << g.num_iterations << " pass(es) in minibatches of "
@@ -144,19 +110,15 @@ void run_grpo(const Config& given) {
             << " optimizer steps); loss " << enum_name(g.loss_type) << ", " << enum_name(g.importance_sampling_level)
             << "-level ratios\n"
             << engine->memory_report().summary();
-  MetricsLoggerOptions metrics_options;
-  metrics_options.total_steps = total;
-  metrics_options.resume_step = resume_step;
-  MetricsLogger metrics(config.logging, output, metrics_options);
-  StopSignal stop;
+  run.start();
   PhasePeaks peaks;
-  int64_t dropped_total = 0, skipped_total = 0, last_save = -1;
-  while (rollout < total) {
+  int64_t dropped_total = 0, skipped_total = 0;
+  while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(prompts_per_rollout));
     std::vector<int64_t> prompt_index;
     const std::vector<const RolloutPrompt*> batch = repeat_prompts(prompts, indices, g.num_generations, prompt_index);
-    at::Generator generator = rollout_generator(config.train.seed, rollout);
+    at::Generator generator = rollout_generator(config.train.seed, run.rollout);
     ExperienceTimings timings;
     Experience experience = maker.make(batch, prompt_index, generator, &timings);
     MetricValues values = apply_rewards(rewards, experience, prompts);
@@ -180,7 +142,7 @@ void run_grpo(const Config& given) {
     const int64_t dropped = drop_nonfinite_rows(experience);
     dropped_total += dropped;
     if (dropped > 0) {
-      std::cout << "warning: rollout " << rollout + 1 << ": " << dropped << " of " << sampled
+      std::cout << "warning: rollout " << run.rollout + 1 << ": " << dropped << " of " << sampled
                 << " completions had a non-finite reward or log-prob and were left out\n";
     }
     double learn_seconds = 0;
@@ -200,42 +162,24 @@ void run_grpo(const Config& given) {
       values.insert(values.end(), learned_values.begin(), learned_values.end());
       values.push_back({"tokens_per_s/learn", static_cast<double>(learned.tokens) / std::max(learn_seconds, 1e-9)});
     } else {
-      std::cout << "warning: rollout " << rollout + 1 << ": no completion left to learn from; the policy was not updated\n";
+      std::cout << "warning: rollout " << run.rollout + 1 << ": no completion left to learn from; the policy was not updated\n";
     }
     values.insert(values.end(), judged.begin(), judged.end());
     const MetricValues figures = rollout_figures(as_sampled, timings, learn_seconds, monotonic_seconds() - started);
     values.insert(values.end(), figures.begin(), figures.end());
     if (dropped_total > 0) values.push_back({"dropped_responses", static_cast<double>(dropped_total)});
-    ++rollout;
-    metrics.log_train(rollout, values);
-    const bool stopping = stop.requested();
-    if ((config.train.save_every > 0 && rollout % config.train.save_every == 0) || rollout == total || stopping) {
-      save_checkpoint();
-      last_save = rollout;
-    }
-    if (stopping) {
-      metrics.close();
-      throw Interrupted(stop.signal_number(),
-                        detail::concat("train-grpo: interrupted after rollout ", rollout, "; checkpoint ",
-                                       checkpoint_folder(output, rollout).string(),
-                                       " saved; resume with --set train.resume=auto"));
-    }
+    run.end_rollout(values, sampler.cursor());
   }
-  if (last_save != rollout && rollout > 0) save_checkpoint();
-  metrics.close();
+  run.end(sampler.cursor());
   const nlohmann::json last_eval = evaluation.run("after training");
 
-  const fs::path final_dir = output / "final";
-  write_folder_atomic(final_dir, [&](const fs::path& folder) {
-    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder); });
-  });
-  export_lora_final(final_dir, config);
-  std::cout << "final model: " << final_dir.string() << "\n" << peaks.summary("train-grpo", config.offload.gpu_memory.bytes) << "\n";
+  run.save_final();
+  std::cout << peaks.summary("train-grpo", config.offload.gpu_memory.bytes) << "\n";
   if (dropped_total > 0 || skipped_total > 0) {
     std::cout << "train-grpo: " << dropped_total << " completions left out (non-finite), " << skipped_total
               << " optimizer steps skipped (non-finite gradients)\n";
   }
-  nlohmann::json figures{{"rollouts", rollout},
+  nlohmann::json figures{{"rollouts", run.rollout},
                          {"optimizer_steps", step},
                          {"dropped_responses", dropped_total},
                          {"skipped_steps", skipped_total},

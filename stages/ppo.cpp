@@ -13,12 +13,10 @@
 #include "offload/accountant.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
-#include "src/core/file_util.h"
 #include "src/data/epoch_order.h"
 #include "src/data/sft_dataset.h"
 #include "src/generate/chat_generate_options.h"
 #include "src/generate/sampling.h"
-#include "src/metrics/metrics_logger.h"
 #include "src/metrics/metrics_clock.h"
 #include "src/model/pretrained.h"
 #include "src/rl/rollout_advantages.h"
@@ -30,14 +28,12 @@
 #include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/checkpoint_folders.h"
 #include "src/train/device_choice.h"
 #include "src/train/run_engine.h"
-#include "src/train/stop_signal.h"
-#include "src/train/trainer_state.h"
 #include "stages/ppo_learner.h"
 #include "stages/ppo_state.h"
 #include "stages/sft.h"
+#include "stages/rl_run.h"
 #include "stages/rl_stage.h"
 #include "stages/stage_common.h"
 
@@ -149,57 +145,27 @@ void run_ppo(const Config& given) {
   const int64_t per_pass = (static_cast<int64_t>(prompts.size()) + p.rollout_batch_size - 1) / p.rollout_batch_size;
   const int64_t total = config.train.max_steps > 0 ? config.train.max_steps : p.num_episodes * per_pass;
   const int64_t total_steps = total * learner.steps_per_rollout(p.rollout_batch_size * p.num_generations);
-  const fs::path output(config.output.dir);
-  TrainedModel policy_io = stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path());
-  std::optional<TrainedModel> critic_io;
-  if (critic) critic_io.emplace(stage_trained_model(models.critic_name, *critic, critic_shape, config, tokenizer.path()));
-
-  rl::KlController kl(p.kl_coef, p.kl_target, p.kl_horizon);
-  PpoState state;
-  int64_t rollout = 0;
-  DataCursor cursor;
-  std::optional<int64_t> resume_step;
-  if (const auto resume = resolve_resume(output, config.train.resume)) {
-    const TrainerState trainer = load_trainer_state(*resume);
-    state = load_ppo_state(*resume);
-    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::write, [&] { policy_io.load(*resume / "policy"); });
-    if (critic_io) {
-      engine->with_weights(models.critic_name, ParameterEngine::WeightAccess::write, [&] { critic_io->load(*resume / "critic"); });
-    }
-    engine->load_state(*resume);
-    restore_rng_state(*resume);
-    rollout = trainer.step;
-    cursor = trainer.cursor;
-    kl.set_value(state.kl_coef);
-    if (ptx) ptx->restore(state.ptx_cursor);
-    resume_step = rollout;
-    std::cout << "resumed from " << resume->string() << " at rollout " << rollout << " of " << total << "\n";
-  } else {
-    state.first_eval = evaluation.run("before training");
+  std::vector<RlTrainedModel> trained{
+      {stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path()), "policy"}};
+  if (critic) {
+    trained.push_back({stage_trained_model(models.critic_name, *critic, critic_shape, config, tokenizer.path()), "critic"});
   }
-  EpochSampler sampler(prompts.size(), static_cast<uint64_t>(config.train.seed), d.shuffle, cursor);
-  int64_t step = state.optimizer_steps;
-
-  auto save_checkpoint = [&] {
-    TrainerState trainer;
-    trainer.step = rollout;
-    trainer.total_steps = total;
-    trainer.cursor = sampler.cursor();
-    trainer.seed = config.train.seed;
+  rl::KlController kl(p.kl_coef, p.kl_target, p.kl_horizon);
+  int64_t step = 0;
+  RlRun run(config, *engine, "train-ppo", std::move(trained), [&](PpoState& state) {
     state.kl_coef = kl.value();
     state.optimizer_steps = step;
     if (ptx) state.ptx_cursor = ptx->cursor();
-    write_folder_atomic(checkpoint_folder(output, rollout), [&](const fs::path& folder) {
-      engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder / "policy"); });
-      if (critic_io) {
-        engine->with_weights(models.critic_name, ParameterEngine::WeightAccess::read, [&] { critic_io->save(folder / "critic"); });
-      }
-      engine->save_state(folder);
-      save_trainer_state(folder, trainer);
-      save_ppo_state(folder, state);
-    });
-    prune_checkpoints(output, config.output.keep_last);
-  };
+  });
+  PpoState& state = run.state;
+  if (run.resume(total)) {
+    kl.set_value(state.kl_coef);
+    if (ptx) ptx->restore(state.ptx_cursor);
+  } else {
+    state.first_eval = evaluation.run("before training");
+  }
+  EpochSampler sampler(prompts.size(), static_cast<uint64_t>(config.train.seed), d.shuffle, run.prompt_cursor);
+  step = state.optimizer_steps;
 
   std::cout << "train-ppo: " << total << " rollouts of " << p.rollout_batch_size << " prompts"
             << (p.num_generations > 1 ? " x " + std::to_string(p.num_generations) + " responses" : std::string())
@@ -207,19 +173,15 @@ void run_ppo(const Config& given) {
             << " epoch(s) in minibatches of " << config.train.micro_batch_size * config.train.grad_accumulation
             << " (" << total_steps << " optimizer steps)\n"
             << engine->memory_report().summary();
-  MetricsLoggerOptions metrics_options;
-  metrics_options.total_steps = total;
-  metrics_options.resume_step = resume_step;
-  MetricsLogger metrics(config.logging, output, metrics_options);
-  StopSignal stop;
+  run.start();
   PhasePeaks peaks;
-  int64_t dropped_total = 0, skipped_total = 0, last_save = -1;
-  while (rollout < total) {
+  int64_t dropped_total = 0, skipped_total = 0;
+  while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(p.rollout_batch_size));
     std::vector<int64_t> prompt_index;
     const std::vector<const RolloutPrompt*> batch = repeat_prompts(prompts, indices, p.num_generations, prompt_index);
-    at::Generator generator = rollout_generator(config.train.seed, rollout);
+    at::Generator generator = rollout_generator(config.train.seed, run.rollout);
     ExperienceTimings timings;
     Experience experience = maker.make(batch, prompt_index, generator, &timings);
     const MetricValues reward_means = apply_rewards(rewards, experience, prompts);
@@ -232,7 +194,7 @@ void run_ppo(const Config& given) {
     const int64_t dropped = drop_nonfinite_rows(experience);
     dropped_total += dropped;
     if (dropped > 0) {
-      std::cout << "warning: rollout " << rollout + 1 << ": " << dropped << " of " << sampled
+      std::cout << "warning: rollout " << run.rollout + 1 << ": " << dropped << " of " << sampled
                 << " responses had a non-finite score, value or log-prob and were left out\n";
     }
     MetricValues values;
@@ -260,7 +222,7 @@ void run_ppo(const Config& given) {
       values.insert(values.end(), learned_values.begin(), learned_values.end());
       values.push_back({"tokens_per_s/learn", static_cast<double>(learned.tokens) / std::max(learn_seconds, 1e-9)});
     } else {
-      std::cout << "warning: rollout " << rollout + 1 << ": no response left to learn from; the models were not updated\n";
+      std::cout << "warning: rollout " << run.rollout + 1 << ": no response left to learn from; the models were not updated\n";
     }
     const double rollout_seconds = monotonic_seconds() - started;
     values.insert(values.end(), reward_means.begin(), reward_means.end());
@@ -268,44 +230,18 @@ void run_ppo(const Config& given) {
     const MetricValues figures = rollout_figures(as_sampled, timings, learn_seconds, rollout_seconds);
     values.insert(values.end(), figures.begin(), figures.end());
     if (dropped_total > 0) values.push_back({"dropped_responses", static_cast<double>(dropped_total)});
-    ++rollout;
-    metrics.log_train(rollout, values);
-    const bool stopping = stop.requested();
-    if ((config.train.save_every > 0 && rollout % config.train.save_every == 0) || rollout == total || stopping) {
-      save_checkpoint();
-      last_save = rollout;
-    }
-    if (stopping) {
-      metrics.close();
-      throw Interrupted(stop.signal_number(),
-                        detail::concat("train-ppo: interrupted after rollout ", rollout, "; checkpoint ",
-                                       checkpoint_folder(output, rollout).string(),
-                                       " saved; resume with --set train.resume=auto"));
-    }
+    run.end_rollout(values, sampler.cursor());
   }
-  if (last_save != rollout && rollout > 0) save_checkpoint();
-  metrics.close();
+  run.end(sampler.cursor());
   const nlohmann::json last_eval = evaluation.run("after training");
 
-  const fs::path final_dir = output / "final";
-  write_folder_atomic(final_dir, [&](const fs::path& folder) {
-    engine->with_weights(models.policy_name, ParameterEngine::WeightAccess::read, [&] { policy_io.save(folder); });
-  });
-  export_lora_final(final_dir, config);
-  if (critic_io) {
-    write_folder_atomic(output / "final_critic", [&](const fs::path& folder) {
-      engine->with_weights(models.critic_name, ParameterEngine::WeightAccess::read, [&] { critic_io->save(folder); });
-    });
-    std::cout << "final model: " << final_dir.string() << " (critic: " << (output / "final_critic").string() << ")\n";
-  } else {
-    std::cout << "final model: " << final_dir.string() << "\n";
-  }
+  run.save_final();
   std::cout << peaks.summary("train-ppo", config.offload.gpu_memory.bytes) << "\n";
   if (dropped_total > 0 || skipped_total > 0) {
     std::cout << "train-ppo: " << dropped_total << " responses left out (non-finite), " << skipped_total
               << " optimizer steps skipped (non-finite gradients)\n";
   }
-  nlohmann::json figures{{"rollouts", rollout},
+  nlohmann::json figures{{"rollouts", run.rollout},
                          {"optimizer_steps", step},
                          {"dropped_responses", dropped_total},
                          {"skipped_steps", skipped_total},

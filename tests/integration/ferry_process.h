@@ -8,11 +8,28 @@
 #include <array>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 
 namespace ferry_test {
+
+// --set flags for a quiet CPU run in a test: no progress bar, no TensorBoard files.
+inline const std::string kQuietCpu =
+    " --set train.device=cpu --set logging.progress=never --set logging.tensorboard=false";
+
+// A folder of this test process's own: <system temp>/<prefix>_<pid>.
+inline std::filesystem::path process_temp_dir(const std::string& prefix) {
+  return std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+}
+
+// Writes `text` into dir/name and returns the file's path.
+inline std::string write_text(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
+  const std::filesystem::path path = dir / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
 
 struct CommandResult {
   int exit_code;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ferry_process.h"
+#include "tests/run_output.h"
 
 namespace {
 
@@ -27,17 +28,15 @@ using ferry_test::run_ferry;
 namespace fs = std::filesystem;
 
 const fs::path& base_dir() {
-  static const fs::path dir = fs::temp_directory_path() / ("ferry_grpo_cli_" + std::to_string(::getpid()));
+  static const fs::path dir = ferry_test::process_temp_dir("ferry_grpo_cli");
   return dir;
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const fs::path path = base_dir() / name;
-  std::ofstream(path) << text;
-  return path.string();
+  return ferry_test::write_text(base_dir(), name, text);
 }
 
-const std::string kQuiet = " --set train.device=cpu --set logging.progress=never --set logging.tensorboard=false";
+const std::string& kQuiet = ferry_test::kQuietCpu;
 
 std::string sft_stage() {
   return write_file("sft.yaml", "stage: sft\nmodel: {config: configs/demo-model.json}\n"
@@ -60,19 +59,9 @@ std::string grpo_stage() {
                                  "output: {dir: " + (base_dir() / "verifier").string() + "}\n");
 }
 
-std::vector<nlohmann::json> metrics_rows(const fs::path& output) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(output / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
-  }
-  return rows;
-}
+using ferry_test::metrics_rows;
 
-nlohmann::json result_of(const fs::path& output) {
-  std::ifstream in(output / "result.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json result_of(const fs::path& output) { return ferry_test::result_figures(output); }
 
 // A GRPO run into base_dir()/name, without the held-out evaluation.
 Result grpo(const std::string& name, const std::string& extra) {
@@ -108,7 +97,7 @@ void PipelineTrainsCheckpointsAndHasNoNaN() {
     }
   }
   const nlohmann::json result = result_of(out);
-  EXPECT_EQ(result.at("figures").at("optimizer_steps"), 4);
+  EXPECT_EQ(result.at("optimizer_steps"), 4);
 }
 
 void ExampleCommandGivesTheVerifiersRun() {
@@ -188,8 +177,8 @@ void GrpoHoldsLessThanPpo() {
                                " --set ppo.critic_model=" + (base_dir() / "sft" / "final").string() +
                                " --set ppo.rollout_batch_size=16 --set output.dir=" + ppo_out.string());
   ASSERT_EQ(ppo.exit_code, 0) << ppo.output;
-  const auto ppo_peaks = result_of(ppo_out).at("figures").at("peak_device_bytes");
-  const auto grpo_peaks = result_of(base_dir() / "verifier").at("figures").at("peak_device_bytes");
+  const auto ppo_peaks = result_of(ppo_out).at("peak_device_bytes");
+  const auto grpo_peaks = result_of(base_dir() / "verifier").at("peak_device_bytes");
   for (const char* phase : {"generate", "score", "learn"}) {
     EXPECT_LT(grpo_peaks.at(phase).get<double>(), ppo_peaks.at(phase).get<double>()) << phase;
   }

@@ -27,17 +27,15 @@ using ferry_test::run_ferry;
 namespace fs = std::filesystem;
 
 const fs::path& base_dir() {
-  static const fs::path dir = fs::temp_directory_path() / ("ferry_ppo_cli_" + std::to_string(::getpid()));
+  static const fs::path dir = ferry_test::process_temp_dir("ferry_ppo_cli");
   return dir;
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const fs::path path = base_dir() / name;
-  std::ofstream(path) << text;
-  return path.string();
+  return ferry_test::write_text(base_dir(), name, text);
 }
 
-const std::string kQuiet = " --set train.device=cpu --set logging.progress=never --set logging.tensorboard=false";
+const std::string& kQuiet = ferry_test::kQuietCpu;
 
 std::string sft_stage() {
   return write_file("sft.yaml", "stage: sft\nmodel: {config: configs/demo-model.json}\n"

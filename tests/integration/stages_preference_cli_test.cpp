@@ -25,7 +25,7 @@ using ferry_test::run_ferry;
 namespace fs = std::filesystem;
 
 const fs::path& base_dir() {
-  static const fs::path dir = fs::temp_directory_path() / ("ferry_preference_cli_" + std::to_string(::getpid()));
+  static const fs::path dir = ferry_test::process_temp_dir("ferry_preference_cli");
   return dir;
 }
 

@@ -10,34 +10,21 @@
 
 #include <filesystem>
 
-#include "src/io/safetensors.h"
 #include "src/rl/group_advantages.h"
 #include "src/rl/grpo_loss.h"
 #include "src/rl/rollout_advantages.h"
+#include "tests/parity/tensor_fixture.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Fixture {
-  io::TensorMap in, expected;
-  Fixture() {
-    const fs::path folder = fs::path(FERRY_FIXTURES_DIR) / "rl_grpo_loss";
-    if (!fs::exists(folder / "expected.safetensors")) {
-      ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixture` first";
-      return;
-    }
-    in = io::load_safetensors(folder / "inputs.safetensors");
-    expected = io::load_safetensors(folder / "expected.safetensors");
-  }
-  const torch::Tensor& operator[](const std::string& name) const { return in.at(name); }
-  torch::Tensor want(const std::string& name) const { return expected.at(name); }
+struct Fixture : ferry_test::TensorFixture {
+  Fixture() : TensorFixture("rl_grpo_loss") {}
 };
 
-double max_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble).reshape(a.sizes())).abs().max().item<double>();
-}
+using ferry_test::max_error;
 
 TEST(GrpoLossParity, EveryLossTypeLevelClipAndKlMatchesTrl) {
   const Fixture f;

@@ -10,37 +10,24 @@
 
 #include <filesystem>
 
-#include "src/io/safetensors.h"
 #include "src/rl/advantages.h"
 #include "src/rl/kl_controller.h"
 #include "src/rl/masked_stats.h"
 #include "src/rl/policy_losses.h"
 #include "src/rl/running_moments.h"
 #include "src/rl/rollout_advantages.h"
+#include "tests/parity/tensor_fixture.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Fixture {
-  io::TensorMap in, expected;
-  Fixture() {
-    const fs::path folder = fs::path(FERRY_FIXTURES_DIR) / "rl_ppo_math";
-    if (!fs::exists(folder / "expected.safetensors")) {
-      ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixture` first";
-      return;
-    }
-    in = io::load_safetensors(folder / "inputs.safetensors");
-    expected = io::load_safetensors(folder / "expected.safetensors");
-  }
-  const torch::Tensor& operator[](const std::string& name) const { return in.at(name); }
-  torch::Tensor want(const std::string& name) const { return expected.at(name); }
+struct Fixture : ferry_test::TensorFixture {
+  Fixture() : TensorFixture("rl_ppo_math") {}
 };
 
-double max_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble).reshape(a.sizes())).abs().max().item<double>();
-}
+using ferry_test::max_error;
 
 constexpr double kTolerance = 1e-10;  // float64 on both sides
 constexpr double kGamma = 0.99, kLam = 0.95, kKlCoef = 0.1, kClip = 0.2;

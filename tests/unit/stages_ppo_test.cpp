@@ -27,6 +27,7 @@
 #include "src/rl/rollout_advantages.h"
 #include "stages/ppo.h"
 #include "stages/stage_registry.h"
+#include "tests/run_output.h"
 
 namespace ferry {
 namespace {
@@ -234,18 +235,9 @@ Config ppo_config(const fs::path& output) {
   return load_config(file.string(), {});
 }
 
-std::vector<nlohmann::json> metrics_rows(const fs::path& output) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(output / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
-  }
-  return rows;
-}
+using ferry_test::metrics_rows;
 
-nlohmann::json result_of(const fs::path& output) {
-  return nlohmann::json::parse(read_file(output / "result.json")).at("figures");
-}
+nlohmann::json result_of(const fs::path& output) { return ferry_test::result_figures(output); }
 
 double row_value(const nlohmann::json& row, const char* name) { return row.at(name).get<double>(); }
 

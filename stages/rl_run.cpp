@@ -1,0 +1,118 @@
+// The run around an RL stage's rollouts (see rl_run.h).
+#include "stages/rl_run.h"
+
+#include <iostream>
+
+#include "offload/engine.h"
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/metrics/metrics_logger.h"
+#include "src/train/checkpoint_folders.h"
+#include "src/train/stop_signal.h"
+#include "src/train/trainer_state.h"
+#include "stages/stage_common.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+
+RlRun::RlRun(const Config& config, ParameterEngine& engine, std::string command, std::vector<RlTrainedModel> models,
+             std::function<void(PpoState&)> before_save)
+    : config_(config),
+      engine_(engine),
+      command_(std::move(command)),
+      models_(std::move(models)),
+      before_save_(std::move(before_save)),
+      output_(config.output.dir) {
+  FERRY_CHECK(!models_.empty(), "an RL run without a policy");
+}
+
+RlRun::~RlRun() = default;
+
+bool RlRun::resume(int64_t total_rollouts) {
+  total_ = total_rollouts;
+  const auto folder = resolve_resume(output_, config_.train.resume);
+  if (!folder) return false;
+  const TrainerState trainer = load_trainer_state(*folder);
+  state = load_ppo_state(*folder);
+  for (const RlTrainedModel& m : models_) {
+    engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::write, [&] { m.io.load(*folder / m.folder); });
+  }
+  engine_.load_state(*folder);
+  restore_rng_state(*folder);
+  rollout = trainer.step;
+  prompt_cursor = trainer.cursor;
+  resume_step_ = rollout;
+  std::cout << "resumed from " << folder->string() << " at rollout " << rollout << " of " << total_ << "\n";
+  return true;
+}
+
+void RlRun::start() {
+  MetricsLoggerOptions options;
+  options.total_steps = total_;
+  options.resume_step = resume_step_;
+  metrics_ = std::make_unique<MetricsLogger>(config_.logging, output_, options);
+  stop_ = std::make_unique<StopSignal>();
+}
+
+void RlRun::save(const DataCursor& cursor) {
+  TrainerState trainer;
+  trainer.step = rollout;
+  trainer.total_steps = total_;
+  trainer.cursor = cursor;
+  trainer.seed = config_.train.seed;
+  if (before_save_) before_save_(state);
+  write_folder_atomic(checkpoint_folder(output_, rollout), [&](const fs::path& folder) {
+    for (const RlTrainedModel& m : models_) {
+      engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::read, [&] { m.io.save(folder / m.folder); });
+    }
+    engine_.save_state(folder);
+    save_trainer_state(folder, trainer);
+    save_ppo_state(folder, state);
+  });
+  prune_checkpoints(output_, config_.output.keep_last);
+  last_save_ = rollout;
+}
+
+void RlRun::end_rollout(const MetricValues& values, const DataCursor& cursor) {
+  FERRY_CHECK(metrics_ != nullptr, "RlRun::start was not called");
+  ++rollout;
+  metrics_->log_train(rollout, values);
+  const bool stopping = stop_->requested();
+  if ((config_.train.save_every > 0 && rollout % config_.train.save_every == 0) || rollout == total_ || stopping) {
+    save(cursor);
+  }
+  if (stopping) {
+    metrics_->close();
+    throw Interrupted(stop_->signal_number(),
+                      detail::concat(command_, ": interrupted after rollout ", rollout, "; checkpoint ",
+                                     checkpoint_folder(output_, rollout).string(),
+                                     " saved; resume with --set train.resume=auto"));
+  }
+}
+
+void RlRun::end(const DataCursor& cursor) {
+  if (last_save_ != rollout && rollout > 0) save(cursor);
+  if (metrics_) metrics_->close();
+}
+
+fs::path RlRun::save_final() {
+  const fs::path final_dir = output_ / "final";
+  const RlTrainedModel& policy = models_.front();
+  write_folder_atomic(final_dir, [&](const fs::path& folder) {
+    engine_.with_weights(policy.io.name, ParameterEngine::WeightAccess::read, [&] { policy.io.save(folder); });
+  });
+  export_lora_final(final_dir, config_);
+  std::cout << "final model: " << final_dir.string();
+  for (size_t i = 1; i < models_.size(); ++i) {
+    const fs::path dir = output_ / ("final_" + models_[i].folder);
+    write_folder_atomic(dir, [&](const fs::path& folder) {
+      engine_.with_weights(models_[i].io.name, ParameterEngine::WeightAccess::read, [&] { models_[i].io.save(folder); });
+    });
+    std::cout << " (" << models_[i].folder << ": " << dir.string() << ")";
+  }
+  std::cout << "\n";
+  return final_dir;
+}
+
+}  // namespace ferry

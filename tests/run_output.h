@@ -1,0 +1,28 @@
+// What a finished run leaves in its output.dir, read back by tests: the rows of metrics.jsonl and
+// the figures of result.json. Header-only; shared by unit and integration tests.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace ferry_test {
+
+inline std::vector<nlohmann::json> metrics_rows(const std::filesystem::path& output) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(output / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+inline nlohmann::json result_figures(const std::filesystem::path& output) {
+  std::ifstream in(output / "result.json");
+  return nlohmann::json::parse(in).at("figures");
+}
+
+}  // namespace ferry_test
