@@ -111,8 +111,7 @@ void run_grpo(const Config& given) {
             << "-level ratios\n"
             << engine->memory_report().summary();
   run.start();
-  PhasePeaks peaks;
-  int64_t dropped_total = 0, skipped_total = 0;
+  PhasePeaks& peaks = run.peaks;
   while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(prompts_per_rollout));
@@ -140,7 +139,7 @@ void run_grpo(const Config& given) {
     }
     const int64_t sampled = experience.rows();
     const int64_t dropped = drop_nonfinite_rows(experience);
-    dropped_total += dropped;
+    run.dropped_rows += dropped;
     if (dropped > 0) {
       std::cout << "warning: rollout " << run.rollout + 1 << ": " << dropped << " of " << sampled
                 << " completions had a non-finite reward or log-prob and were left out\n";
@@ -156,7 +155,7 @@ void run_grpo(const Config& given) {
       const GrpoLearnStats learned = learner.learn(experience, step, total_steps, generator);
       learn_seconds = monotonic_seconds() - learn_started;
       peaks.learn = std::max(peaks.learn, engine->accountant().peak(offload::MemoryTier::device));
-      skipped_total += learned.skipped_steps;
+      run.skipped_steps += learned.skipped_steps;
       values.insert(values.begin(), {"loss", learned.loss});
       const MetricValues learned_values = learned.metrics();
       values.insert(values.end(), learned_values.begin(), learned_values.end());
@@ -167,26 +166,12 @@ void run_grpo(const Config& given) {
     values.insert(values.end(), judged.begin(), judged.end());
     const MetricValues figures = rollout_figures(as_sampled, timings, learn_seconds, monotonic_seconds() - started);
     values.insert(values.end(), figures.begin(), figures.end());
-    if (dropped_total > 0) values.push_back({"dropped_responses", static_cast<double>(dropped_total)});
     run.end_rollout(values, sampler.cursor());
   }
   run.end(sampler.cursor());
   const nlohmann::json last_eval = evaluation.run("after training");
 
-  run.save_final();
-  std::cout << peaks.summary("train-grpo", config.offload.gpu_memory.bytes) << "\n";
-  if (dropped_total > 0 || skipped_total > 0) {
-    std::cout << "train-grpo: " << dropped_total << " completions left out (non-finite), " << skipped_total
-              << " optimizer steps skipped (non-finite gradients)\n";
-  }
-  nlohmann::json figures{{"rollouts", run.rollout},
-                         {"optimizer_steps", step},
-                         {"dropped_responses", dropped_total},
-                         {"skipped_steps", skipped_total},
-                         {"peak_device_bytes", peaks.json()}};
-  if (!state.first_eval.is_null()) figures["eval_before"] = state.first_eval;
-  if (!last_eval.is_null()) figures["eval_after"] = last_eval;
-  write_stage_result(config, figures.dump());
+  run.finish(last_eval, step, nullptr);
 }
 
 }  // namespace ferry

@@ -174,8 +174,7 @@ void run_ppo(const Config& given) {
             << " (" << total_steps << " optimizer steps)\n"
             << engine->memory_report().summary();
   run.start();
-  PhasePeaks peaks;
-  int64_t dropped_total = 0, skipped_total = 0;
+  PhasePeaks& peaks = run.peaks;
   while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(p.rollout_batch_size));
@@ -192,7 +191,7 @@ void run_ppo(const Config& given) {
     // right and wrong ones — whether the reward points where exact match does.
     const MetricValues judged = judge_responses(experience, prompts, chat_template.assistant_suffix);
     const int64_t dropped = drop_nonfinite_rows(experience);
-    dropped_total += dropped;
+    run.dropped_rows += dropped;
     if (dropped > 0) {
       std::cout << "warning: rollout " << run.rollout + 1 << ": " << dropped << " of " << sampled
                 << " responses had a non-finite score, value or log-prob and were left out\n";
@@ -208,7 +207,7 @@ void run_ppo(const Config& given) {
       const LearnStats learned = learner.learn(experience, step, total_steps, generator);
       learn_seconds = monotonic_seconds() - learn_started;
       peaks.learn = std::max(peaks.learn, engine->accountant().peak(offload::MemoryTier::device));
-      skipped_total += learned.skipped_steps;
+      run.skipped_steps += learned.skipped_steps;
       const double rollout_kl_coef = kl.value();
       kl.update(mean_kl, experience.rows());
       const torch::Tensor raw = experience.raw_scores.to(torch::kDouble);
@@ -229,27 +228,12 @@ void run_ppo(const Config& given) {
     values.insert(values.end(), judged.begin(), judged.end());
     const MetricValues figures = rollout_figures(as_sampled, timings, learn_seconds, rollout_seconds);
     values.insert(values.end(), figures.begin(), figures.end());
-    if (dropped_total > 0) values.push_back({"dropped_responses", static_cast<double>(dropped_total)});
     run.end_rollout(values, sampler.cursor());
   }
   run.end(sampler.cursor());
   const nlohmann::json last_eval = evaluation.run("after training");
 
-  run.save_final();
-  std::cout << peaks.summary("train-ppo", config.offload.gpu_memory.bytes) << "\n";
-  if (dropped_total > 0 || skipped_total > 0) {
-    std::cout << "train-ppo: " << dropped_total << " responses left out (non-finite), " << skipped_total
-              << " optimizer steps skipped (non-finite gradients)\n";
-  }
-  nlohmann::json figures{{"rollouts", run.rollout},
-                         {"optimizer_steps", step},
-                         {"dropped_responses", dropped_total},
-                         {"skipped_steps", skipped_total},
-                         {"kl_coef", kl.value()},
-                         {"peak_device_bytes", peaks.json()}};
-  if (!state.first_eval.is_null()) figures["eval_before"] = state.first_eval;
-  if (!last_eval.is_null()) figures["eval_after"] = last_eval;
-  write_stage_result(config, figures.dump());
+  run.finish(last_eval, step, nlohmann::json{{"kl_coef", kl.value()}});
 }
 
 }  // namespace ferry

@@ -77,7 +77,9 @@ void RlRun::save(const DataCursor& cursor) {
 void RlRun::end_rollout(const MetricValues& values, const DataCursor& cursor) {
   FERRY_CHECK(metrics_ != nullptr, "RlRun::start was not called");
   ++rollout;
-  metrics_->log_train(rollout, values);
+  MetricValues logged = values;
+  if (dropped_rows > 0) logged.push_back({"dropped_responses", static_cast<double>(dropped_rows)});
+  metrics_->log_train(rollout, logged);
   const bool stopping = stop_->requested();
   if ((config_.train.save_every > 0 && rollout % config_.train.save_every == 0) || rollout == total_ || stopping) {
     save(cursor);
@@ -113,6 +115,24 @@ fs::path RlRun::save_final() {
   }
   std::cout << "\n";
   return final_dir;
+}
+
+void RlRun::finish(const nlohmann::json& last_eval, int64_t optimizer_steps, nlohmann::json extra) {
+  save_final();
+  std::cout << peaks.summary(command_, config_.offload.gpu_memory.bytes) << "\n";
+  if (dropped_rows > 0 || skipped_steps > 0) {
+    std::cout << command_ << ": " << dropped_rows << " responses left out (non-finite), " << skipped_steps
+              << " optimizer steps skipped (non-finite gradients)\n";
+  }
+  nlohmann::json figures{{"rollouts", rollout},
+                         {"optimizer_steps", optimizer_steps},
+                         {"dropped_responses", dropped_rows},
+                         {"skipped_steps", skipped_steps},
+                         {"peak_device_bytes", peaks.json()}};
+  if (extra.is_object()) figures.update(extra);
+  if (!state.first_eval.is_null()) figures["eval_before"] = state.first_eval;
+  if (!last_eval.is_null()) figures["eval_after"] = last_eval;
+  write_stage_result(config_, figures.dump());
 }
 
 }  // namespace ferry

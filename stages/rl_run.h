@@ -19,6 +19,7 @@
 #include "src/metrics/metrics_row.h"
 #include "src/train/trainer.h"
 #include "stages/ppo_state.h"
+#include "stages/rl_stage.h"
 
 namespace ferry {
 
@@ -45,20 +46,26 @@ class RlRun {
   bool resume(int64_t total_rollouts);
   // Starts the metrics logger; call once, before the first rollout.
   void start();
-  // After each rollout: logs `values` as rollout `rollout + 1`, counts it, saves a checkpoint when
+  // After each rollout: logs `values` (and dropped_rows when any) as rollout `rollout + 1`, counts it, saves a checkpoint when
   // train.save_every says or at the last rollout, and on a stop request saves and throws Interrupted.
   void end_rollout(const MetricValues& values, const DataCursor& prompt_cursor);
   // After the last rollout: a checkpoint if the last one was not saved, metrics closed.
   void end(const DataCursor& prompt_cursor);
-  // final/ and final_<folder>/ for the other models; returns final/.
-  std::filesystem::path save_final();
+  // final/ and final_<folder>/ for the other models, the closing lines (peak device bytes per
+  // phase, what was left out or skipped) and result.json: rollouts, optimizer steps, dropped and
+  // skipped counts, peaks, the evaluations before (state.first_eval) and after, plus `extra`.
+  void finish(const nlohmann::json& last_eval, int64_t optimizer_steps, nlohmann::json extra);
 
   PpoState state;
   int64_t rollout = 0;      // rollouts done
   DataCursor prompt_cursor;  // where the prompt order resumes
+  PhasePeaks peaks;          // the engine's peak device bytes per phase
+  int64_t dropped_rows = 0;  // responses left out (non-finite), over the run
+  int64_t skipped_steps = 0; // optimizer steps skipped (non-finite gradients)
 
  private:
   void save(const DataCursor& prompt_cursor);
+  std::filesystem::path save_final();
 
   const Config& config_;
   ParameterEngine& engine_;

@@ -24,6 +24,21 @@ inline std::filesystem::path process_temp_dir(const std::string& prefix) {
   return std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
 }
 
+// A stage config for 3 steps of SFT of the demo-shaped model from scratch into dir/sft (what the
+// RL tests start from), written to dir/sft.yaml; `eval_file`, when given, is evaluated too.
+inline std::string quick_sft_stage(const std::filesystem::path& dir, const std::string& eval_file = "") {
+  const std::filesystem::path path = dir / "sft.yaml";
+  std::ofstream(path) << "stage: sft\nmodel: {config: configs/demo-model.json}\n"
+                         "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
+                         "data: {train_file: data/sft_train.jsonl, "
+                      << (eval_file.empty() ? "" : "eval_file: " + eval_file + ", ")
+                      << "max_samples: 64, max_length: 64}\n"
+                         "train: {micro_batch_size: 8, max_steps: 3, learning_rate: 1.0e-3}\n"
+                         "output: {dir: "
+                      << (dir / "sft").string() << "}\n";
+  return path.string();
+}
+
 // Writes `text` into dir/name and returns the file's path.
 inline std::string write_text(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
   const std::filesystem::path path = dir / name;

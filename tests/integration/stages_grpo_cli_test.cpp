@@ -38,13 +38,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 
 const std::string& kQuiet = ferry_test::kQuietCpu;
 
-std::string sft_stage() {
-  return write_file("sft.yaml", "stage: sft\nmodel: {config: configs/demo-model.json}\n"
-                                "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
-                                "data: {train_file: data/sft_train.jsonl, max_samples: 64, max_length: 64}\n"
-                                "train: {micro_batch_size: 8, max_steps: 3, learning_rate: 1.0e-3}\n"
-                                "output: {dir: " + (base_dir() / "sft").string() + "}\n");
-}
+std::string sft_stage() { return ferry_test::quick_sft_stage(base_dir()); }
 
 // 4 prompts x 4 completions per rollout, minibatches of 8: 2 optimizer steps per rollout.
 std::string grpo_stage() {
