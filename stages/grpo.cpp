@@ -54,31 +54,9 @@ void run_grpo(const Config& given) {
   const bool lora = config.lora.rank > 0;
   const bool uses_kl = g.beta > 0;
   prepare_lora(*policy, config);
-  LlamaForCausalLM reference{nullptr};
-  if (uses_kl && !lora) reference = load_reference_policy(config, dtype, "grpo.beta");
-  LlamaForScore reward{nullptr};
-  if (!rewards.model_path().empty()) {
-    reward = score_model_from_pretrained(rewards.model_path(), dtype, c10::kCPU, /*from_causal_lm=*/false);
-    freeze_parameters(*reward);
-    check_tokenizer_fits(tokenizer, reward->config());
-  }
-
-  auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + (reference ? 1 : 0) + (reward ? 1 : 0));
-  RolloutModels models;
-  models.policy = policy.get();
-  engine->add_model(models.policy_name, group_parameters(*policy, false), /*trainable=*/true);
-  policy->to(device);
-  if (reference) {
-    engine->add_model(models.reference_name, group_parameters(*reference, false), /*trainable=*/false);
-    models.reference = reference.get();
-    reference->to(device);
-  }
-  models.reference_is_policy_without_lora = uses_kl && lora;
-  if (reward) {
-    engine->add_model(models.reward_name, group_parameters(*reward, false), /*trainable=*/false);
-    models.reward = reward.get();
-    reward->to(device);
-  }
+  FrozenRlModels frozen = load_frozen_models(config, dtype, tokenizer, uses_kl, "grpo.beta", rewards.model_path());
+  auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + frozen.count());
+  const RolloutModels models = register_rl_models(*engine, *policy, frozen, nullptr, device);
   ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, stage_pad_id(loaded.shape, tokenizer));
   HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-grpo");
   options.policy_logprobs = g.num_iterations > 1;  // else the learner's own forward gives the old log-probs

@@ -64,8 +64,7 @@ void run_ppo(const Config& given) {
   const bool lora = config.lora.rank > 0;
   const bool uses_kl = p.kl_coef > 0 || p.kl_target > 0;
   prepare_lora(*policy, config);
-  LlamaForCausalLM reference{nullptr};
-  if (uses_kl && !lora) reference = load_reference_policy(config, dtype, "ppo.kl_coef");
+  FrozenRlModels frozen = load_frozen_models(config, dtype, tokenizer, uses_kl, "ppo.kl_coef", rewards.model_path());
   const bool gae = p.advantage_estimator == AdvantageEstimator::gae;
   const std::string reward_folder = rewards.model_path();
   const std::string critic_folder =
@@ -86,35 +85,8 @@ void run_ppo(const Config& given) {
     if (lora) critic->score->weight.set_requires_grad(true);
     check_tokenizer_fits(tokenizer, critic_shape);
   }
-  LlamaForScore reward{nullptr};
-  if (!reward_folder.empty()) {
-    reward = score_model_from_pretrained(reward_folder, dtype, c10::kCPU, /*from_causal_lm=*/false);
-    freeze_parameters(*reward);
-    check_tokenizer_fits(tokenizer, reward->config());
-  }
-
-  const int64_t model_count = 1 + (reference ? 1 : 0) + (critic ? 1 : 0) + (reward ? 1 : 0);
-  auto engine = make_run_engine(config, loaded.shape, device, std::cout, model_count);
-  RolloutModels models;
-  models.policy = policy.get();
-  engine->add_model(models.policy_name, group_parameters(*policy, false), /*trainable=*/true);
-  policy->to(device);
-  if (reference) {
-    engine->add_model(models.reference_name, group_parameters(*reference, false), /*trainable=*/false);
-    models.reference = reference.get();
-    reference->to(device);
-  }
-  models.reference_is_policy_without_lora = uses_kl && lora;
-  if (critic) {
-    engine->add_model(models.critic_name, group_parameters(*critic, false), /*trainable=*/true);
-    models.critic = critic.get();
-    critic->to(device);
-  }
-  if (reward) {
-    engine->add_model(models.reward_name, group_parameters(*reward, false), /*trainable=*/false);
-    models.reward = reward.get();
-    reward->to(device);
-  }
+  auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + frozen.count() + (critic ? 1 : 0));
+  const RolloutModels models = register_rl_models(*engine, *policy, frozen, critic ? critic.get() : nullptr, device);
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   const ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, pad_id);
   ExperienceMaker maker(*engine, models, options, tokenizer);

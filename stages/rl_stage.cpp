@@ -11,7 +11,9 @@
 #include "src/generate/chat_generate_options.h"
 #include "src/generate/sampling.h"
 #include "src/metrics/metrics_clock.h"
+#include "offload/engine.h"
 #include "src/model/pretrained.h"
+#include "stages/stage_common.h"
 #include "src/rl/answer_match.h"
 #include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
@@ -27,14 +29,50 @@ void freeze_parameters(torch::nn::Module& module) {
   for (auto& p : module.parameters()) p.set_requires_grad(false);
 }
 
-LlamaForCausalLM load_reference_policy(const Config& config, at::ScalarType dtype, const char* setting) {
-  if (config.model.path.empty()) {
-    throw ConfigError(std::string("model.path: the KL penalty needs the starting policy as a reference; start from a "
-                                  "model folder, or set ") + setting + "=0");
+FrozenRlModels load_frozen_models(const Config& config, at::ScalarType dtype, const Tokenizer& tokenizer, bool uses_kl,
+                                  const char* kl_setting, const std::string& reward_folder) {
+  FrozenRlModels out;
+  const bool lora = config.lora.rank > 0;
+  out.reference_is_policy_without_lora = uses_kl && lora;
+  if (uses_kl && !lora) {
+    if (config.model.path.empty()) {
+      throw ConfigError(std::string("model.path: the KL penalty needs the starting policy as a reference; start from a "
+                                    "model folder, or set ") + kl_setting + "=0");
+    }
+    out.reference = causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    freeze_parameters(*out.reference);
   }
-  LlamaForCausalLM reference = causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
-  freeze_parameters(*reference);
-  return reference;
+  if (!reward_folder.empty()) {
+    out.reward = score_model_from_pretrained(reward_folder, dtype, c10::kCPU, /*from_causal_lm=*/false);
+    freeze_parameters(*out.reward);
+    check_tokenizer_fits(tokenizer, out.reward->config());
+  }
+  return out;
+}
+
+RolloutModels register_rl_models(ParameterEngine& engine, LlamaForCausalLMImpl& policy, FrozenRlModels& frozen,
+                                 LlamaForScoreImpl* critic, const c10::Device& device) {
+  RolloutModels models;
+  models.policy = &policy;
+  engine.add_model(models.policy_name, group_parameters(policy, false), /*trainable=*/true);
+  policy.to(device);
+  if (frozen.reference) {
+    engine.add_model(models.reference_name, group_parameters(*frozen.reference, false), /*trainable=*/false);
+    models.reference = frozen.reference.get();
+    frozen.reference->to(device);
+  }
+  models.reference_is_policy_without_lora = frozen.reference_is_policy_without_lora;
+  if (critic != nullptr) {
+    engine.add_model(models.critic_name, group_parameters(*critic, false), /*trainable=*/true);
+    models.critic = critic;
+    critic->to(device);
+  }
+  if (frozen.reward) {
+    engine.add_model(models.reward_name, group_parameters(*frozen.reward, false), /*trainable=*/false);
+    models.reward = frozen.reward.get();
+    frozen.reward->to(device);
+  }
+  return models;
 }
 
 ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,

@@ -32,8 +32,25 @@ at::Generator rollout_generator(int64_t seed, int64_t rollout);
 
 void freeze_parameters(torch::nn::Module& module);
 
-// The frozen starting policy (model.path) as the KL reference.
-LlamaForCausalLM load_reference_policy(const Config& config, at::ScalarType dtype, const char* setting);
+// The frozen models of an RL run besides the policy: the reference when the KL penalty needs one
+// (with LoRA the policy with its adapters off, so none is loaded; else a frozen copy of
+// model.path) and the reward model when the rewards list one.
+struct FrozenRlModels {
+  LlamaForCausalLM reference{nullptr};
+  bool reference_is_policy_without_lora = false;
+  LlamaForScore reward{nullptr};
+
+  int64_t count() const { return (reference ? 1 : 0) + (reward ? 1 : 0); }
+};
+
+// `kl_setting` names the key that turns the KL penalty off, for the error without model.path.
+FrozenRlModels load_frozen_models(const Config& config, at::ScalarType dtype, const Tokenizer& tokenizer, bool uses_kl,
+                                  const char* kl_setting, const std::string& reward_folder);
+
+// Registers the policy (trained), the frozen models and the critic (trained; may be null) with the
+// engine, in that order, moves them to `device`, and returns them as a rollout sees them.
+RolloutModels register_rl_models(ParameterEngine& engine, LlamaForCausalLMImpl& policy, FrozenRlModels& frozen,
+                                 LlamaForScoreImpl* critic, const c10::Device& device);
 
 // Sampling (generation.*), stop ids and strings, and a scoring micro-batch of 2 x train.micro_batch_size.
 ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
