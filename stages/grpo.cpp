@@ -11,12 +11,10 @@
 #include "src/core/error.h"
 #include "src/data/epoch_order.h"
 #include "src/metrics/metrics_clock.h"
-#include "src/model/pretrained.h"
 #include "src/rl/group_advantages.h"
 #include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/device_choice.h"
 #include "src/train/run_engine.h"
 #include "stages/grpo_learner.h"
 #include "stages/ppo_state.h"
@@ -31,30 +29,22 @@ namespace ferry {
 void run_grpo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const GrpoConfig& g = config.grpo;
-  if (config.train.precision == Precision::fp16) {
-    throw ConfigError("train.precision: GRPO runs in fp32 or bf16; set train.precision=bf16");
-  }
   if (config.rewards.empty()) {
     throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
                       "against each prompt's gt_answer), a reward model or a command; see configs/README.md");
   }
-  const c10::Device device = training_device(config.train.device);
-  const at::ScalarType dtype = weight_dtype(config.train.precision);
-  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
-  const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
-  LoadedCausalLm loaded = load_causal_lm(config, dtype);
-  LlamaForCausalLM& policy = loaded.model;
-  check_tokenizer_fits(tokenizer, loaded.shape);
-
+  RlStart start(config, "GRPO", config.rewards);
+  const c10::Device device = start.device;
+  const Tokenizer& tokenizer = start.tokenizer;
+  const ChatTemplate& chat_template = start.chat_template;
+  const LoadedCausalLm& loaded = start.loaded;
+  LlamaForCausalLM& policy = start.loaded.model;
+  const std::vector<RolloutPrompt>& prompts = start.prompts;
+  RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
-  const std::vector<RolloutPrompt> prompts =
-      load_prompt_file(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples}, std::cout);
-  RewardMix rewards(config.rewards, prompts, d.prompt_file, chat_template.assistant_suffix, std::cout);
   const bool lora = config.lora.rank > 0;
   const bool uses_kl = g.beta > 0;
-  prepare_lora(*policy, config);
-  FrozenRlModels frozen = load_frozen_models(config, dtype, tokenizer, uses_kl, "grpo.beta", rewards.model_path());
+  FrozenRlModels frozen = load_frozen_models(config, start.dtype, tokenizer, uses_kl, "grpo.beta", rewards.model_path());
   auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + frozen.count());
   const RolloutModels models = register_rl_models(*engine, *policy, frozen, nullptr, device);
   ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, stage_pad_id(loaded.shape, tokenizer));

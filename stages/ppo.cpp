@@ -28,7 +28,6 @@
 #include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/device_choice.h"
 #include "src/train/run_engine.h"
 #include "stages/ppo_learner.h"
 #include "stages/ppo_state.h"
@@ -44,26 +43,18 @@ namespace ferry {
 void run_ppo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const PpoConfig& p = config.ppo;
-  if (config.train.precision == Precision::fp16) {
-    throw ConfigError("train.precision: PPO runs in fp32 or bf16 (no fp16 loss scaling across two optimizers); "
-                      "set train.precision=bf16");
-  }
-  const c10::Device device = training_device(config.train.device);
-  const at::ScalarType dtype = weight_dtype(config.train.precision);
-  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
-  const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
-  LoadedCausalLm loaded = load_causal_lm(config, dtype);
-  LlamaForCausalLM& policy = loaded.model;
-  check_tokenizer_fits(tokenizer, loaded.shape);
-
+  RlStart start(config, "PPO", ppo_rewards(config));
+  const c10::Device device = start.device;
+  const at::ScalarType dtype = start.dtype;
+  const Tokenizer& tokenizer = start.tokenizer;
+  const ChatTemplate& chat_template = start.chat_template;
+  const LoadedCausalLm& loaded = start.loaded;
+  LlamaForCausalLM& policy = start.loaded.model;
+  const std::vector<RolloutPrompt>& prompts = start.prompts;
+  RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
-  const PromptFileOptions prompt_options{d.max_length, d.skip_bad_lines, d.max_samples};
-  const std::vector<RolloutPrompt> prompts = load_prompt_file(d.prompt_file, tokenizer, chat_template, prompt_options, std::cout);
-  RewardMix rewards(ppo_rewards(config), prompts, d.prompt_file, chat_template.assistant_suffix, std::cout);
   const bool lora = config.lora.rank > 0;
   const bool uses_kl = p.kl_coef > 0 || p.kl_target > 0;
-  prepare_lora(*policy, config);
   FrozenRlModels frozen = load_frozen_models(config, dtype, tokenizer, uses_kl, "ppo.kl_coef", rewards.model_path());
   const bool gae = p.advantage_estimator == AdvantageEstimator::gae;
   const std::string reward_folder = rewards.model_path();

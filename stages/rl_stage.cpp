@@ -16,10 +16,31 @@
 #include "stages/stage_common.h"
 #include "src/rl/answer_match.h"
 #include "src/rl/rewards.h"
-#include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/tokenizer.h"
+#include "src/train/device_choice.h"
 
 namespace ferry {
+
+RlStart::RlStart(const Config& config, const char* command, std::vector<RewardConfig> reward_list)
+    : device(training_device(config.train.device)),
+      dtype(weight_dtype(config.train.precision)),
+      tokenizer(tokenizer_path(config)),
+      chat_template(load_chat_template(config.tokenizer.chat_template)) {
+  if (config.train.precision == Precision::fp16) {
+    throw ConfigError(std::string("train.precision: ") + command +
+                      " runs in fp32 or bf16 (no fp16 loss scaling for its updates); set train.precision=bf16");
+  }
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  loaded = load_causal_lm(config, dtype);
+  check_tokenizer_fits(tokenizer, loaded.shape);
+  const DataConfig& d = config.data;
+  prompts = load_prompt_file(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples},
+                             std::cout);
+  rewards = std::make_unique<RewardMix>(std::move(reward_list), prompts, d.prompt_file, chat_template.assistant_suffix,
+                                        std::cout);
+  prepare_lora(*loaded.model, config);
+}
+
+RlStart::~RlStart() = default;
 
 at::Generator rollout_generator(int64_t seed, int64_t rollout) {
   return make_sampling_generator(static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(rollout) + 1);

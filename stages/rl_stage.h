@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
@@ -18,13 +19,30 @@
 #include "src/rl/experience.h"
 #include "src/rl/prompt_dataset.h"
 #include "src/rl/prompt_eval.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/tokenizer.h"
+#include "stages/stage_common.h"
 
 namespace ferry {
 
 class ParameterEngine;
 class RewardMix;
-class Tokenizer;
-struct ChatTemplate;
+
+// What every RL stage starts from: the device and weight dtype, the seeded default generator, the
+// tokenizer and chat template, the policy (model.path, LoRA prepared), the training prompts
+// (data.prompt_file) and the rewards. `command` names the stage in errors (fp16 is refused).
+struct RlStart {
+  RlStart(const Config& config, const char* command, std::vector<RewardConfig> reward_list);
+  ~RlStart();
+
+  c10::Device device;
+  at::ScalarType dtype;
+  Tokenizer tokenizer;
+  ChatTemplate chat_template;
+  LoadedCausalLm loaded;
+  std::vector<RolloutPrompt> prompts;
+  std::unique_ptr<RewardMix> rewards;
+};
 
 // A generator for rollout `rollout`'s sampling and shuffles: a pure function of the seed and the
 // rollout, so a resumed run draws what an uninterrupted one would.
