@@ -158,8 +158,11 @@ void run_plan(const PlanArgs& args) {
       << ", " << config.train.micro_batch_size * config.train.grad_accumulation << " sequences x "
       << config.data.max_length << " tokens per step\n";
   out << "device budget: " << format_bytes_approx(budget.bytes) << " (" << budget.source << ")\n";
-  if (config.stage == Stage::ppo || config.stage == Stage::grpo) {
+  if (config.stage == Stage::ppo) {
     out << "note: this plans one model of this shape; PPO holds up to four (actor, critic, reference, reward)\n";
+  } else if (config.stage == Stage::grpo) {
+    out << "note: this plans one model of this shape; GRPO holds the policy, plus a reference when grpo.beta > 0 "
+           "and a reward model when `rewards` lists one\n";
   }
 
   const offload::PlanResult result = offload::plan(request);
