@@ -10,7 +10,7 @@
 #
 # Needs build/ferry and runs/demo/sft/final (scripts/demo.sh makes it; or `ferry train-sft --config
 # configs/demo-sft.yaml`). Runs go to runs/grpo-learns/<reward>-seed-N. CPU, 2 threads: about
-# 4 minutes per run.
+# a minute per run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
