@@ -98,10 +98,8 @@ void run_grpo(const Config& given) {
     const torch::Tensor advantages = rl::group_advantages(experience.raw_scores, groups, g.scale_rewards);
     experience.scores = experience.raw_scores;
     experience.advantages = advantages.unsqueeze(1).expand({experience.rows(), experience.response_length()}).contiguous();
-    const torch::Tensor nonzero_per_group = torch::zeros({experience.rows()}).index_add_(
-        0, groups, (advantages.abs() > 0).to(torch::kFloat));  // rows with a nonzero advantage per group
-    const double zero_std_groups =
-        (nonzero_per_group.narrow(0, 0, experience.rows() / g.num_generations) == 0).to(torch::kFloat).mean().item<double>();
+    const double zero_std_groups =  // groups whose rewards were all equal: advantage 0 throughout
+        (advantages.view({-1, g.num_generations}).abs().amax(1) == 0).to(torch::kFloat).mean().item<double>();
     if (g.mask_truncated_completions) {
       experience.response_mask = experience.response_mask * experience.ended.to(torch::kFloat).unsqueeze(1);
     }
