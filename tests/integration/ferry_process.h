@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,12 @@ inline std::string quick_sft_stage(const std::filesystem::path& dir, const std::
                          "output: {dir: "
                       << (dir / "sft").string() << "}\n";
   return path.string();
+}
+
+// The whole text of a file (empty when it cannot be read), e.g. a background run's log.
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Writes `text` into dir/name and returns the file's path.

@@ -181,8 +181,7 @@ TEST(TrainSftCli, SigtermSavesACheckpointAndExitsWithTheSignal) {
   const std::optional<int> stopped = ferry_test::stop_ferry(child, SIGTERM);  // a step and a save take well under a minute
   ASSERT_TRUE(stopped.has_value()) << "ferry did not stop within a minute of SIGTERM";
   const int status = *stopped;
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string output = ferry_test::read_text(log.string());
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
   EXPECT_CONTAINS(output, "stopped by signal 15");
