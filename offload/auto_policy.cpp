@@ -25,6 +25,7 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   request.shape.grad_accumulation = config.train.grad_accumulation;
   request.shape.lora_rank = config.lora.rank;
   request.shape.overlap_step = config.offload.overlap_step;
+  request.shape.logits_chunk = config.train.logits_chunk;
   request.shape.lora_targets = config.lora.target_modules;
   request.constants.chunk_size = config.offload.chunk_size.bytes;
   request.constants.prefetch = config.offload.prefetch;

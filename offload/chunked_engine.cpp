@@ -255,6 +255,7 @@ void ChunkedEngine::page_in(Model& m, int64_t chunk) {
   }
   ch.device_bytes = offload::MemoryReservation(accountant_, MemoryTier::device, MemoryCategory::weights, bytes);
   ch.device = transfers_->device_buffer(static_cast<int64_t>(bytes));
+  offload::ActivationMeter::hand_over(ch.device);  // counted as weights above
   ch.arrival = transfers_->to_device(ch.device, ch.host);
   point_parameters_at_device(m, chunk);
 }
@@ -353,6 +354,7 @@ void ChunkedEngine::receive_gradient(const std::string& model_name, Param& p) {
   p.parameter.mutable_grad() = torch::Tensor();  // the device gradient goes as soon as it is copied
   torch::NoGradGuard no_grad;
   const uint64_t bytes = gradient.nbytes();
+  offload::ActivationMeter::hand_over(gradient);  // counted as a gradient until it is copied
   accountant_.allocate(MemoryTier::device, MemoryCategory::grads, bytes);
   if (transfers_->emulated()) {
     accumulate(p, gradient);
@@ -486,6 +488,11 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
     }
     for (Chunk& ch : m->chunks) transfers_->wait_compute(ch.arrival);
   }
+}
+
+std::unique_ptr<offload::ActivationMeter> ChunkedEngine::meter_activations() {
+  if (!transfers_->emulated()) return nullptr;
+  return std::make_unique<offload::ActivationMeter>(accountant_);
 }
 
 void ChunkedEngine::zero_grad(const std::vector<std::string>& models) {

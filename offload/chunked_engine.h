@@ -84,6 +84,7 @@ class ChunkedEngine : public ParameterEngine {
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
+  std::unique_ptr<offload::ActivationMeter> meter_activations() override;
 
   struct Param {
     std::string name;

@@ -71,6 +71,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "offload/accountant.h"
+#include "offload/activation_meter.h"
 #include "src/config/config.h"
 
 namespace ferry {
@@ -212,6 +213,10 @@ class ParameterEngine {
   // Resident bytes per tier and category as the engine counts them (weights, gradients, master
   // weights, moments, staging buffers; activations are not the engine's and are not counted).
   virtual const offload::MemoryAccountant& accountant() const = 0;
+  // On the emulated device tier (a CPU run): a meter that counts everything a step allocates on
+  // this thread besides the engine's own tensors as device activations in accountant(), for as long
+  // as it lives (offload/activation_meter.h). Null on a GPU, whose caching allocator measures it.
+  virtual std::unique_ptr<offload::ActivationMeter> meter_activations() = 0;
   // Peaks restart from the current values (PPO reports its phases' peaks one by one).
   virtual void reset_memory_peaks() = 0;
 };

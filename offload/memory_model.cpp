@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/ops/logits_chunk.h"
 #include "src/core/error.h"
 
 namespace ferry::offload {
@@ -117,10 +118,26 @@ uint64_t MemoryModel::checkpointed_layer_bytes_per_token() const {
 
 uint64_t MemoryModel::head_activation_bytes_per_token() const {
   const LlamaConfig& m = shape_.model;
-  // The final norm's input and output, then the logits in the compute dtype (when it is not fp32),
-  // their fp32 copy for the loss and the fp32 gradient of the log-softmax.
-  const int64_t logits_width = 4 + 4 + (weight_bytes_ == 4 ? 0 : weight_bytes_);
+  // The final norm's input and output, then the logits in the compute dtype (when it is not fp32)
+  // and three fp32 tensors of their size at the peak, in backward: the log-softmax (saved), the
+  // gradient arriving at it and the gradient it passes on (measured by the activation meter:
+  // tests/unit/train_activation_memory_test.cpp).
+  const int64_t logits_width = 3 * 4 + (weight_bytes_ == 4 ? 0 : weight_bytes_);
   return u64(2 * m.hidden_size * weight_bytes_ + m.vocab_size * logits_width);
+}
+
+int64_t MemoryModel::logits_rows(int64_t tokens) const {
+  const LlamaConfig& m = shape_.model;
+  if (shape_.logits_chunk == 0) return tokens;
+  const int64_t chunk = shape_.logits_chunk > 0 ? shape_.logits_chunk
+                                                 : kernels::auto_logits_chunk(tokens, m.vocab_size, m.hidden_size);
+  return std::min(tokens, chunk);
+}
+
+uint64_t MemoryModel::head_activation_bytes(int64_t tokens) const {
+  const LlamaConfig& m = shape_.model;
+  const uint64_t logits = head_activation_bytes_per_token() - u64(2 * m.hidden_size * weight_bytes_);
+  return u64(2 * m.hidden_size * weight_bytes_) * u64(tokens) + logits * u64(logits_rows(tokens));
 }
 
 uint64_t MemoryModel::backward_workspace_bytes_per_token() const {
@@ -144,9 +161,9 @@ uint64_t MemoryModel::activation_bytes(int64_t micro_batch_size, const std::vect
   // Peak: everything saved, plus the larger of the loss's tensors (end of forward) and one
   // recomputed layer (backward), plus the gradients in flight.
   const uint64_t recompute = any_checkpointed ? full : 0;
-  const uint64_t per_token = saved + std::max(head_activation_bytes_per_token(), recompute) +
-                             backward_workspace_bytes_per_token();
-  return per_token * u64(micro_batch_size) * u64(shape_.seq_len);
+  const int64_t tokens = micro_batch_size * shape_.seq_len;
+  return (saved + backward_workspace_bytes_per_token()) * u64(tokens) +
+         std::max(head_activation_bytes(tokens), recompute * u64(tokens));
 }
 
 MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {

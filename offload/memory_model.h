@@ -38,6 +38,7 @@ struct TrainingShape {
   int64_t lora_rank = 0;            // 0: full fine-tuning
   std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
   bool overlap_step = false;        // offload.overlap_step: CPU AdamW during the last backward
+  int64_t logits_chunk = -1;        // train.logits_chunk: rows of logits at a time (-1 auto, 0 all)
 };
 
 struct MemoryModelConstants {
@@ -91,7 +92,11 @@ class MemoryModel {
   // Activation bytes per token (micro-batch 1, one position), parts of the formula in the docs.
   uint64_t layer_activation_bytes_per_token() const;        // one layer, not checkpointed
   uint64_t checkpointed_layer_bytes_per_token() const;      // one layer's saved input
-  uint64_t head_activation_bytes_per_token() const;         // final norm + logits + loss
+  uint64_t head_activation_bytes_per_token() const;         // final norm + logits + loss, unchunked
+  // The head's bytes for `tokens` tokens: the final norm's per token, and the logits of every
+  // token (logits_chunk 0) or of one chunk of rows (kernels/ops/chunked_lm_head.h).
+  uint64_t head_activation_bytes(int64_t tokens) const;
+  int64_t logits_rows(int64_t tokens) const;  // rows of logits alive at once
   uint64_t backward_workspace_bytes_per_token() const;      // gradients in flight in backward
   uint64_t activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed) const;
 

@@ -150,6 +150,7 @@ void PlainEngine::finish_gradients() {
   uint64_t bytes = 0;
   for (auto& [name, m] : models_) {
     for (const auto& t : m.parameters) {
+      offload::ActivationMeter::hand_over(t.parameter.grad());  // counted as gradients from here on
       if (t.parameter.grad().defined()) bytes += t.parameter.grad().nbytes();
     }
   }
@@ -157,6 +158,11 @@ void PlainEngine::finish_gradients() {
     accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::grads, bytes - counted_gradient_bytes_);
     counted_gradient_bytes_ = bytes;
   }
+}
+
+std::unique_ptr<offload::ActivationMeter> PlainEngine::meter_activations() {
+  if (options_.device && !options_.device->is_cpu()) return nullptr;
+  return std::make_unique<offload::ActivationMeter>(accountant_);
 }
 
 void PlainEngine::zero_grad(const std::vector<std::string>& models) {

@@ -43,6 +43,7 @@ class PlainEngine : public ParameterEngine {
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
+  std::unique_ptr<offload::ActivationMeter> meter_activations() override;
 
  private:
   struct TrainedParameter {

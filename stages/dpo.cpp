@@ -54,14 +54,50 @@ ReferenceSource resolve_reference(const Config& config) {
   throw InternalError("unhandled dpo.reference");
 }
 
+// The label log-probs of every row of the batch (2B); with every_token_rows b > 0 also, from the
+// same forward, those of the first b rows (the chosen answers) over every real token, prompt
+// included (ORPO's NLL).
+struct BatchLogps {
+  SequenceLogps labels, every_token;
+};
+BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& model,
+                       const MicroBatch& batch, int64_t every_token_rows) {
+  const int64_t columns = batch.at("labels").size(1) - 1;
+  const torch::Tensor targets = batch.at("labels").narrow(1, 1, columns);  // (2B, T-1)
+  torch::Tensor every_token;                                               // (b, T-1)
+  if (every_token_rows > 0) {
+    const torch::Tensor ids = batch.at("input_ids").narrow(0, 0, every_token_rows);
+    every_token = ids.masked_fill(batch.at("attention_mask").narrow(0, 0, every_token_rows).eq(0), kIgnoreLabel)
+                      .narrow(1, 1, columns);
+  }
+  const c10::Device device = model.head_weight().device();
+  const torch::Tensor flat = targets.reshape({-1}).to(device);
+  const torch::Tensor flat_every = every_token.defined() ? every_token.reshape({-1}).to(device) : torch::Tensor();
+  const int64_t chunk = runner.logits_chunk();
+  const torch::Tensor all = runner.causal_lm_head(
+      name, model, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0, columns,
+      [=](const torch::Tensor& hidden, const torch::Tensor& weight) {
+        const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+        const torch::Tensor lp = kernels::lm_head_tokens(h, weight, flat, 1.0, chunk, false).logprobs;
+        if (!flat_every.defined()) return lp;
+        const torch::Tensor chosen = h.narrow(0, 0, flat_every.size(0));
+        return torch::cat({lp, kernels::lm_head_tokens(chosen, weight, flat_every, 1.0, chunk, false).logprobs});
+      });
+  BatchLogps out;
+  out.labels = sequence_logps(all.narrow(0, 0, flat.size(0)).view(targets.sizes()), targets);
+  if (every_token.defined()) {
+    out.every_token = sequence_logps(all.narrow(0, flat.size(0), flat_every.size(0)).view(every_token.sizes()),
+                                     every_token);
+  }
+  return out;
+}
+
 torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
                               bool adapters_off, BackboneRunner& runner) {
   torch::NoGradGuard no_grad;
   std::optional<LoraDisabled> base_only;
   if (adapters_off) base_only.emplace(*model.model);
-  const torch::Tensor logits = runner.causal_lm(model_name, model, batch.at("input_ids"), batch.at("attention_mask"),
-                                                batch.at("position_ids"));  // (2B, T, V)
-  return sequence_logps(logits, batch.at("labels")).sum;  // (2B)
+  return batch_logps(runner, model_name, model, batch, 0).labels.sum;  // (2B)
 }
 
 DpoObjective::DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name,
@@ -81,10 +117,10 @@ LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
   if (source_ == ReferenceSource::precomputed) reference = batch.at("reference_logps");
   if (source_ == ReferenceSource::model) reference = reference_logps(batch, reference_name_, *reference_, false, runner);
   if (source_ == ReferenceSource::lora_off) reference = reference_logps(batch, policy_name_, policy_, true, runner);
-  const torch::Tensor logits = runner.causal_lm(policy_name_, policy_, batch.at("input_ids"),
-                                                batch.at("attention_mask"), batch.at("position_ids"));  // (2B, T, V)
-  const SequenceLogps all = sequence_logps(logits, batch.at("labels"));
   const int64_t b = batch.loss_weight;
+  // TRL's ORPO trains the NLL on the whole chosen sequence, prompt included.
+  const BatchLogps policy = batch_logps(runner, policy_name_, policy_, batch, settings_.loss_type == DpoLoss::orpo ? b : 0);
+  const SequenceLogps& all = policy.labels;
   PreferenceLogps logps;
   logps.chosen = {all.sum.narrow(0, 0, b), all.tokens.narrow(0, 0, b)};
   logps.rejected = {all.sum.narrow(0, b, b), all.tokens.narrow(0, b, b)};
@@ -93,12 +129,7 @@ LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
     logps.reference_chosen = reference.narrow(0, 0, b);
     logps.reference_rejected = reference.narrow(0, b, b);
   }
-  if (settings_.loss_type == DpoLoss::orpo) {
-    // TRL's ORPO trains the NLL on the whole chosen sequence, prompt included.
-    const torch::Tensor ids = batch.at("input_ids").narrow(0, 0, b);
-    const torch::Tensor every_token = ids.masked_fill(batch.at("attention_mask").narrow(0, 0, b).eq(0), kIgnoreLabel);
-    logps.chosen_sequence = sequence_logps(logits.narrow(0, 0, b), every_token);
-  }
+  if (settings_.loss_type == DpoLoss::orpo) logps.chosen_sequence = policy.every_token;
   const PreferenceLosses losses = preference_losses(settings_, logps);
   return {losses.losses.sum(), preference_metrics(losses, logps)};
 }
@@ -124,7 +155,7 @@ void precompute_reference(const Config& config, ParameterEngine& engine, const s
       !other.empty()              ? model_folder_identity(other)
       : !config.model.path.empty() ? model_folder_identity(config.model.path)
                                    : "model.config " + config.model.config + ", train.seed " + std::to_string(config.train.seed);
-  BackboneRunner runner(engine, /*activation_checkpointing=*/false);
+  BackboneRunner runner(engine, /*activation_checkpointing=*/false, config.train.logits_chunk);
   bool swapped = false;
   model.eval();
   fill_reference_logps(

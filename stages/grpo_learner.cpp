@@ -53,7 +53,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   scale.rollout_tokens = experience.response_mask.sum().item<double>();
   scale.max_completion_length = config_.generation.max_new_tokens;
   engine_.make_resident({});
-  BackboneRunner runner(engine_, t.gradient_checkpointing);
+  BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
 
   GrpoLearnStats stats;
   stats.with_kl = g.beta != 0.0;

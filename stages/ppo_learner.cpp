@@ -56,7 +56,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   const int64_t minibatch = t.micro_batch_size * t.grad_accumulation;
   engine_.make_resident({});
   const bool with_critic = models_.critic != nullptr;
-  BackboneRunner runner(engine_, t.gradient_checkpointing);
+  BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
 
   LearnStats stats;
   stats.critic = with_critic;
@@ -107,9 +107,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       }
       if (ptx_ != nullptr) {  // pretraining mix: one SFT micro-batch per policy step
         const MicroBatch batch = ptx_->next_train_batch();
-        const torch::Tensor logits = runner.causal_lm(models_.policy_name, *models_.policy, batch.at("input_ids"),
-                                                      batch.at("attention_mask"), batch.at("position_ids"));
-        const torch::Tensor sum = causal_lm_loss_sum(logits, batch.at("labels"));
+        const torch::Tensor sum = causal_lm_loss_sum(runner, models_.policy_name, *models_.policy, batch);
         const double labels = static_cast<double>(std::max<int64_t>(batch.loss_weight, 1));
         (sum * (p.ptx_coef / labels)).backward();
         stats.ptx_loss += sum.item<double>() / labels;

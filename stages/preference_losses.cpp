@@ -26,16 +26,8 @@ torch::Tensor chosen_nll(const SequenceLogps& chosen) {
 
 }  // namespace
 
-SequenceLogps sequence_logps(const torch::Tensor& logits, const torch::Tensor& labels) {
-  const int64_t length = logits.size(1);
-  const torch::Tensor predicted = logits.narrow(1, 0, length - 1).to(at::kFloat);  // (N, T-1, V)
-  const torch::Tensor targets = labels.narrow(1, 1, length - 1).to(logits.device());  // (N, T-1)
-  const torch::Tensor mask = targets.ne(kIgnoreLabel);
-  const torch::Tensor safe = targets.masked_fill(~mask, 0).unsqueeze(-1);  // (N, T-1, 1)
-  // log p = logit(label) − logsumexp(logits), without materialising the whole log-softmax.
-  const torch::Tensor token_logps = predicted.gather(-1, safe).squeeze(-1) - predicted.logsumexp(-1);  // (N, T-1)
-  const torch::Tensor maskf = mask.to(at::kFloat);
-  return {(token_logps * maskf).sum(1), maskf.sum(1)};
+SequenceLogps sequence_logps(const torch::Tensor& token_logps, const torch::Tensor& targets) {
+  return {token_logps.sum(1), targets.ne(kIgnoreLabel).to(token_logps.device(), at::kFloat).sum(1)};
 }
 
 torch::Tensor reward_pair_losses(const torch::Tensor& chosen, const torch::Tensor& rejected, const torch::Tensor& margin,

@@ -27,13 +27,14 @@
 
 namespace ferry {
 
-// Per-row log-probs of the label tokens: logits (N, T, V) predict labels[:, 1:] (N, T) as in the
-// causal-LM loss; kIgnoreLabel positions are left out.
+// Per-row log-probs of the label tokens.
 struct SequenceLogps {
   torch::Tensor sum;     // (N) fp32, differentiable: Σ log p(label)
   torch::Tensor tokens;  // (N) fp32: labelled tokens
 };
-SequenceLogps sequence_logps(const torch::Tensor& logits, const torch::Tensor& labels);
+// token_logps (N, T-1): the log-prob of each shifted label labels[:, 1:] (0 at kIgnoreLabel, as
+// BackboneRunner::token_logprobs gives them); targets: those labels (N, T-1).
+SequenceLogps sequence_logps(const torch::Tensor& token_logps, const torch::Tensor& targets);
 
 // Reward-model loss of each pair (B): chosen/rejected rewards (B), margin (B) or undefined.
 torch::Tensor reward_pair_losses(const torch::Tensor& chosen, const torch::Tensor& rejected, const torch::Tensor& margin,

@@ -48,6 +48,7 @@ bool RlRun::resume(int64_t total_rollouts) {
 }
 
 void RlRun::start() {
+  meter_ = engine_.meter_activations();
   MetricsLoggerOptions options;
   options.total_steps = total_;
   options.resume_step = resume_step_;
@@ -62,6 +63,7 @@ void RlRun::save(const DataCursor& cursor) {
   trainer.cursor = cursor;
   trainer.seed = config_.train.seed;
   if (before_save_) before_save_(state);
+  const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
   write_folder_atomic(checkpoint_folder(output_, rollout), [&](const fs::path& folder) {
     for (const RlTrainedModel& m : models_) {
       engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::read, [&] { m.io.save(folder / m.folder); });
@@ -96,6 +98,7 @@ void RlRun::end_rollout(const MetricValues& values, const DataCursor& cursor) {
 void RlRun::end(const DataCursor& cursor) {
   if (last_save_ != rollout && rollout > 0) save(cursor);
   if (metrics_) metrics_->close();
+  meter_.reset();
 }
 
 fs::path RlRun::save_final() {

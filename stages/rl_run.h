@@ -44,7 +44,8 @@ class RlRun {
   // Loads the checkpoint train.resume names, if any (weights, optimizer state, generators, state);
   // false when the run starts fresh.
   bool resume(int64_t total_rollouts);
-  // Starts the metrics logger; call once, before the first rollout.
+  // Starts the metrics logger and, on a CPU run, the activation meter (the phases' device peaks
+  // then count everything a phase holds); call once, before the first rollout.
   void start();
   // After each rollout: logs `values` (and dropped_rows when any) as rollout `rollout + 1`, counts it, saves a checkpoint when
   // train.save_every says or at the last rollout, and on a stop request saves and throws Interrupted.
@@ -77,6 +78,7 @@ class RlRun {
   std::optional<int64_t> resume_step_;
   std::unique_ptr<MetricsLogger> metrics_;
   std::unique_ptr<StopSignal> stop_;
+  std::unique_ptr<offload::ActivationMeter> meter_;
 };
 
 }  // namespace ferry

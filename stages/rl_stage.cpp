@@ -107,6 +107,7 @@ ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape
                                        config.generation.stop_strings.end());
   check_sampling_options(options.generate.sampling);
   options.micro_batch_size = 2 * config.train.micro_batch_size;  // no gradients: no activations kept
+  options.logits_chunk = config.train.logits_chunk;
   options.pad_id = pad_id;
   return options;
 }
@@ -167,7 +168,7 @@ void PhasePeaks::add(const ExperienceTimings& timings) {
 }
 
 std::string PhasePeaks::summary(const std::string& command, uint64_t budget) const {
-  std::string out = detail::concat(command, ": engine peak device bytes per phase (weights, gradients, optimizer state): generation ",
+  std::string out = detail::concat(command, ": engine peak device bytes per phase (weights, gradients, optimizer state; activations too on a CPU run): generation ",
                                    format_bytes_approx(generate), " (", generate, " bytes), scoring ",
                                    format_bytes_approx(score), " (", score, " bytes), learning ",
                                    format_bytes_approx(learn), " (", learn, " bytes)");

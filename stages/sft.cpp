@@ -63,13 +63,13 @@ MicroBatch SftBatchSource::collate(bool eval, const std::vector<int64_t>& indice
   return collate_samples(picked);
 }
 
-torch::Tensor causal_lm_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) {
-  const int64_t length = logits.size(1);
-  const torch::Tensor predicted = logits.narrow(1, 0, length - 1).to(torch::kFloat);      // (B, T-1, V)
-  const torch::Tensor targets = labels.narrow(1, 1, length - 1).to(logits.device());     // (B, T-1)
-  return torch::nn::functional::cross_entropy(
-      predicted.reshape({-1, predicted.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(kIgnoreLabel));
+torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+                                 const MicroBatch& batch) {
+  const torch::Tensor& labels = batch.at("labels");
+  const torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1);  // (B, T-1); kIgnoreLabel is negative
+  const kernels::LmHeadTokens t = runner.token_logprobs(model, lm, batch.at("input_ids"), batch.at("attention_mask"),
+                                                        batch.at("position_ids"), targets, 0, 1.0, false);
+  return -t.logprobs.sum();
 }
 
 int64_t shifted_label_count(const torch::Tensor& labels) {
@@ -77,9 +77,7 @@ int64_t shifted_label_count(const torch::Tensor& labels) {
 }
 
 LossSum SftObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
-  const torch::Tensor logits =
-      runner.causal_lm(name_, model_, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"));
-  return {causal_lm_loss_sum(logits, batch.at("labels")), {}};
+  return {causal_lm_loss_sum(runner, name_, model_, batch), {}};
 }
 
 void run_sft(const Config& given) {

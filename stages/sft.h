@@ -63,9 +63,11 @@ class SftObjective : public TrainingObjective {
   LlamaForCausalLMImpl& model_;
 };
 
-// logits: (B, T, V), labels: (B, T) with kIgnoreLabel where no loss is taken. Position t predicts
-// labels[t + 1]. Returns the fp32 sum of -log p(label) over the labelled positions.
-torch::Tensor causal_lm_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels);
+// The batch's input_ids, attention_mask, position_ids and labels (B, T) with kIgnoreLabel where no
+// loss is taken; position t predicts labels[t + 1]. Returns the fp32 sum of -log p(label) over the
+// labelled positions, through the runner's (chunked) LM head.
+torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+                                 const MicroBatch& batch);
 
 // Label tokens that count after the shift: labels[:, 1:] != kIgnoreLabel.
 int64_t shifted_label_count(const torch::Tensor& labels);

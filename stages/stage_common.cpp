@@ -140,7 +140,14 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
   for (const MetricValue& value : result.eval_extra) figures["eval_" + value.name] = value.value;
   const offload::MemoryAccountant& memory = engine.accountant();
   figures["engine_device_peak_bytes"] = memory.peak(offload::MemoryTier::device);
-  std::cout << stage << ": engine peak (weights, gradients, optimizer state; activations not counted): "
+  figures["engine_device_weights_peak_bytes"] = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::weights);
+  // A CPU run meters activations on the emulated device (offload/activation_meter.h); a GPU run's
+  // are in the CUDA allocator's peak.
+  const bool metered = device.is_cpu();
+  if (metered) figures["engine_device_activations_peak_bytes"] = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
+  std::cout << stage << ": engine peak "
+            << (metered ? "(weights, gradients, optimizer state and activations, on the emulated device): "
+                        : "(weights, gradients, optimizer state; activations not counted): ")
             << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
             << memory.peak(offload::MemoryTier::device) << " bytes), "
             << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";

@@ -365,6 +365,9 @@ void validate_config(const Config& c) {
   require(t.learning_rate > 0, "train.learning_rate must be > 0 (got " + to_text(t.learning_rate) + ")");
   require(t.micro_batch_size >= 1, "train.micro_batch_size must be >= 1 (got " + to_text(t.micro_batch_size) + ")");
   require(t.grad_accumulation >= 1, "train.grad_accumulation must be >= 1 (got " + to_text(t.grad_accumulation) + ")");
+  require(t.logits_chunk >= -1,
+          "train.logits_chunk must be -1 (auto), 0 (all logits at once) or a number of token rows, got " +
+              to_text(t.logits_chunk));
   require(t.max_steps == -1 || t.max_steps >= 1, "train.max_steps must be -1 (use epochs) or >= 1");
   require(t.epochs >= 1, "train.epochs must be >= 1");
   require(t.warmup_steps >= 0, "train.warmup_steps must be >= 0");

@@ -26,6 +26,8 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
 
   const LlamaConfig& config() const { return model->config(); }
   bool tied() const { return !lm_head; }
+  // The LM head's weight (V, C): lm_head's, or the embedding matrix when tied.
+  const torch::Tensor& head_weight() const { return lm_head ? lm_head->weight : model->embed_tokens->weight; }
 
   LlamaModel model{nullptr};
   torch::nn::Linear lm_head{nullptr};  // null when the embedding matrix doubles as the head

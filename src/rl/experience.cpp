@@ -50,13 +50,14 @@ Experience Experience::select(const torch::Tensor& index) const {
   return out;
 }
 
-torch::Tensor response_logprobs(const torch::Tensor& logits, const torch::Tensor& sequences, int64_t prompt_length,
-                                const torch::Tensor& response_mask, double temperature) {
-  const int64_t length = response_mask.size(1);
-  FERRY_CHECK(logits.size(1) == length, "response_logprobs: logits of ", logits.size(1), " columns for ", length,
-              " response tokens");
-  const torch::Tensor ids = sequences.narrow(1, prompt_length, length).to(logits.device());
-  return rl::token_logprobs(logits, ids, temperature) * response_mask.to(logits.device(), torch::kFloat);
+torch::Tensor response_logprobs(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+                                const torch::Tensor& sequences, const torch::Tensor& attention_mask,
+                                int64_t prompt_length, const torch::Tensor& response_mask, double temperature) {
+  const torch::Tensor ids = sequences.narrow(1, prompt_length, response_mask.size(1));
+  const kernels::LmHeadTokens t =
+      runner.token_logprobs(model, lm, sequences, attention_mask, position_ids_from_attention_mask(attention_mask), ids,
+                            prompt_length - 1, temperature, false);
+  return t.logprobs * response_mask.to(t.logprobs.device(), torch::kFloat);
 }
 
 torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length, const torch::Tensor& response_mask) {
@@ -152,7 +153,7 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   engine_.reset_memory_peaks();
   engine_.make_resident({});  // every model as the policy places it; the runner pages what it must
   torch::NoGradGuard no_grad;
-  BackboneRunner runner(engine_, /*activation_checkpointing=*/false);
+  BackboneRunner runner(engine_, /*activation_checkpointing=*/false, options_.logits_chunk);
   const double temperature = policy_temperature(options_.generate);
   const int64_t rows = experience.rows(), p = experience.prompt_length;
   std::vector<torch::Tensor> logprobs, ref_logprobs, values, scores;
@@ -166,17 +167,16 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
     auto policy_logprobs = [&](bool adapters_off) {
       std::optional<LoraDisabled> base_only;
       if (adapters_off) base_only.emplace(*models_.policy->model);
-      const torch::Tensor logits =
-          runner.causal_lm(models_.policy_name, *models_.policy, ids, mask, positions, p - 1, response_mask.size(1));
-      return response_logprobs(logits, ids, p, response_mask, temperature).cpu();
+      return response_logprobs(runner, models_.policy_name, *models_.policy, ids, mask, p, response_mask, temperature)
+          .cpu();
     };
     if (options_.policy_logprobs) logprobs.push_back(policy_logprobs(false));
     if (models_.reference_is_policy_without_lora) {
       ref_logprobs.push_back(policy_logprobs(true));
     } else if (models_.reference != nullptr) {
-      const torch::Tensor logits = runner.causal_lm(models_.reference_name, *models_.reference, ids, mask, positions,
-                                                    p - 1, response_mask.size(1));
-      ref_logprobs.push_back(response_logprobs(logits, ids, p, response_mask, temperature).cpu());
+      ref_logprobs.push_back(
+          response_logprobs(runner, models_.reference_name, *models_.reference, ids, mask, p, response_mask, temperature)
+              .cpu());
     }
     if (models_.critic != nullptr) {
       const torch::Tensor v = runner.score(models_.critic_name, *models_.critic, ids, mask, positions);

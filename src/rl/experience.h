@@ -77,6 +77,7 @@ struct RolloutModels {
 struct ExperienceOptions {
   GenerateOptions generate;   // sampling, stop ids and strings, pad id, max_new_tokens
   int64_t micro_batch_size = 8;  // rows per scoring forward
+  int64_t logits_chunk = 0;      // train.logits_chunk: LM-head rows at a time when scoring
   int64_t pad_id = 0;
   bool policy_logprobs = true;  // false: the scoring phase skips the policy (held-out evaluation)
 };
@@ -113,11 +114,12 @@ class ExperienceMaker {
 // log-prob or value) are removed; returns how many.
 int64_t drop_nonfinite_rows(Experience& experience);
 
-// Per-token log-probs of `sequences`' response columns (P ..) under `logits`, the logits (B, R, V)
-// of columns P - 1 .. P + R - 2 (BackboneRunner::causal_lm with first_column P - 1, columns R),
-// divided by `temperature`, 0 outside `response_mask`: (B, R) fp32.
-torch::Tensor response_logprobs(const torch::Tensor& logits, const torch::Tensor& sequences, int64_t prompt_length,
-                                const torch::Tensor& response_mask, double temperature);
+// Per-token log-probs of `sequences`' response columns (P ..) under `model` (logits of columns
+// P - 1 .. P + R - 2 divided by `temperature`, through the runner's chunked LM head), 0 outside
+// `response_mask` (B, R): (B, R) fp32.
+torch::Tensor response_logprobs(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+                                const torch::Tensor& sequences, const torch::Tensor& attention_mask,
+                                int64_t prompt_length, const torch::Tensor& response_mask, double temperature);
 // Values (B, P + R) at columns P - 1 .. P + R - 2, 0 outside the mask: (B, R) fp32.
 torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length, const torch::Tensor& response_mask);
 // Values (B, P + R) at each row's last response token (column P - 1 + length): (B) fp32.

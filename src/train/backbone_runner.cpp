@@ -69,6 +69,33 @@ torch::Tensor BackboneRunner::causal_lm(const std::string& model, LlamaForCausal
                    [head](const torch::Tensor& x) { return head->logits(head->model->norm(x)); }, h);  // (B, T, V)
 }
 
+torch::Tensor BackboneRunner::causal_lm_head(const std::string& model, LlamaForCausalLMImpl& lm,
+                                             const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                             const torch::Tensor& position_ids, int64_t first_column, int64_t columns,
+                                             const LmHeadFn& head) {
+  const torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids).narrow(1, first_column, columns);
+  LlamaForCausalLMImpl* lm_ptr = &lm;
+  return run_group({&model, lm.model->num_layers() + 1}, false,
+                   [lm_ptr, head](const torch::Tensor& x) { return head(lm_ptr->model->norm(x), lm_ptr->head_weight()); },
+                   h);
+}
+
+kernels::LmHeadTokens BackboneRunner::token_logprobs(const std::string& model, LlamaForCausalLMImpl& lm,
+                                                     const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                     const torch::Tensor& position_ids, const torch::Tensor& targets,
+                                                     int64_t first_column, double temperature, bool with_entropy) {
+  const int64_t rows = targets.size(0), columns = targets.size(1);
+  const torch::Tensor flat = targets.reshape({-1}).to(lm.head_weight().device(), torch::kLong);
+  const torch::Tensor both = causal_lm_head(
+      model, lm, input_ids, attention_mask, position_ids, first_column, columns,
+      [chunk = logits_chunk_, flat, temperature, with_entropy](const torch::Tensor& hidden, const torch::Tensor& weight) {
+        const kernels::LmHeadTokens t =
+            kernels::lm_head_tokens(hidden.reshape({-1, hidden.size(-1)}), weight, flat, temperature, chunk, with_entropy);
+        return torch::stack({t.logprobs, t.entropy});  // (2, N)
+      });
+  return {both[0].view({rows, columns}), both[1].view({rows, columns})};
+}
+
 torch::Tensor BackboneRunner::score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   torch::Tensor h = layers(model, *scorer.model, input_ids, attention_mask, position_ids);

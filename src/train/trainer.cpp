@@ -66,7 +66,7 @@ std::optional<Evaluation> Trainer::evaluate() {
   const std::vector<MicroBatch> batches = data_.eval_batches();
   if (batches.empty()) return std::nullopt;
   torch::NoGradGuard no_grad;
-  BackboneRunner runner(engine_, /*activation_checkpointing=*/false);
+  BackboneRunner runner(engine_, /*activation_checkpointing=*/false, config_.train.logits_chunk);
   double sum = 0.0;
   MetricValues extra;
   int64_t weight = 0;
@@ -98,6 +98,7 @@ void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& sca
   state.cursor = data_.cursor();
   state.loss_scaler = scaler.state();
   state.seed = config_.train.seed;
+  const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
   write_folder_atomic(checkpoint_folder(output, step), [&](const fs::path& folder) {
     engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
     engine_.save_state(folder);
@@ -134,7 +135,9 @@ TrainResult Trainer::run() {
   if (step > 0) metrics_options.resume_step = step;
   MetricsLogger metrics(config_.logging, output, metrics_options);
   StopSignal stop;
-  BackboneRunner runner(engine_, t.gradient_checkpointing);
+  BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
+  // On a CPU run the accountant's device peak then includes activations: everything a step holds.
+  const std::unique_ptr<offload::ActivationMeter> meter = engine_.meter_activations();
   // offload.overlap_step (validated: no clipping, no fp16): the update starts during backward.
   const bool overlapped = config_.offload.overlap_step && engine_.overlaps_step();
   if (config_.offload.overlap_step && !overlapped) {
@@ -225,6 +228,7 @@ TrainResult Trainer::run() {
     if (last_eval_step != step) evaluate_into(result, metrics, step);
     if (last_save_step != step && step > 0) save_checkpoint(step, total, scaler);
     result.final_dir = output / "final";
+    const offload::ActivationMeter::Pause host_work;
     write_folder_atomic(result.final_dir, [&](const fs::path& folder) {
       engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
     });

@@ -1,9 +1,13 @@
 // SFT training throughput on the CPU: full optimizer steps (forward, loss, backward, global-norm
 // clipping, AdamW through the parameter engine's `none` policy) on one fixed batch, in real
 // tokens per second. scripts/bench-sft.sh runs it beside a plain transformers + torch.optim.AdamW
-// loop on the same weights, batch and thread count and prints the ratio.
+// loop on the same weights, batch and thread count and prints the ratio, and with the LM head's
+// logits chunked or not (train.logits_chunk). Also prints what one step holds on the (emulated)
+// device, activations included (the activation meter), next to the memory model's estimate;
+// scripts/bench-memory.sh compares those for large vocabularies.
 //
 //   sft_bench --model DIR --batch batch.safetensors [--steps 10] [--threads 2] [--checkpointing 0|1]
+//             [--logits-chunk N]   (N as train.logits_chunk: -1 auto, 0 all logits at once; default 0)
 // batch.safetensors holds input_ids, attention_mask, position_ids and labels (B, T).
 #include <torch/torch.h>
 
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "offload/engine.h"
+#include "offload/memory_model.h"
 #include "src/core/error.h"
 #include "src/io/safetensors.h"
 #include "src/model/pretrained.h"
@@ -24,7 +29,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, batch;
-  int64_t steps = 10, threads = 2, checkpointing = 0;
+  int64_t steps = 10, threads = 2, checkpointing = 0, logits_chunk = 0;
 };
 
 BenchArgs parse(int argc, char** argv) {
@@ -38,6 +43,7 @@ BenchArgs parse(int argc, char** argv) {
     else if (flag == "--steps") args.steps = std::stoll(value);
     else if (flag == "--threads") args.threads = std::stoll(value);
     else if (flag == "--checkpointing") args.checkpointing = std::stoll(value);
+    else if (flag == "--logits-chunk") args.logits_chunk = std::stoll(value);
     else throw ferry::UserError("unknown flag " + flag);
   }
   if (args.model.empty() || args.batch.empty()) throw ferry::UserError("--model and --batch are required");
@@ -63,7 +69,8 @@ int main(int argc, char** argv) {
     options.cpu_threads = args.threads;
     auto engine = make_parameter_engine(options);
     engine->add_model("policy", group_parameters(*model, false), true);
-    BackboneRunner runner(*engine, args.checkpointing != 0);
+    BackboneRunner runner(*engine, args.checkpointing != 0, args.logits_chunk);
+    const std::unique_ptr<offload::ActivationMeter> meter = engine->meter_activations();
     SftObjective objective("policy", *model);
     auto one_step = [&] {
       engine->zero_grad();
@@ -71,7 +78,18 @@ int main(int argc, char** argv) {
       const double norm = engine->gradient_norm();
       engine->step(1e-4, std::min(1.0, 1.0 / (norm + 1e-6)));
     };
-    one_step();  // warm-up
+    engine->reset_memory_peaks();
+    one_step();  // warm-up, and the step whose memory is reported
+    const offload::MemoryAccountant& memory = engine->accountant();
+    const uint64_t device_peak = memory.peak(offload::MemoryTier::device);
+    const uint64_t activation_peak = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
+    offload::TrainingShape shape;
+    shape.model = model->config();
+    shape.precision = Precision::fp32;
+    shape.seq_len = tensors.at("input_ids").size(1);
+    shape.logits_chunk = args.logits_chunk;
+    const std::vector<bool> checkpointed(static_cast<size_t>(shape.model.num_hidden_layers), args.checkpointing != 0);
+    const uint64_t estimate = offload::MemoryModel(shape).activation_bytes(tensors.at("input_ids").size(0), checkpointed);
     std::vector<double> times;
     for (int64_t i = 0; i < args.steps; ++i) {
       const auto start = std::chrono::steady_clock::now();
@@ -83,8 +101,13 @@ int main(int argc, char** argv) {
     const double tokens_per_s = static_cast<double>(batch.tokens) / median;
     std::cout << "ferry: batch " << tensors.at("input_ids").size(0) << " x " << tensors.at("input_ids").size(1)
               << ", threads " << args.threads << (args.checkpointing ? ", activation checkpointing" : "")
-              << ": median step " << median << " s, " << tokens_per_s << " tokens/s\n"
-              << "ferry_tokens_per_s=" << tokens_per_s << "\n";
+              << ", logits_chunk " << args.logits_chunk << ": median step " << median << " s, " << tokens_per_s
+              << " tokens/s; one step's device peak " << device_peak << " bytes, activations " << activation_peak
+              << " bytes (memory model: " << estimate << ")\n"
+              << "ferry_tokens_per_s=" << tokens_per_s << "\n"
+              << "device_peak_bytes=" << device_peak << "\n"
+              << "activation_peak_bytes=" << activation_peak << "\n"
+              << "estimated_activation_bytes=" << estimate << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -164,7 +164,8 @@ void PpoWithRlooNeedsNoCritic() {
 }
 
 // GRPO with beta 0 holds the policy alone; PPO (GAE) on the same model and batch also holds a
-// trained critic and a reference. Engine accounting under offload.policy none, from result.json.
+// trained critic and a reference. Engine accounting under offload.policy none, from result.json;
+// on this CPU run it includes each phase's activations (the activation meter).
 void GrpoHoldsLessThanPpo() {
   const fs::path ppo_out = base_dir() / "ppo_memory";
   const Result ppo = run_ferry("train-ppo --config " + grpo_stage() + kQuiet + " --set data.eval_file= --set stage=ppo --set train.max_steps=1" +
@@ -176,8 +177,10 @@ void GrpoHoldsLessThanPpo() {
   for (const char* phase : {"generate", "score", "learn"}) {
     EXPECT_LT(grpo_peaks.at(phase).get<double>(), ppo_peaks.at(phase).get<double>()) << phase;
   }
-  // Learning: policy (weights, gradients, two AdamW moments) vs policy + critic the same, plus the reference's weights.
-  EXPECT_LT(grpo_peaks.at("learn").get<double>() * 2, ppo_peaks.at("learn").get<double>());
+  // Learning: policy (weights, gradients, two AdamW moments) vs policy + critic the same, plus the
+  // reference's weights: half, and a little more for activations (the policy's forward is the
+  // larger part of them in both).
+  EXPECT_LT(grpo_peaks.at("learn").get<double>() * 1.8, ppo_peaks.at("learn").get<double>());
   std::cout << "peak device bytes, learning: GRPO " << grpo_peaks.at("learn") << ", PPO " << ppo_peaks.at("learn") << "\n";
 }
 

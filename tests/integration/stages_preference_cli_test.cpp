@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "src/io/safetensors.h"
+#include "tests/run_output.h"
 
 namespace {
 
@@ -67,11 +68,10 @@ std::vector<double> logged(const fs::path& metrics, const std::string& key) {
   return values;
 }
 
-// The exact engine peak on the device that a stage prints at the end.
-long long device_peak_bytes(const std::string& output) {
-  const auto at = output.find("on the device (");
-  if (at == std::string::npos) return -1;
-  return std::stoll(output.substr(at + 15));
+// The peak of weight bytes on the device a stage's result.json reports (activations, which differ
+// between SFT and DPO batches, are counted apart).
+long long weights_peak_bytes(const fs::path& output) {
+  return ferry_test::result_figures(output).at("engine_device_weights_peak_bytes").get<long long>();
 }
 
 void expect_same_losses(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
@@ -173,8 +173,9 @@ TEST_F(PreferenceCli, DpoReferenceHoldsNoSecondCopyOfTheWeights) {
   const Result model = run_ferry(dpo_run("dpo_model") + " --set dpo.reference=model");
   ASSERT_EQ(precompute.exit_code, 0) << precompute.output;
   ASSERT_EQ(model.exit_code, 0) << model.output;
-  const long long sft_peak = device_peak_bytes(sft.output), precompute_peak = device_peak_bytes(precompute.output),
-                  model_peak = device_peak_bytes(model.output);
+  const long long sft_peak = weights_peak_bytes(base_dir() / "sft_again"),
+                  precompute_peak = weights_peak_bytes(base_dir() / "dpo_precompute"),
+                  model_peak = weights_peak_bytes(base_dir() / "dpo_model");
   ASSERT_GT(sft_peak, 0) << sft.output;
   EXPECT_LE(precompute_peak, sft_peak);
   EXPECT_GT(model_peak, precompute_peak) << "a frozen reference model is a second copy of the weights";
@@ -201,7 +202,7 @@ TEST_F(PreferenceCli, DpoReferenceHoldsNoSecondCopyOfTheWeights) {
   const Result lora_off = run_ferry(dpo_run("dpo_lora_off") + lora);
   ASSERT_EQ(sft_lora.exit_code, 0) << sft_lora.output;
   ASSERT_EQ(lora_off.exit_code, 0) << lora_off.output;
-  EXPECT_LE(device_peak_bytes(lora_off.output), device_peak_bytes(sft_lora.output));
+  EXPECT_LE(weights_peak_bytes(base_dir() / "dpo_lora_off"), weights_peak_bytes(base_dir() / "sft_lora"));
 }
 
 TEST_F(PreferenceCli, PrecomputedReferenceIsCachedAndReusedOnResume) {

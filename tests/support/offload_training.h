@@ -91,10 +91,19 @@ class RandomTokens : public BatchSource {
   int64_t next_ = 0;
 };
 
+// The next-token loss on full logits, as a user's objective would write it; or (head_op) through
+// the runner's LM-head op, chunked by train.logits_chunk.
 class NextTokenLoss : public TrainingObjective {
  public:
-  explicit NextTokenLoss(LlamaForCausalLMImpl& model) : model_(model) {}
+  explicit NextTokenLoss(LlamaForCausalLMImpl& model, bool head_op = false) : model_(model), head_op_(head_op) {}
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override {
+    if (head_op_) {
+      const torch::Tensor& labels = batch.at("labels");
+      const kernels::LmHeadTokens t =
+          runner.token_logprobs("policy", model_, batch.at("input_ids"), batch.at("attention_mask"),
+                                batch.at("position_ids"), labels.narrow(1, 1, labels.size(1) - 1), 0, 1.0, false);
+      return {-t.logprobs.sum(), {}};
+    }
     const torch::Tensor logits =
         runner.causal_lm("policy", model_, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"));
     const int64_t t = logits.size(1);
@@ -108,6 +117,7 @@ class NextTokenLoss : public TrainingObjective {
 
  private:
   LlamaForCausalLMImpl& model_;
+  bool head_op_;
 };
 
 inline fs::path fresh_dir(const std::string& name) {
@@ -135,6 +145,9 @@ struct RunSpec {
   c10::Device device = c10::kCPU;  // where the model computes (it is built on the CPU)
   double max_grad_norm = 1.0;
   bool overlap_step = false;    // offload.overlap_step (needs max_grad_norm 0)
+  int64_t length = 24;          // tokens per sequence
+  bool head_op = false;         // the loss through BackboneRunner::token_logprobs
+  int64_t logits_chunk = 0;     // train.logits_chunk for it
 };
 
 struct Crash : std::runtime_error {
@@ -171,6 +184,7 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.offload.prefetch = spec.prefetch;
   config.offload.gpu_memory.bytes = spec.budget;
   config.offload.overlap_step = spec.overlap_step;
+  config.train.logits_chunk = spec.logits_chunk;
 
   LlamaForCausalLM model(spec.shape);
   init_llama_weights(*model, spec.shape, 0.02, 5);
@@ -182,8 +196,8 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   auto engine = make_parameter_engine(options);
   engine->add_model("policy", group_parameters(*model, false), true);
   model->to(spec.device);
-  RandomTokens data(spec.shape.vocab_size, spec.micro_batch_size, 24, 17);
-  NextTokenLoss objective(*model);
+  RandomTokens data(spec.shape.vocab_size, spec.micro_batch_size, spec.length, 17);
+  NextTokenLoss objective(*model, spec.head_op);
   TrainedModel trained;
   trained.name = "policy";
   trained.save = [&](const fs::path& folder) { io::save_safetensors(folder / "model.safetensors", state_of(*model)); };

@@ -53,13 +53,14 @@ PlacementChoice choice(OffloadPolicy policy, bool checkpoint = false) {
 
 // Activations per token, fp32 (4 bytes): a layer saves 2*64 (input norm in/out) + 64+2*64 (q, k,
 // v) + 64 (attention out) + 2*64 (post norm in/out) + 4*128 (gate, up, silu, product) = 1024
-// elements = 4096 B, + 4 heads * 4 B logsumexp = 4112. Head: 2*64*4 (final norm) + 100*(4+4)
-// (fp32 logits and their gradient) = 1312. Backward workspace (2*64 + 2*128)*4 = 1536.
-constexpr uint64_t kFp32ActivationsPerToken = 2 * 4112 + 1312 + 1536;  // 11072
-// Checkpointed: two saved inputs 2*64*4, one recomputed layer (4112 > 1312), workspace.
+// elements = 4096 B, + 4 heads * 4 B logsumexp = 4112. Head: 2*64*4 (final norm) + 100*3*4
+// (three fp32 logit-sized tensors: the log-softmax and two gradients) = 1712. Backward workspace
+// (2*64 + 2*128)*4 = 1536.
+constexpr uint64_t kFp32ActivationsPerToken = 2 * 4112 + 1712 + 1536;  // 11472
+// Checkpointed: two saved inputs 2*64*4, one recomputed layer (4112 > 1712), workspace.
 constexpr uint64_t kFp32CheckpointedPerToken = 2 * 256 + 4112 + 1536;  // 6160
-// bf16: layer 1024*2 + 16 = 2064; head 2*64*2 + 100*(2+4+4) = 1256; workspace 384*2 = 768.
-constexpr uint64_t kBf16ActivationsPerToken = 2 * 2064 + 1256 + 768;  // 6152
+// bf16: layer 1024*2 + 16 = 2064; head 2*64*2 + 100*(2+3*4) = 1656; workspace 384*2 = 768.
+constexpr uint64_t kBf16ActivationsPerToken = 2 * 2064 + 1656 + 768;  // 6552
 
 TEST(MemoryModel, ParameterCountByHand) {
   const MemoryModel m = model_for(Precision::fp32);
@@ -74,8 +75,8 @@ TEST(MemoryModel, NoneFp32Is16BytesPerParamPlusActivations) {
   EXPECT_EQ(e.bytes.at(D, C::master), 0u);  // fp32 weights are the master copy
   EXPECT_EQ(e.bytes.at(D, C::moments), 8 * P);
   EXPECT_EQ(e.bytes.at(D, C::activations), kFp32ActivationsPerToken * kMicroBatch * kSeq);
-  EXPECT_EQ(e.bytes.at(D, C::activations), 177152u);
-  EXPECT_EQ(e.device_total(), 16 * P + 177152 + kOverhead);
+  EXPECT_EQ(e.bytes.at(D, C::activations), 183552u);
+  EXPECT_EQ(e.device_total(), 16 * P + 183552 + kOverhead);
   EXPECT_EQ(e.host_total(), 0u);
 }
 
@@ -87,7 +88,7 @@ TEST(MemoryModel, NoneBf16IsMixedPrecisionAdam) {
   EXPECT_EQ(e.bytes.at(D, C::master), 4 * P);
   EXPECT_EQ(e.bytes.at(D, C::moments), 8 * P);
   EXPECT_EQ(e.bytes.at(D, C::activations), kBf16ActivationsPerToken * 16);
-  EXPECT_EQ(e.device_total(), 16 * P + 98432 + kOverhead);
+  EXPECT_EQ(e.device_total(), 16 * P + 104832 + kOverhead);
 }
 
 TEST(MemoryModel, OptimizerKeepsAtMostFourBytesPerParamOnTheDevice) {
@@ -98,7 +99,7 @@ TEST(MemoryModel, OptimizerKeepsAtMostFourBytesPerParamOnTheDevice) {
   EXPECT_EQ(e.bytes.at(D, C::grads), 2u * 41088 * 2);
   EXPECT_LE(e.bytes.at(D, C::weights) + e.bytes.at(D, C::grads), 4 * P);
   EXPECT_EQ(e.bytes.at(D, C::master) + e.bytes.at(D, C::moments), 0u);
-  EXPECT_EQ(e.device_total(), 2 * P + 164352 + 98432 + kOverhead);
+  EXPECT_EQ(e.device_total(), 2 * P + 164352 + 104832 + kOverhead);
   EXPECT_EQ(e.bytes.at(H, C::master), 4 * P);
   EXPECT_EQ(e.bytes.at(H, C::moments), 8 * P);
   EXPECT_EQ(e.bytes.at(H, C::grads), 2 * P);
@@ -119,8 +120,8 @@ TEST(MemoryModel, ParamsKeepsTwoChunksInFlight) {
   EXPECT_EQ(e.bytes.at(D, C::weights), 2u * 82432);
   // Two gradient staging buffers of the largest chunk's 41088 bf16 gradients.
   EXPECT_EQ(e.bytes.at(D, C::grads), 2u * 41088 * 2);
-  EXPECT_LE(e.device_total(), 4u * 82432 + 98432 + kOverhead);  // two blocks' chunks (weights + grads)
-  EXPECT_EQ(e.bytes.at(D, C::activations), 98432u);
+  EXPECT_LE(e.device_total(), 4u * 82432 + 104832 + kOverhead);  // two blocks' chunks (weights + grads)
+  EXPECT_EQ(e.bytes.at(D, C::activations), 104832u);
   EXPECT_EQ(e.bytes.at(H, C::weights), 12800u + 2 * 82432 + 13056);
   EXPECT_EQ(e.bytes.at(H, C::master), 4 * P);
   EXPECT_EQ(e.bytes.at(H, C::moments), 8 * P);
@@ -152,6 +153,21 @@ TEST(MemoryModel, CheckpointingKeepsLayerInputsAndOneRecomputedLayer) {
   PlacementChoice half = choice(OffloadPolicy::none);
   half.layer_checkpointed = {true, false};
   EXPECT_EQ(m.estimate(half).bytes.at(D, C::activations), (4112u + 256 + 4112 + 1536) * 16);
+}
+
+TEST(MemoryModel, ChunkedHeadHoldsOneChunksLogits) {
+  TrainingShape shape = model_for(Precision::fp32).shape();
+  shape.logits_chunk = 4;  // 4 of the 16 tokens' logits at a time
+  const MemoryModel m(shape, MemoryModelConstants{.device_overhead_bytes = kOverhead});
+  EXPECT_EQ(m.logits_rows(16), 4);
+  // Layers and workspace as before; the final norm for all 16 tokens, the logits for 4 rows.
+  EXPECT_EQ(m.estimate(choice(OffloadPolicy::none)).bytes.at(D, C::activations),
+            (2 * 4112u + 1536) * 16 + 2 * 64 * 4 * 16 + 100 * 12 * 4);
+  shape.logits_chunk = 0;  // all at once
+  EXPECT_EQ(MemoryModel(shape).estimate(choice(OffloadPolicy::none)).bytes.at(D, C::activations), 183552u);
+  shape.logits_chunk = -1;  // auto: at least 32 rows, so all 16 here
+  EXPECT_EQ(MemoryModel(shape).logits_rows(16), 16);
+  EXPECT_EQ(MemoryModel(shape).logits_rows(4096), 2048);  // ceil(100 / 64) = 2 chunks
 }
 
 TEST(MemoryModel, LoraTrainsOnlyAdapters) {

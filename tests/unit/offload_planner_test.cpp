@@ -111,9 +111,16 @@ TEST(Planner, ImpossibleBudgetExplainsTheSmallestFootprint) {
 }
 
 TEST(Planner, SuggestsShorterSequencesWhenActivationsAreTheProblem) {
-  // A 1B model at 16k tokens: activations dominate; a shorter max_length fits 6 GiB.
+  // A 1B model at 16k tokens: with all the logits at once (a 32k vocabulary: 2 GiB per fp32
+  // copy) nothing fits 6 GiB; the chunked LM head (train.logits_chunk -1) makes it fit.
   PlannerRequest request = llama1b_request(6 * GiB);
   request.shape.seq_len = 16384;
+  request.shape.logits_chunk = 0;
+  EXPECT_FALSE(plan(request).best);
+  request.shape.logits_chunk = -1;
+  EXPECT_TRUE(plan(request).best);
+  // At 64k tokens the checkpointed layer inputs alone are too much; a shorter max_length fits.
+  request.shape.seq_len = 65536;
   const PlanResult result = plan(request);
   ASSERT_FALSE(result.best);
   bool suggests_length = false;

@@ -1,0 +1,130 @@
+// The chunked LM head as a custom autograd Function (see chunked_lm_head.h).
+#include "kernels/ops/chunked_lm_head.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "src/core/error.h"
+
+namespace ferry::kernels {
+namespace {
+
+// One chunk's scaled fp32 logits, computed as the unchunked path computes them.
+at::Tensor chunk_logits(const at::Tensor& hidden, const at::Tensor& weight, double temperature) {
+  return at::linear(hidden, weight).to(at::kFloat).div_(temperature);
+}
+
+class ChunkedLmHeadFunction : public torch::autograd::Function<ChunkedLmHeadFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden,
+                                                const at::Tensor& weight, const at::Tensor& targets, double temperature,
+                                                int64_t chunk, bool with_entropy) {
+    const int64_t rows = hidden.size(0);
+    const at::TensorOptions fp32 = hidden.options().dtype(at::kFloat);
+    at::Tensor logprobs = at::empty({rows}, fp32), lse = at::empty({rows}, fp32);
+    at::Tensor entropy = with_entropy ? at::empty({rows}, fp32) : at::zeros({rows}, fp32);
+    const at::Tensor valid = targets.ge(0);
+    const at::Tensor safe = targets.clamp_min(0);
+    {
+      at::NoGradGuard no_grad;
+      for (int64_t start = 0; start < rows; start += chunk) {
+        const int64_t n = std::min(chunk, rows - start);
+        at::Tensor z = chunk_logits(hidden.narrow(0, start, n), weight, temperature);  // (n, V)
+        const at::Tensor l = z.logsumexp(-1);
+        const at::Tensor logp = z.sub_(l.unsqueeze(1));  // log-softmax, in place of the logits
+        logprobs.narrow(0, start, n).copy_(logp.gather(1, safe.narrow(0, start, n).unsqueeze(1)).squeeze(1));
+        if (with_entropy) entropy.narrow(0, start, n).copy_(logp.exp().mul_(logp).sum(-1).neg_());
+        lse.narrow(0, start, n).copy_(l);
+      }
+      logprobs.masked_fill_(valid.logical_not(), 0.0);
+    }
+    ctx->save_for_backward({hidden, weight, targets, lse, entropy});
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["with_entropy"] = with_entropy;
+    ctx->set_materialize_grads(false);
+    return {logprobs, entropy};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &hidden = saved[0], &weight = saved[1], &targets = saved[2], &lse = saved[3], &entropy = saved[4];
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const bool need_hidden = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    const at::Tensor& grad_logprobs = grads[0];
+    // The entropy's gradient, when it was computed (otherwise the output is a constant 0).
+    const at::Tensor grad_entropy = ctx->saved_data["with_entropy"].toBool() ? grads[1] : at::Tensor();
+    if ((!grad_logprobs.defined() && !grad_entropy.defined()) || (!need_hidden && !need_weight)) {
+      return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+    const int64_t rows = hidden.size(0);
+    at::Tensor grad_hidden = need_hidden ? at::empty(hidden.sizes(), hidden.options()) : at::Tensor();
+    at::Tensor grad_weight = need_weight ? at::zeros_like(weight) : at::Tensor();
+    const at::Tensor safe = targets.clamp_min(0);
+    // An ignored row's log-prob is the constant 0: no gradient flows from it.
+    const at::Tensor g_logprobs =
+        grad_logprobs.defined() ? grad_logprobs.to(at::kFloat).masked_fill(targets.lt(0), 0.0) : at::Tensor();
+    for (int64_t start = 0; start < rows; start += chunk) {
+      const int64_t n = std::min(chunk, rows - start);
+      const at::Tensor h = hidden.narrow(0, start, n);
+      at::Tensor g = chunk_logits(h, weight, temperature).sub_(lse.narrow(0, start, n).unsqueeze(1));  // log p
+      const at::Tensor p = g.exp();
+      if (grad_entropy.defined()) {  // −p ⊙ (log p + H) · ∂L/∂H
+        const at::Tensor scale = grad_entropy.narrow(0, start, n).to(at::kFloat).neg().unsqueeze(1);
+        g.add_(entropy.narrow(0, start, n).unsqueeze(1)).mul_(p).mul_(scale);
+      } else {
+        g.zero_();
+      }
+      if (g_logprobs.defined()) {  // (onehot − p) · ∂L/∂logprob
+        const at::Tensor scale = g_logprobs.narrow(0, start, n).unsqueeze(1);
+        g.addcmul_(p, scale, -1.0).scatter_add_(1, safe.narrow(0, start, n).unsqueeze(1), scale);
+      }
+      const at::Tensor g_logits = g.div_(temperature).to(weight.scalar_type());  // through z = logits / T
+      if (need_hidden) {
+        at::Tensor rows_grad = grad_hidden.narrow(0, start, n);
+        at::mm_out(rows_grad, g_logits, weight);
+      }
+      if (need_weight) grad_weight.addmm_(g_logits.t(), h);
+    }
+    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+void check_shapes(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets) {
+  FERRY_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
+              "LM head: hidden ", hidden.sizes(), " does not match a head weight of ", weight.sizes());
+  FERRY_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0), "LM head: ", targets.sizes(),
+              " targets for ", hidden.size(0), " rows");
+}
+
+}  // namespace
+
+LmHeadTokens chunked_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                             double temperature, int64_t chunk, bool with_entropy) {
+  check_shapes(hidden, weight, targets);
+  FERRY_CHECK(chunk >= 1, "LM head: chunk of ", chunk, " rows");
+  const auto out = ChunkedLmHeadFunction::apply(hidden, weight, targets.to(hidden.device(), at::kLong), temperature,
+                                                chunk, with_entropy);
+  return {out[0], out[1]};
+}
+
+LmHeadTokens full_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                          double temperature, bool with_entropy) {
+  check_shapes(hidden, weight, targets);
+  const at::Tensor ids = targets.to(hidden.device(), at::kLong);
+  const at::Tensor log_p = at::log_softmax(at::linear(hidden, weight).to(at::kFloat) / temperature, -1);  // (N, V)
+  const at::Tensor logprobs = log_p.gather(1, ids.clamp_min(0).unsqueeze(1)).squeeze(1).masked_fill(ids.lt(0), 0.0);
+  return {logprobs, with_entropy ? -(log_p.exp() * log_p).sum(-1) : at::zeros_like(logprobs)};
+}
+
+LmHeadTokens lm_head_tokens(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                            double temperature, int64_t chunk, bool with_entropy) {
+  if (chunk < 0) chunk = auto_logits_chunk(hidden.size(0), weight.size(0), weight.size(1));
+  if (chunk > 0) return chunked_lm_head(hidden, weight, targets, temperature, chunk, with_entropy);
+  return full_lm_head(hidden, weight, targets, temperature, with_entropy);
+}
+
+}  // namespace ferry::kernels
