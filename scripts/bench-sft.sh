@@ -2,7 +2,10 @@
 # SFT training throughput, Ferry vs a plain transformers loop, on the same weights, batch and thread
 # count, on the CPU: one optimizer step = forward, causal-LM loss, backward, clip_grad_norm_(1.0),
 # AdamW. The model is configs/demo-model.json's shape (made with transformers); the batch is 16
-# right-padded rows of 40-64 tokens with the last 5 tokens of each labelled.
+# right-padded rows of 40-64 tokens with the last 5 tokens of each labelled. Ferry runs with all
+# logits at once (the transformers way), then with the chunked LM head (train.logits_chunk -1, the
+# default), then with activation checkpointing; the ratio chunked / all-at-once is the chunking's
+# CPU cost (target: within 10%).
 #
 #   scripts/bench-sft.sh [BUILD_DIR] [THREADS]
 # BUILD_DIR (default build) must contain tests/bench/sft_bench (cmake --build BUILD_DIR --target sft_bench).
@@ -61,7 +64,8 @@ print(f"transformers {__import__('transformers').__version__}: batch {rows} x {w
       f"median step {median:.4f} s, {tokens / median:.1f} tokens/s")
 print(f"hf_tokens_per_s={tokens / median}")
 PY
-"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" | tee "$work/ferry.txt"
+"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk 0 | tee "$work/ferry.txt"
+"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk -1 | tee "$work/chunked.txt"
 "$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --checkpointing 1
 
 "$python" - "$work" <<'PY'
@@ -72,5 +76,7 @@ def figure(file, key):
         if line.startswith(key + "="):
             return float(line.split("=", 1)[1])
 hf, ferry = figure(f"{work}/hf.txt", "hf_tokens_per_s"), figure(f"{work}/ferry.txt", "ferry_tokens_per_s")
+chunked = figure(f"{work}/chunked.txt", "ferry_tokens_per_s")
 print(f"SFT tokens/s: ferry {ferry:.1f}, transformers {hf:.1f}, ratio ferry/transformers {ferry / hf:.2f}")
+print(f"chunked LM head: {chunked:.1f} tokens/s, ratio chunked/all-logits {chunked / ferry:.2f}")
 PY

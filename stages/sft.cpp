@@ -66,10 +66,14 @@ MicroBatch SftBatchSource::collate(bool eval, const std::vector<int64_t>& indice
 torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
                                  const MicroBatch& batch) {
   const torch::Tensor& labels = batch.at("labels");
-  const torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1);  // (B, T-1); kIgnoreLabel is negative
-  const kernels::LmHeadTokens t = runner.token_logprobs(model, lm, batch.at("input_ids"), batch.at("attention_mask"),
-                                                        batch.at("position_ids"), targets, 0, 1.0, false);
-  return -t.logprobs.sum();
+  // (B, T-1) flattened; kIgnoreLabel is negative.
+  const torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1}).to(lm.head_weight().device());
+  return runner.causal_lm_head(model, lm, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0,
+                               labels.size(1) - 1,
+                               [chunk = runner.logits_chunk(), targets](const torch::Tensor& hidden, const torch::Tensor& weight) {
+                                 return kernels::lm_head_nll_sum(hidden.reshape({-1, hidden.size(-1)}), weight, targets,
+                                                                 chunk);
+                               });
 }
 
 int64_t shifted_label_count(const torch::Tensor& labels) {

@@ -12,7 +12,8 @@ namespace {
 
 // One chunk's scaled fp32 logits, computed as the unchunked path computes them.
 at::Tensor chunk_logits(const at::Tensor& hidden, const at::Tensor& weight, double temperature) {
-  return at::linear(hidden, weight).to(at::kFloat).div_(temperature);
+  at::Tensor z = at::linear(hidden, weight).to(at::kFloat);
+  return temperature == 1.0 ? z : z.div_(temperature);
 }
 
 class ChunkedLmHeadFunction : public torch::autograd::Function<ChunkedLmHeadFunction> {
@@ -71,18 +72,24 @@ class ChunkedLmHeadFunction : public torch::autograd::Function<ChunkedLmHeadFunc
       const int64_t n = std::min(chunk, rows - start);
       const at::Tensor h = hidden.narrow(0, start, n);
       at::Tensor g = chunk_logits(h, weight, temperature).sub_(lse.narrow(0, start, n).unsqueeze(1));  // log p
-      const at::Tensor p = g.exp();
+      const at::Tensor lp_scale = g_logprobs.defined() ? g_logprobs.narrow(0, start, n).unsqueeze(1) : at::Tensor();
       if (grad_entropy.defined()) {  // −p ⊙ (log p + H) · ∂L/∂H
+        const at::Tensor p = g.exp();
         const at::Tensor scale = grad_entropy.narrow(0, start, n).to(at::kFloat).neg().unsqueeze(1);
         g.add_(entropy.narrow(0, start, n).unsqueeze(1)).mul_(p).mul_(scale);
+        if (lp_scale.defined()) g.addcmul_(p, lp_scale, -1.0);  // − p · ∂L/∂logprob
       } else {
-        g.zero_();
+        g.exp_();  // p, in place: the log-probs' term alone is −p · ∂L/∂logprob
+        if (lp_scale.defined()) {
+          g.mul_(lp_scale.neg());
+        } else {
+          g.zero_();
+        }
       }
-      if (g_logprobs.defined()) {  // (onehot − p) · ∂L/∂logprob
-        const at::Tensor scale = g_logprobs.narrow(0, start, n).unsqueeze(1);
-        g.addcmul_(p, scale, -1.0).scatter_add_(1, safe.narrow(0, start, n).unsqueeze(1), scale);
-      }
-      const at::Tensor g_logits = g.div_(temperature).to(weight.scalar_type());  // through z = logits / T
+      // + onehot · ∂L/∂logprob
+      if (lp_scale.defined()) g.scatter_add_(1, safe.narrow(0, start, n).unsqueeze(1), lp_scale);
+      if (temperature != 1.0) g.div_(temperature);  // through z = logits / T
+      const at::Tensor g_logits = g.to(weight.scalar_type());
       if (need_hidden) {
         at::Tensor rows_grad = grad_hidden.narrow(0, start, n);
         at::mm_out(rows_grad, g_logits, weight);
@@ -90,6 +97,49 @@ class ChunkedLmHeadFunction : public torch::autograd::Function<ChunkedLmHeadFunc
       if (need_weight) grad_weight.addmm_(g_logits.t(), h);
     }
     return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// The summed NLL with its gradients made in forward (see lm_head_nll_sum).
+class ChunkedNllSumFunction : public torch::autograd::Function<ChunkedNllSumFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                            const at::Tensor& targets, int64_t chunk, bool grad_hidden_wanted, bool grad_weight_wanted) {
+    const int64_t rows = hidden.size(0);
+    at::Tensor grad_hidden = grad_hidden_wanted ? at::empty(hidden.sizes(), hidden.options()) : at::Tensor();
+    at::Tensor grad_weight = grad_weight_wanted ? at::zeros_like(weight) : at::Tensor();
+    const at::Tensor valid = targets.ge(0);
+    const at::Tensor safe = targets.clamp_min(0);
+    at::Tensor total = at::zeros({}, hidden.options().dtype(at::kFloat));
+    for (int64_t start = 0; start < rows; start += chunk) {
+      const int64_t n = std::min(chunk, rows - start);
+      const at::Tensor h = hidden.narrow(0, start, n);
+      const at::Tensor ids = safe.narrow(0, start, n).unsqueeze(1);
+      const at::Tensor keep = valid.narrow(0, start, n).unsqueeze(1).to(at::kFloat);  // (n, 1)
+      at::Tensor z = chunk_logits(h, weight, 1.0);
+      const at::Tensor lse = z.logsumexp(-1, /*keepdim=*/true);
+      total.add_(((lse - z.gather(1, ids)) * keep).sum());
+      if (!grad_hidden_wanted && !grad_weight_wanted) continue;
+      // ∂/∂z of −log p[target] = p − onehot, for the rows that count.
+      at::Tensor g = z.sub_(lse).exp_().mul_(keep);
+      g.scatter_add_(1, ids, keep.neg());
+      const at::Tensor g_logits = g.to(weight.scalar_type());
+      if (grad_hidden_wanted) {
+        at::Tensor rows_grad = grad_hidden.narrow(0, start, n);
+        at::mm_out(rows_grad, g_logits, weight);
+      }
+      if (grad_weight_wanted) grad_weight.addmm_(g_logits.t(), h);
+    }
+    ctx->save_for_backward({grad_hidden, grad_weight});
+    return total;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& scale = grads[0];  // ∂L/∂(the sum): a scalar
+    auto scaled = [&](const at::Tensor& g) { return g.defined() ? g * scale.to(g.scalar_type()) : at::Tensor(); };
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -118,6 +168,16 @@ LmHeadTokens full_lm_head(const at::Tensor& hidden, const at::Tensor& weight, co
   const at::Tensor log_p = at::log_softmax(at::linear(hidden, weight).to(at::kFloat) / temperature, -1);  // (N, V)
   const at::Tensor logprobs = log_p.gather(1, ids.clamp_min(0).unsqueeze(1)).squeeze(1).masked_fill(ids.lt(0), 0.0);
   return {logprobs, with_entropy ? -(log_p.exp() * log_p).sum(-1) : at::zeros_like(logprobs)};
+}
+
+at::Tensor lm_head_nll_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                           int64_t chunk) {
+  if (chunk < 0) chunk = auto_logits_chunk(hidden.size(0), weight.size(0), weight.size(1));
+  if (chunk == 0) return -full_lm_head(hidden, weight, targets, 1.0, false).logprobs.sum();
+  check_shapes(hidden, weight, targets);
+  const bool grads = at::GradMode::is_enabled();
+  return ChunkedNllSumFunction::apply(hidden, weight, targets.to(hidden.device(), at::kLong), chunk,
+                                      grads && hidden.requires_grad(), grads && weight.requires_grad());
 }
 
 LmHeadTokens lm_head_tokens(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,

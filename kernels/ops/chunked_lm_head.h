@@ -30,6 +30,16 @@ struct LmHeadTokens {
 LmHeadTokens chunked_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                              double temperature, int64_t chunk, bool with_entropy);
 
+// Σ −log p[target] over the rows whose target is not negative (the causal-LM loss, a scalar),
+// chunk rows at a time. A scalar loss lets the gradients be computed in forward, as Liger's fused
+// linear + cross-entropy does — the upstream gradient taken as 1, scaled in backward — so
+// backward recomputes no logits: the GEMMs of the unchunked loss, the memory of one chunk's logits
+// (plus the hidden states' and the weight's gradients, made in forward). Gradients are made only
+// when grad mode is on and hidden or weight requires them. chunk: as lm_head_tokens (0: the
+// unchunked formula; −1: auto).
+at::Tensor lm_head_nll_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                           int64_t chunk);
+
 // The unchunked formula (full logits, autograd through log_softmax): the reference the chunked op
 // is tested against and the path `train.logits_chunk: 0` takes.
 LmHeadTokens full_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,

@@ -163,6 +163,27 @@ TEST_F(PreferenceCli, DpoTrainsLikeNoneUnderEveryOffloadPolicy) {
                      logged(base_dir() / "dpo_lora_none" / "metrics.jsonl", "loss"), "LoRA under params");
 }
 
+// The chunked LM head (train.logits_chunk) changes no loss: SFT (the summed NLL with gradients made
+// in forward), DPO and ORPO (per-token log-probs, ORPO's whole-sequence NLL too), chunks that do not
+// divide the tokens against all logits at once.
+TEST_F(PreferenceCli, LossesDoNotDependOnTheLogitsChunk) {
+  const std::string sft = "train-sft --config configs/demo-sft.yaml --set model.config= --set model.path=" + sft_model() +
+                          " --set data.max_samples=16 --set data.eval_file= --set train.micro_batch_size=4"
+                          " --set train.max_steps=3 --set train.device=cpu --set logging.progress=never";
+  const std::vector<std::pair<std::string, std::string>> runs{
+      {"sft", sft}, {"dpo", dpo_run("")}, {"orpo", dpo_run("") + " --set dpo.loss_type=orpo"}};
+  for (const auto& [name, command] : runs) {
+    for (const char* chunk : {"0", "7"}) {
+      const fs::path out = base_dir() / ("chunk_" + name + "_" + chunk);
+      const Result r = run_ferry(command + " --set output.dir=" + out.string() + " --set train.logits_chunk=" + chunk);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    const std::vector<double> all = logged(base_dir() / ("chunk_" + name + "_0") / "metrics.jsonl", "loss");
+    ASSERT_FALSE(all.empty()) << name;
+    expect_same_losses(logged(base_dir() / ("chunk_" + name + "_7") / "metrics.jsonl", "loss"), all, name);
+  }
+}
+
 TEST_F(PreferenceCli, DpoReferenceHoldsNoSecondCopyOfTheWeights) {
   const Result sft = run_ferry("train-sft --config configs/demo-sft.yaml --set model.config= --set model.path=" +
                                sft_model() + " --set output.dir=" + (base_dir() / "sft_again").string() +

@@ -165,7 +165,7 @@ TEST(MemoryModel, ChunkedHeadHoldsOneChunksLogits) {
             (2 * 4112u + 1536) * 16 + 2 * 64 * 4 * 16 + 100 * 12 * 4);
   shape.logits_chunk = 0;  // all at once
   EXPECT_EQ(MemoryModel(shape).estimate(choice(OffloadPolicy::none)).bytes.at(D, C::activations), 183552u);
-  shape.logits_chunk = -1;  // auto: at least 32 rows, so all 16 here
+  shape.logits_chunk = -1;  // auto: at least 256 rows, so all 16 here
   EXPECT_EQ(MemoryModel(shape).logits_rows(16), 16);
   EXPECT_EQ(MemoryModel(shape).logits_rows(4096), 2048);  // ceil(100 / 64) = 2 chunks
 }

@@ -96,6 +96,30 @@ TEST(ChunkedLmHead, CrossEntropyIsMinusTheLabelLogProb) {
   EXPECT_EQ(valid.sum().item<int64_t>(), kRows - 4);
 }
 
+TEST(ChunkedLmHead, NllSumGradientsMadeInForwardScaleWithTheUpstreamGradient) {
+  const Inputs in = make_inputs();
+  const torch::Tensor h0 = in.hidden.detach().requires_grad_(true), w0 = in.weight.detach().requires_grad_(true);
+  const torch::Tensor want = torch::nn::functional::cross_entropy(
+      torch::matmul(h0, w0.t()), in.targets,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(-100));
+  (want * 3.5).backward();
+  for (const int64_t chunk : {1, 5, 36, 37, 100, -1, 0}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    const torch::Tensor h = in.hidden.detach().requires_grad_(true), w = in.weight.detach().requires_grad_(true);
+    const torch::Tensor got = kernels::lm_head_nll_sum(h, w, in.targets, chunk);
+    EXPECT_LT(max_error(got, want), 1e-6);
+    (got * 3.5).backward();
+    EXPECT_LT(max_error(h.grad(), h0.grad()), 1e-6);
+    EXPECT_LT(max_error(w.grad(), w0.grad()), 1e-6);
+  }
+  // A frozen head: only the hidden states' gradient; without grad mode: the value alone.
+  const torch::Tensor h = in.hidden.detach().requires_grad_(true);
+  kernels::lm_head_nll_sum(h, in.weight, in.targets, 8).mul(3.5).backward();
+  EXPECT_LT(max_error(h.grad(), h0.grad()), 1e-6);
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(max_error(kernels::lm_head_nll_sum(in.hidden, in.weight, in.targets, 8), want), 1e-6);
+}
+
 TEST(ChunkedLmHead, OneOutputUnused) {
   const Inputs in = make_inputs();
   for (const bool logprobs_only : {true, false}) {
@@ -154,7 +178,7 @@ TEST(ChunkedLmHead, Bf16MatchesTheUnchunkedPathToBf16Rounding) {
 
 TEST(ChunkedLmHead, AutoChunkKeepsAChunksLogitsNearTheHiddenStatesSize) {
   EXPECT_EQ(kernels::auto_logits_chunk(4096, 32000, 4096), 512);  // Llama-2-7B: 8 chunks
-  EXPECT_EQ(kernels::auto_logits_chunk(4096, 151936, 896), 32);   // Qwen2.5-0.5B: 170 chunks of 25 -> 32
+  EXPECT_EQ(kernels::auto_logits_chunk(4096, 151936, 896), 256);  // Qwen2.5-0.5B: 170 chunks of 25 -> 256
   EXPECT_EQ(kernels::auto_logits_chunk(4096, 32000, 64), kernels::kMinAutoChunk);
   EXPECT_EQ(kernels::auto_logits_chunk(10, 2000, 128), kernels::kMinAutoChunk);
   EXPECT_EQ(kernels::auto_logits_chunk(100000, 1000, 1000), 131072);  // one chunk: every row
