@@ -5,6 +5,7 @@
 
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/core/host_memory.h"
 
 namespace ferry::offload {
 namespace {
@@ -26,11 +27,17 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   request.shape.lora_rank = config.lora.rank;
   request.shape.overlap_step = config.offload.overlap_step;
   request.shape.logits_chunk = config.train.logits_chunk;
+  if (config.offload.optimizer_state == OptimizerState::int8) {
+    request.shape.moments = MomentFormat::int8;
+    // 8-bit moments are the CPU optimizer's: the plan offloads it.
+    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
+  }
   request.shape.lora_targets = config.lora.target_modules;
   request.constants.chunk_size = config.offload.chunk_size.bytes;
   request.constants.prefetch = config.offload.prefetch;
   request.rates.pcie_gbps = config.offload.pcie_bandwidth_gbps;
   request.device_budget = device_budget;
+  request.host_budget = resolve_host_budget(config.offload.host_memory.bytes);
   request.micro_batch_size = config.train.micro_batch_size;
   if (config.offload.policy != OffloadPolicy::auto_) {
     request.policies = {config.offload.policy};

@@ -135,6 +135,8 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     }
   }
 
+  check_host_budget(name, host_bytes_needed(layout.total_bytes(), tensors, trainable));
+
   torch::NoGradGuard no_grad;
   m.chunks.resize(layout.chunks().size());
   for (size_t c = 0; c < layout.chunks().size(); ++c) {
@@ -181,10 +183,18 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
         if (!transfers_->emulated()) p.master = fp32_host(tensor).copy_(p.master);
         m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::master, p.master.nbytes());
       }
-      p.exp_avg = fp32_host(tensor);
-      p.exp_avg_sq = fp32_host(tensor);
+      if (int8_moments()) {
+        const int64_t blocks = kernels::int8_moment_blocks(tensor.numel());
+        p.exp_avg_codes = transfers_->host_zeros({tensor.numel()}, at::kChar);
+        p.exp_avg_sq_codes = transfers_->host_zeros({tensor.numel()}, at::kByte);
+        p.exp_avg_scale = transfers_->host_zeros({blocks}, at::kFloat);
+        p.exp_avg_sq_scale = transfers_->host_zeros({blocks}, at::kFloat);  // all zero: m = v = 0
+      } else {
+        p.exp_avg = fp32_host(tensor);
+        p.exp_avg_sq = fp32_host(tensor);
+      }
       p.grad = fp32_host(tensor);
-      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, 2 * p.exp_avg.nbytes());
+      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, moment_bytes(tensor.numel()));
       m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
       if (!transfers_->emulated()) {
         p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
@@ -421,11 +431,18 @@ bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams
     if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
     params.weight_decay = p.decay ? options_.weight_decay : 0.0;
     const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-    kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(), p.exp_avg_sq.data_ptr<float>(),
-                          p.grad.data_ptr(), kernels::GradType::f32, static_cast<float>(grad_multiplier),
-                          separate_master ? p.host_view.data_ptr() : nullptr,
-                          separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none,
-                          p.host_view.numel(), pool_.get());
+    void* weight_out = separate_master ? p.host_view.data_ptr() : nullptr;
+    const kernels::WeightOutType out_type =
+        separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none;
+    const float scale = static_cast<float>(grad_multiplier);
+    if (int8_moments()) {
+      kernels::adamw_update_int8(params, p.master.data_ptr<float>(), int8_state(p), p.grad.data_ptr(),
+                                 kernels::GradType::f32, scale, weight_out, out_type, p.host_view.numel(), pool_.get());
+    } else {
+      kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
+                            p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32, scale,
+                            weight_out, out_type, p.host_view.numel(), pool_.get());
+    }
     updated = true;
   }
   return updated;
@@ -490,6 +507,33 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
   }
 }
 
+uint64_t ChunkedEngine::host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors,
+                                          bool trainable) const {
+  uint64_t bytes = chunk_bytes;
+  for (const torch::Tensor& t : tensors) {
+    if (!trainable || !t.requires_grad()) continue;
+    const uint64_t n = static_cast<uint64_t>(t.numel());
+    // Moments and the fp32 gradient accumulator; fp32 master weights unless the weights are fp32;
+    // the pinned gradient staging buffer on a GPU.
+    bytes += moment_bytes(t.numel()) + n * (4 + (t.scalar_type() == at::kFloat ? 0 : 4)) +
+             (transfers_->emulated() ? 0 : t.nbytes());
+  }
+  return bytes;
+}
+
+void ChunkedEngine::check_host_budget(const std::string& model, uint64_t needed) const {
+  const uint64_t budget = options_.host_budget, held = accountant_.current(MemoryTier::host);
+  if (budget == 0 || held + needed <= budget) return;
+  std::ostringstream message;
+  message << "offload.host_memory: model '" << model << "' needs " << format_bytes_approx(needed)
+          << " of host memory (its weight chunks, fp32 master weights, Adam moments and gradient buffers)";
+  if (held > 0) message << " on top of the " << format_bytes_approx(held) << " already held";
+  message << ", but the host budget is " << format_bytes_approx(budget)
+          << ". Raise offload.host_memory (0: what /proc/meminfo says is available, less 10%), train LoRA adapters "
+             "(lora.rank) instead of every weight, or run `ferry plan` to see what fits both tiers.";
+  throw ConfigError(message.str());
+}
+
 std::unique_ptr<offload::ActivationMeter> ChunkedEngine::meter_activations() {
   if (!transfers_->emulated()) return nullptr;
   return std::make_unique<offload::ActivationMeter>(accountant_);
@@ -513,13 +557,33 @@ void ChunkedEngine::zero_grad(const std::vector<std::string>& models) {
 
 int64_t ChunkedEngine::step_count(const std::string& name) const { return model(name).steps; }
 
-std::vector<offload::ParameterStateRef> ChunkedEngine::state_refs() const {
+bool ChunkedEngine::int8_moments() const { return options_.optimizer_state == OptimizerState::int8; }
+
+uint64_t ChunkedEngine::moment_bytes(int64_t n) const {
+  return static_cast<uint64_t>(int8_moments() ? kernels::int8_moment_bytes(n) : 8 * n);
+}
+
+kernels::Int8Moments ChunkedEngine::int8_state(const Param& p) {
+  return {p.exp_avg_codes.data_ptr<int8_t>(), p.exp_avg_scale.data_ptr<float>(), p.exp_avg_sq_codes.data_ptr<uint8_t>(),
+          p.exp_avg_sq_scale.data_ptr<float>()};
+}
+
+std::vector<offload::ParameterStateRef> ChunkedEngine::state_refs(bool dequantized) const {
   std::vector<offload::ParameterStateRef> refs;
   for (const auto& [name, m] : models_) {
     for (const Param& p : m.params) {
       if (!p.trainable) continue;
       const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-      refs.push_back({name, p.name, p.exp_avg, p.exp_avg_sq, separate_master ? p.master : torch::Tensor()});
+      offload::ParameterStateRef ref{name, p.name, p.exp_avg, p.exp_avg_sq, separate_master ? p.master : torch::Tensor()};
+      if (int8_moments()) {  // files hold fp32 moments whatever the format: fp32 buffers to save from / load into
+        ref.exp_avg = torch::zeros(p.host_view.sizes(), at::kFloat);
+        ref.exp_avg_sq = torch::zeros(p.host_view.sizes(), at::kFloat);
+        if (dequantized) {
+          kernels::dequantize_int8_moments(int8_state(p), ref.exp_avg.data_ptr<float>(),
+                                           ref.exp_avg_sq.data_ptr<float>(), p.host_view.numel());
+        }
+      }
+      refs.push_back(std::move(ref));
     }
   }
   return refs;
@@ -530,7 +594,7 @@ void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = m.steps;
   }
-  offload::save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(), steps);
+  offload::save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps);
 }
 
 void ChunkedEngine::load_state(const std::filesystem::path& dir) {
@@ -538,7 +602,19 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = 0;
   }
-  offload::load_optimizer_state(dir, state_refs(), steps);
+  const std::vector<offload::ParameterStateRef> refs = state_refs(false);
+  offload::load_optimizer_state(dir, refs, steps);
+  if (int8_moments()) {  // quantising the saved (dequantised) moments gives back the same codes
+    size_t i = 0;
+    for (auto& [name, m] : models_) {
+      for (Param& p : m.params) {
+        if (!p.trainable) continue;
+        const offload::ParameterStateRef& ref = refs[i++];
+        kernels::quantize_int8_moments(ref.exp_avg.data_ptr<float>(), ref.exp_avg_sq.data_ptr<float>(), int8_state(p),
+                                       p.host_view.numel());
+      }
+    }
+  }
   for (const auto& [name, count] : steps) models_.at(name).steps = count;
 }
 

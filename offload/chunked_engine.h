@@ -49,6 +49,7 @@
 #include <memory>
 #include <optional>
 
+#include "kernels/cpu/adamw_int8.h"
 #include "offload/background_worker.h"
 #include "offload/chunk_layout.h"
 #include "offload/engine.h"
@@ -100,7 +101,9 @@ class ChunkedEngine : public ParameterEngine {
     bool decay = true;          // false for norms and biases
     // Trainable only (host, fp32):
     torch::Tensor master;       // aliases host_view for fp32 models
-    torch::Tensor exp_avg, exp_avg_sq;
+    torch::Tensor exp_avg, exp_avg_sq;  // fp32 moments (offload.optimizer_state fp32)
+    // 8-bit moments (int8): codes (int8, uint8; one per parameter) and fp32 scales per block.
+    torch::Tensor exp_avg_codes, exp_avg_scale, exp_avg_sq_codes, exp_avg_sq_scale;
     torch::Tensor grad;         // accumulated over the step's micro-batches
     bool has_grad = false;
     torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
@@ -121,6 +124,11 @@ class ChunkedEngine : public ParameterEngine {
   int64_t resident_chunk_count(const std::string& model) const;
 
  private:
+  // The host bytes add_model will hold for a model: its chunks and, per trainable tensor, moments,
+  // gradient accumulator, fp32 master and staging; a ConfigError naming offload.host_memory when
+  // they do not fit beside what is held.
+  uint64_t host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors, bool trainable) const;
+  void check_host_budget(const std::string& model, uint64_t needed) const;
   struct Chunk {
     torch::Tensor host;    // bytes
     torch::Tensor device;  // bytes; defined while resident
@@ -166,7 +174,12 @@ class ChunkedEngine : public ParameterEngine {
   bool update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier);
   void hand_over(Model& m, int64_t chunk);
   void update_chunk_now(Model& m, int64_t chunk);  // on the worker
-  std::vector<offload::ParameterStateRef> state_refs() const;
+  // Every trainable parameter's state as the optimizer state file holds it (fp32 moments). With
+  // int8 moments: fresh fp32 buffers, holding the dequantised moments when `dequantized`.
+  std::vector<offload::ParameterStateRef> state_refs(bool dequantized) const;
+  bool int8_moments() const;
+  uint64_t moment_bytes(int64_t n) const;  // host bytes of n parameters' moments
+  static kernels::Int8Moments int8_state(const Param& p);
 
   EngineOptions options_;
   offload::MemoryAccountant accountant_;

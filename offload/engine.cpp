@@ -11,6 +11,7 @@
 #include "offload/plain_engine.h"
 #include "src/model/llama_heads.h"
 #include "src/core/error.h"
+#include "src/core/host_memory.h"
 
 namespace ferry {
 namespace {
@@ -117,6 +118,8 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.weight_decay = config.train.weight_decay;
   options.cpu_threads = config.offload.cpu_threads;
   options.device_budget = config.offload.gpu_memory.bytes;
+  options.host_budget = resolve_host_budget(config.offload.host_memory.bytes);
+  options.optimizer_state = config.offload.optimizer_state;
   options.chunk_size = config.offload.chunk_size.bytes;
   options.prefetch = config.offload.prefetch;
   return options;

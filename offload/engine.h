@@ -121,6 +121,10 @@ struct EngineOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t cpu_threads = 0;  // CpuAdamW threads (0: the default pool)
   uint64_t device_budget = 0;  // offload.gpu_memory in bytes (0: no cap); what the engine may hold
+  uint64_t host_budget = 0;    // offload.host_memory resolved (src/core/host_memory.h; 0: no cap)
+  // offload.optimizer_state: the host Adam moments in fp32 or 8 bits (kernels/cpu/adamw_int8.h;
+  // the offloading engines only).
+  OptimizerState optimizer_state = OptimizerState::fp32;
   uint64_t chunk_size = 0;     // offload.chunk_size (0: one chunk per group)
   int64_t prefetch = 1;        // offload.prefetch: groups paged in ahead of the one running
   // Where the models compute. add_model takes parameters on this device or on the CPU and places

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/adamw_int8.h"
 #include "kernels/ops/logits_chunk.h"
 #include "src/core/error.h"
 
@@ -166,6 +167,16 @@ uint64_t MemoryModel::activation_bytes(int64_t micro_batch_size, const std::vect
          std::max(head_activation_bytes(tokens), recompute * u64(tokens));
 }
 
+uint64_t MemoryModel::moment_bytes(uint64_t n) const {
+  if (shape_.moments == MomentFormat::int8) return u64(kernels::int8_moment_bytes(static_cast<int64_t>(n)));
+  return 8 * n;
+}
+
+uint64_t MemoryModel::master_bytes(uint64_t n) const {
+  if (weight_bytes_ == 4) return 0;
+  return shape_.master == MasterFormat::bf16_kahan ? 2 * n : 4 * n;
+}
+
 MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
   FERRY_CHECK(choice.policy != OffloadPolicy::auto_, "the memory model needs a concrete policy");
   FERRY_CHECK(choice.micro_batch_size > 0, "micro_batch_size ", choice.micro_batch_size);
@@ -189,16 +200,16 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
     case OffloadPolicy::none:
       b.at(D, C::weights) = (base + adapters) * w;
       b.at(D, C::grads) = trainable * w;
-      b.at(D, C::master) = mixed ? trainable * 4 : 0;  // in fp32 the weights are the master copy
-      b.at(D, C::moments) = trainable * 8;
+      b.at(D, C::master) = master_bytes(trainable);  // in fp32 the weights are the master copy
+      b.at(D, C::moments) = moment_bytes(trainable);
       break;
     case OffloadPolicy::optimizer:
       b.at(D, C::weights) = (base + adapters) * w;
       // Gradients stream to pinned host buffers as backward produces them and the device copy is
       // freed: at most two chunks' worth are in flight (one being produced, one being copied).
       b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
-      b.at(H, C::master) = trainable * 4;
-      b.at(H, C::moments) = trainable * 8;
+      b.at(H, C::master) = mixed ? master_bytes(trainable) : trainable * 4;
+      b.at(H, C::moments) = moment_bytes(trainable);
       // The host copy the CPU optimizer reads; summed in fp32 when accumulating micro-batches.
       b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
       b.at(H, C::weights) = trainable * w;  // pinned output of the CPU optimizer, copied back
@@ -220,8 +231,8 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       // Gradients stream to the host as under `optimizer`: two chunks' worth in flight.
       b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
       b.at(H, C::weights) = layout_.total_bytes() + adapters * w;  // every chunk's home (Adam writes there)
-      b.at(H, C::master) = trainable * 4;
-      b.at(H, C::moments) = trainable * 8;
+      b.at(H, C::master) = mixed ? master_bytes(trainable) : trainable * 4;
+      b.at(H, C::moments) = moment_bytes(trainable);
       b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
       break;
     }

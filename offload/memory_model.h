@@ -29,6 +29,15 @@
 
 namespace ferry::offload {
 
+// How the optimizer keeps its state: Adam moments in fp32 (8 bytes per trainable parameter) or
+// block-wise int8 (kernels/cpu/adamw_int8.h: 1 byte each plus an fp32 scale per block of 256);
+// master weights in fp32 (4 bytes, mixed precision only) or as the bf16 weights plus a bf16 Kahan
+// compensation buffer (2 more bytes). The engine keeps either moment format
+// (offload.optimizer_state) and fp32 master weights; bf16 + Kahan is a what-if for the planner and
+// `ferry plan`.
+enum class MomentFormat { fp32, int8 };
+enum class MasterFormat { fp32, bf16_kahan };
+
 // What the memory model needs to know about a run, besides the placement choices.
 struct TrainingShape {
   LlamaConfig model;
@@ -39,6 +48,8 @@ struct TrainingShape {
   std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
   bool overlap_step = false;        // offload.overlap_step: CPU AdamW during the last backward
   int64_t logits_chunk = -1;        // train.logits_chunk: rows of logits at a time (-1 auto, 0 all)
+  MomentFormat moments = MomentFormat::fp32;
+  MasterFormat master = MasterFormat::fp32;
 };
 
 struct MemoryModelConstants {
@@ -86,6 +97,9 @@ class MemoryModel {
   // Trainable parameters held by one chunk (its base parameters for full fine-tuning, the
   // adapters of its layers under LoRA).
   int64_t chunk_trainable_parameters(size_t chunk) const;
+  // Optimizer state for n trainable parameters in the shape's formats.
+  uint64_t moment_bytes(uint64_t n) const;
+  uint64_t master_bytes(uint64_t n) const;  // 0 in fp32 training: the weights are the master copy
   // Gradient bytes of the chunk with the most trainable parameters: one gradient staging buffer.
   uint64_t largest_trainable_chunk_bytes() const;
 

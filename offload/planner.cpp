@@ -2,6 +2,7 @@
 // micro-batch, and the explanation when nothing fits.
 #include "offload/planner.h"
 
+#include <cstdio>
 #include <algorithm>
 #include <numeric>
 #include <sstream>
@@ -121,7 +122,11 @@ bool faster(const Plan& a, const Plan& b) {
   return a.memory.device_total() < b.memory.device_total();
 }
 
-bool fits(const PlannerRequest& r, const Plan& p) { return p.memory.device_total() <= r.device_budget; }
+bool fits_device(const PlannerRequest& r, const Plan& p) { return p.memory.device_total() <= r.device_budget; }
+bool fits_host(const PlannerRequest& r, const Plan& p) {
+  return r.host_budget == 0 || p.memory.host_total() <= r.host_budget;
+}
+bool fits(const PlannerRequest& r, const Plan& p) { return fits_device(r, p) && fits_host(r, p); }
 
 std::vector<std::string> suggestions_for(const PlannerRequest& r, const Plan& smallest) {
   std::vector<std::string> lines;
@@ -238,10 +243,23 @@ PlanResult plan(const PlannerRequest& request) {
   std::optional<Plan> smallest;
   result.candidates = for_each_candidate(request, result.rates, /*smallest_micro_batch_only=*/false, [&](const Plan& p) {
     if (!smallest || smaller_footprint(p, *smallest)) smallest = p;
+    if (fits_device(request, p) &&
+        (!result.smallest_host || p.memory.host_total() < result.smallest_host->memory.host_total())) {
+      result.smallest_host = p;
+    }
     if (fits(request, p) && (!result.best || faster(p, *result.best))) result.best = p;
   });
   result.smallest = *smallest;
-  if (!result.best) result.suggestions = suggestions_for(request, result.smallest);
+  if (!result.best && !result.smallest_host) result.suggestions = suggestions_for(request, result.smallest);
+  if (!result.best && result.smallest_host && request.shape.lora_rank == 0) {
+    PlannerRequest lora = request;
+    lora.shape.lora_rank = 8;
+    const PlanResult with_lora = plan(lora);
+    if (with_lora.best) {
+      result.suggestions.push_back("LoRA instead of full fine-tuning, e.g. lora.rank 8 (host footprint then " +
+                                   format_bytes_approx(with_lora.best->memory.host_total()) + ")");
+    }
+  }
   return result;
 }
 
@@ -281,9 +299,75 @@ std::string describe_kept_chunks(const MemoryModel& model, const PlacementChoice
   return "on the device: " + describe(true) + "; paged from the host: " + describe(false);
 }
 
-std::string explain_no_fit(const PlannerRequest& request, const PlanResult& result) {
-  const Plan& s = result.smallest;
+int64_t largest_model_for_host(const MemoryModel& model, const Plan& plan, uint64_t host_budget) {
+  const double per_parameter =
+      static_cast<double>(plan.memory.host_total()) / static_cast<double>(std::max<int64_t>(model.base_parameters(), 1));
+  return per_parameter > 0 ? static_cast<int64_t>(static_cast<double>(host_budget) / per_parameter) : 0;
+}
+
+std::string describe_state_formats(const PlannerRequest& request, const Plan& plan) {
+  struct Variant {
+    const char* name;
+    MomentFormat moments;
+    MasterFormat master;
+  };
   std::ostringstream out;
+  for (const Variant& v : {Variant{"fp32 master, fp32 moments      ", MomentFormat::fp32, MasterFormat::fp32},
+                           Variant{"fp32 master, int8 moments      ", MomentFormat::int8, MasterFormat::fp32},
+                           Variant{"bf16+Kahan master, int8 moments", MomentFormat::int8, MasterFormat::bf16_kahan}}) {
+    TrainingShape shape = request.shape;
+    shape.moments = v.moments;
+    shape.master = v.master;
+    shape.grad_accumulation = plan.grad_accumulation;
+    const MemoryModel model(shape, request.constants);
+    Plan variant = plan;
+    variant.memory = model.estimate(plan.choice);
+    const uint64_t host = variant.memory.host_total();
+    char per_parameter[32];
+    std::snprintf(per_parameter, sizeof(per_parameter), "%.1f",
+                  static_cast<double>(host) / static_cast<double>(std::max<int64_t>(model.base_parameters(), 1)));
+    out << "  " << v.name << "  host " << format_bytes_approx(host) << " (" << per_parameter << " B/param)";
+    if (request.host_budget > 0) {
+      char billions[32];
+      std::snprintf(billions, sizeof(billions), "%.2f",
+                    static_cast<double>(largest_model_for_host(model, variant, request.host_budget)) / 1e9);
+      out << (host <= request.host_budget ? ": fits" : ": over") << " the host budget; largest model that fits: ~"
+          << billions << " B parameters";
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string explain_no_fit(const PlannerRequest& request, const PlanResult& result) {
+  std::ostringstream out;
+  if (result.smallest_host) {  // the device budget can be met; the host's cannot
+    const Plan& h = *result.smallest_host;
+    const MemoryModel model(request.shape, request.constants);
+    out << "no plan fits the host budget of " << format_bytes_approx(request.host_budget)
+        << " (offload.host_memory): the smallest host footprint of a plan that fits the device is "
+        << format_bytes_approx(h.memory.host_total()) << " (policy " << enum_name(h.choice.policy) << ")\n";
+    for (MemoryCategory category : kAllMemoryCategories) {
+      const uint64_t bytes = h.memory.bytes.at(MemoryTier::host, category);
+      if (bytes == 0) continue;
+      std::string name(memory_category_name(category));
+      name.resize(12, ' ');
+      out << "  " << name << format_bytes_approx(bytes) << "\n";
+    }
+    const int64_t largest = largest_model_for_host(model, h, request.host_budget);
+    char billions[32];
+    std::snprintf(billions, sizeof(billions), "%.2f", static_cast<double>(largest) / 1e9);
+    out << "the largest model that would fit " << format_bytes_approx(request.host_budget) << " of host memory this way: "
+        << "about " << billions << " B parameters (this one has " << std::to_string(model.base_parameters() / 1000000)
+        << " M)\nwhat would make it fit:\n  - more host memory: offload.host_memory "
+        << format_bytes_approx(h.memory.host_total()) << " or more (0: what /proc/meminfo says is available, less 10%)";
+    for (const std::string& line : result.suggestions) out << "\n  - " << line;
+    out << "\nhost bytes of that plan by optimizer-state format (int8 moments: offload.optimizer_state int8; "
+           "bf16 + Kahan master weights: planned, not built):\n"
+        << describe_state_formats(request, h);
+    return out.str();
+  }
+  const Plan& s = result.smallest;
   out << "no plan fits a device budget of " << format_bytes_approx(request.device_budget)
       << ": the smallest device footprint is " << format_bytes_approx(s.memory.device_total()) << " (policy "
       << enum_name(s.choice.policy) << ", micro-batch " << s.choice.micro_batch_size << " x " << s.grad_accumulation

@@ -28,6 +28,7 @@ struct PlannerRequest {
   MemoryModelConstants constants;  // overhead, chunk size, prefetch
   PlannerRates rates;
   uint64_t device_budget = 0;      // bytes; must be > 0
+  uint64_t host_budget = 0;        // bytes for the host tier (offload.host_memory resolved); 0: no limit
   int64_t micro_batch_size = 1;    // as configured: the global batch is micro_batch_size × grad_accumulation
   // The search space. `auto`: every policy, micro-batches that divide the global batch, any number
   // of checkpointed layers, any number of kept chunks. A fixed policy: only that one, with the
@@ -56,6 +57,9 @@ struct Plan {
 struct PlanResult {
   std::optional<Plan> best;  // empty when nothing fits the budget
   Plan smallest;             // the smallest device footprint searched (ties: the faster)
+  // Among the plans that fit the device: the smallest host footprint. Set when the device budget
+  // can be met; then, if nothing fits, the host budget is what fails.
+  std::optional<Plan> smallest_host;
   ResolvedRates rates;
   int64_t candidates = 0;
   // When nothing fits: what would make a plan fit, one suggestion per line.
@@ -68,7 +72,19 @@ PlanResult plan(const PlannerRequest& request);
 // The smallest device footprint over `request`'s search space (budget ignored).
 Plan smallest_footprint(const PlannerRequest& request);
 
+// The largest model of this shape's bytes per parameter on the host that fits `host_budget` under
+// `plan` (its host bytes scale with the parameter count): a parameter count.
+int64_t largest_model_for_host(const MemoryModel& model, const Plan& plan, uint64_t host_budget);
+
+// Text, one line per optimizer-state format (fp32 moments; int8 moments; int8 moments with bf16 +
+// Kahan master weights): `plan`'s host bytes under each, per parameter, whether they fit
+// request.host_budget and the largest model that would. The engine has fp32 and int8 moments
+// (offload.optimizer_state); bf16 + Kahan master weights are a what-if.
+std::string describe_state_formats(const PlannerRequest& request, const Plan& plan);
+
 // Text: what the smallest footprint consists of and the suggestions; for the "no plan fits" error.
+// When the device fits but the host does not: the host footprint, offload.host_memory and the
+// largest model that would fit.
 std::string explain_no_fit(const PlannerRequest& request, const PlanResult& result);
 
 // Text: which chunks stay on the device ("embedding, layers 0-3") and which are paged, by block.

@@ -3,7 +3,9 @@
 # Ferry's SIMD AdamW (fp32 grads; bf16 grads + bf16 weight output), torch::optim::AdamW (C++
 # frontend), torch.optim.AdamW(fused=True) and (foreach=True) from Python, for 50M/100M/200M
 # parameters, a STREAM-style triad whose bandwidth / 28 bytes bounds any fp32 AdamW, and the
-# same-traffic stream (AdamW's loads and stores with no arithmetic), the tighter bound.
+# same-traffic stream (AdamW's loads and stores with no arithmetic), the tighter bound. Also the
+# int8-moment AdamW (kernels/cpu/adamw_int8.h, ~16 B/param), timed alternately with Ferry fp32, and
+# its own same-traffic stream; the summary prints int8 / fp32 and int8 / int8 stream.
 # Prints every figure, then the ratios. Each figure is the best of a few runs: on a shared machine
 # other work only slows a run down. Takes 1-3 minutes and ~6 GB of memory at 200M.
 #
@@ -92,4 +94,18 @@ for size in sizes:
 print("aten fused = torch.optim.AdamW(fused=True)'s kernel timed alternately with Ferry in one process")
 print("targets: >= 20x torch C++, >= 3x Python fused, >= 80% of the triad bound")
 print("/stream: Ferry over the same-traffic stream, the most any AdamW can do with this memory traffic")
+
+int8_traffic = results.get(("int8_same_traffic", 0))
+if int8_traffic is not None and any(what == "ferry_int8_f32" for (what, _) in results):
+    print()
+    print("== int8 moments (offload.optimizer_state: int8; M params/s)")
+    print(f"int8 same-traffic stream (its loads and stores, ~16 B/param, no math): {int8_traffic / 1e6:.1f} M params/s"
+          f" = {int8_traffic / traffic:.2f}x the fp32 same-traffic stream")
+    print(f"{'size':>6} {'int8 f32':>10} {'int8 bf16':>10} {'/fp32':>7} {'/fp32 bf16':>11} {'/int8 stream':>13}")
+    for size in sizes:
+        int8, int8_bf16 = get("ferry_int8_f32", size), get("ferry_int8_bf16grad_bf16out", size)
+        print(f"{size:>5}M {int8 / 1e6:10.1f} {int8_bf16 / 1e6:10.1f} {int8 / get('ferry_f32', size):6.2f}x"
+              f" {int8_bf16 / get('ferry_bf16grad_bf16out', size):10.2f}x {100 * int8 / int8_traffic:12.0f}%")
+    print("/fp32: int8 over Ferry fp32 (same grad and output types, timed alternately in one process); target >= 1.3x")
+    print("/int8 stream: int8 over its same-traffic stream, the most any int8 update can do with its traffic")
 PY

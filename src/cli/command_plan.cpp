@@ -79,18 +79,6 @@ Budget resolve_budget(const PlanArgs& args, const Config& config) {
                                         "; pass --gpu-memory with your GPU's size"};
 }
 
-// MemTotal from /proc/meminfo, or nullopt where there is none.
-std::optional<uint64_t> host_memory_total() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemTotal:") return kib * 1024;
-  }
-  return std::nullopt;
-}
-
 std::string millions(int64_t n) {
   char buffer[32];
   if (n >= 1'000'000'000) std::snprintf(buffer, sizeof(buffer), "%.2f B", n / 1e9);
@@ -111,7 +99,8 @@ std::string padded(std::string text, size_t width) {
   return text;
 }
 
-void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory, uint64_t budget) {
+void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory, uint64_t budget,
+                        uint64_t host_budget) {
   using offload::MemoryCategory;
   using offload::MemoryTier;
   out << "memory (bytes per tier):\n"
@@ -124,7 +113,8 @@ void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory
   }
   out << "  total         " << padded(format_bytes_approx(memory.device_total()), 10)
       << padded(format_bytes_approx(memory.host_total()), 14) << "   (device budget "
-      << format_bytes_approx(budget) << ")\n";
+      << format_bytes_approx(budget) << ", host budget "
+      << (host_budget > 0 ? format_bytes_approx(host_budget) : std::string("unlimited")) << ")\n";
 }
 
 void run_plan(const PlanArgs& args) {
@@ -158,6 +148,11 @@ void run_plan(const PlanArgs& args) {
       << ", " << config.train.micro_batch_size * config.train.grad_accumulation << " sequences x "
       << config.data.max_length << " tokens per step\n";
   out << "device budget: " << format_bytes_approx(budget.bytes) << " (" << budget.source << ")\n";
+  out << "host budget: "
+      << (request.host_budget > 0 ? format_bytes_approx(request.host_budget) : std::string("unlimited (unknown)")) << " ("
+      << (config.offload.host_memory.bytes > 0 ? "offload.host_memory"
+                                               : "offload.host_memory is 0: what /proc/meminfo says is available, less 10%")
+      << ")\n";
   if (config.stage == Stage::ppo) {
     out << "note: this plans one model of this shape; PPO holds up to four (actor, critic, reference, reward)\n";
   } else if (config.stage == Stage::grpo) {
@@ -184,10 +179,11 @@ void run_plan(const PlanArgs& args) {
   out << "  " << offload::describe_kept_chunks(chosen_model, p.choice) << " ("
       << chosen_model.layout().chunks().size() << " chunks, largest "
       << format_bytes_approx(chosen_model.layout().largest_chunk_bytes()) << ")\n";
-  print_memory_table(out, p.memory, budget.bytes);
-  if (const auto host = host_memory_total(); host && p.memory.host_total() > *host) {
-    out << "warning: the host tier needs " << format_bytes_approx(p.memory.host_total()) << " but this machine has "
-        << format_bytes_approx(*host) << " of memory\n";
+  print_memory_table(out, p.memory, budget.bytes, request.host_budget);
+  if (p.choice.policy != OffloadPolicy::none) {
+    out << "host bytes by optimizer-state format (int8 moments: offload.optimizer_state int8; bf16 + Kahan master "
+           "weights: planned, not built):\n"
+        << offload::describe_state_formats(request, p);
   }
   out << "estimated step: " << seconds(p.time.total_s()) << " (forward " << seconds(p.time.forward_s) << ", backward "
       << seconds(p.time.backward_s) << ", optimizer " << seconds(p.time.optimizer_s) << "; compute alone "

@@ -140,16 +140,21 @@ struct LoraConfig {
 struct OffloadConfig {
   OffloadPolicy policy = OffloadPolicy::none;
   ByteSize gpu_memory;
+  ByteSize host_memory;
   ByteSize chunk_size;
   double pcie_bandwidth_gbps = 0.0;
   int64_t cpu_threads = 0;
   int64_t prefetch = 1;
   bool overlap_step = false;
+  OptimizerState optimizer_state = OptimizerState::fp32;
 
   template <class V>
   void visit(V& v) {
     v("policy", policy, "none, optimizer (ZeRO-Offload), params (page weights too) or auto (planner)");
     v("gpu_memory", gpu_memory, "device memory budget, e.g. 8GiB (0: the whole device)");
+    v("host_memory", host_memory,
+      "host memory budget for the offloaded weights, master weights, moments and gradients, e.g. 32GiB "
+      "(0: what /proc/meminfo says is available, less 10%)");
     v("chunk_size", chunk_size, "parameter chunk size (0: one chunk per transformer block)");
     v("pcie_bandwidth_gbps", pcie_bandwidth_gbps, "host<->device bandwidth for the planner, GB/s (0: measured on a GPU, else 12)");
     v("cpu_threads", cpu_threads, "threads for the CPU optimizer (0: all cores)");
@@ -157,6 +162,9 @@ struct OffloadConfig {
     v("overlap_step", overlap_step,
       "run the CPU AdamW on each chunk during backward, as soon as its gradients are complete "
       "(needs train.max_grad_norm 0, not fp16)");
+    v("optimizer_state", optimizer_state,
+      "Adam moments on the host in fp32 or int8 (block-wise 8-bit: 2 instead of 8 bytes per parameter; "
+      "needs policy optimizer, params or auto)");
   }
 };
 

@@ -24,6 +24,7 @@ enum class RewardScaling { group, batch, none };
 enum class ImportanceSampling { token, sequence };
 enum class RewardKind { verifier, model, command };
 enum class AnswerMatch { exact, numeric, contains };
+enum class OptimizerState { fp32, int8 };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -64,6 +65,7 @@ FERRY_ENUM_NAMES(RewardKind, {RewardKind::verifier, "verifier"}, {RewardKind::mo
 FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numeric, "numeric"},
                  {AnswerMatch::contains, "contains"});
 
+FERRY_ENUM_NAMES(OptimizerState, {OptimizerState::fp32, "fp32"}, {OptimizerState::int8, "int8"});
 #undef FERRY_ENUM_NAMES
 
 template <class E>

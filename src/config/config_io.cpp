@@ -396,6 +396,10 @@ void validate_config(const Config& c) {
   require(c.offload.cpu_threads >= 0, "offload.cpu_threads must be >= 0 (0: all cores)");
   require(c.offload.prefetch >= 0, "offload.prefetch must be >= 0");
   require(c.offload.pcie_bandwidth_gbps >= 0, "offload.pcie_bandwidth_gbps must be >= 0 (0: measure)");
+  require(c.offload.optimizer_state != OptimizerState::int8 || c.offload.policy != OffloadPolicy::none,
+          "offload.optimizer_state int8 keeps the Adam moments on the host in 8 bits, for the CPU optimizer: it "
+          "needs offload.policy optimizer, params or auto (under none the optimizer runs on the device); set "
+          "offload.optimizer_state=fp32 or another policy");
   if (c.offload.overlap_step) {
     require(c.offload.policy != OffloadPolicy::none,
             "offload.overlap_step overlaps the CPU optimizer with backward: it needs offload.policy optimizer, "

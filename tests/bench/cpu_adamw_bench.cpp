@@ -7,6 +7,9 @@
 // the same traffic with no arithmetic at all (p += g, m += g, v += g: the "same-traffic stream"),
 // the tighter bound for any AdamW on this memory. Also times at::_fused_adamw_
 // (torch.optim.AdamW(fused=True)'s CPU kernel) alternately with Ferry. scripts/bench-adamw.sh runs this next to the Python optimizers.
+// The int8-moment AdamW (adamw_int8.h, offload.optimizer_state: int8) moves ~16 bytes per parameter
+// instead of 28 (1-byte moments, a scale per 256 parameters); it is timed alternately with the fp32
+// kernel, and against its own same-traffic stream (its loads and stores with no arithmetic).
 //
 //   cpu_adamw_bench [--sizes 50,100,200] [--threads N] [--reps N] [--torch-steps N] [--no-torch]
 //
@@ -29,6 +32,7 @@
 #endif
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/adamw_int8.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -38,6 +42,9 @@ using namespace ferry::kernels;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kAdamWBytesPerParam = 28;  // fp32: read p, m, v, g; write p, m, v
+// int8 moments, fp32 gradient: read p, g (4 + 4), m, v codes (1 + 1); write p, m, v (4 + 1 + 1);
+// plus two scales read and written per 256 parameters.
+constexpr double kInt8BytesPerParam = 16 + 16.0 / kInt8MomentBlock;
 constexpr double kTriadBytesPerElement = 24;  // STREAM's count: read b, c; write a
 
 struct Options {
@@ -99,6 +106,12 @@ struct Buffer {
   }
   T* get() const { return data.get(); }
 };
+
+// The moments of parameters [begin, ...) of a larger state; begin is a multiple of kInt8MomentBlock.
+Int8Moments adamw_int8_offset(const Int8Moments& q, int64_t begin) {
+  const int64_t block = begin / kInt8MomentBlock;
+  return {q.exp_avg + begin, q.exp_avg_scale + block, q.exp_avg_sq + begin, q.exp_avg_sq_scale + block};
+}
 
 // Cheap deterministic values in [-1, 1): filling 200M elements with torch::randn would take longer
 // than the benchmark.
@@ -203,6 +216,76 @@ double measure_same_traffic_rate(ThreadPool& pool, int64_t n, int reps) {
   return n / seconds;
 }
 
+// The int8 update's memory traffic and nothing else: read p, g, the m and v codes and the block
+// scales; write p, the codes and the scales (plain stores, as the update's). Ranges start on block
+// boundaries (multiples of 4096 parameters).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void int8_same_traffic_avx2(float* p, const float* g, int8_t* m, uint8_t* v,
+                                                            float* m_scale, float* v_scale, int64_t begin,
+                                                            int64_t end) {
+  const __m256i one = _mm256_set1_epi8(1);
+  int64_t i = begin;
+  for (; i + 32 <= end; i += 32) {
+    for (int k = 0; k < 32; k += 8) {
+      _mm256_storeu_ps(p + i + k, _mm256_add_ps(_mm256_loadu_ps(p + i + k), _mm256_loadu_ps(g + i + k)));
+    }
+    auto* mi = reinterpret_cast<__m256i*>(m + i);
+    auto* vi = reinterpret_cast<__m256i*>(v + i);
+    _mm256_storeu_si256(mi, _mm256_add_epi8(_mm256_loadu_si256(mi), one));
+    _mm256_storeu_si256(vi, _mm256_add_epi8(_mm256_loadu_si256(vi), one));
+    if (i % kInt8MomentBlock == 0) {
+      m_scale[i / kInt8MomentBlock] += 1.0f;
+      v_scale[i / kInt8MomentBlock] += 1.0f;
+    }
+  }
+  for (; i < end; ++i) {
+    p[i] += g[i];
+    ++m[i];
+    ++v[i];
+  }
+}
+#endif
+
+void int8_same_traffic(float* p, const float* g, int8_t* m, uint8_t* v, float* m_scale, float* v_scale,
+                       int64_t begin, int64_t end) {
+#if defined(__x86_64__)
+  if (cpu_supports(SimdLevel::avx2)) return int8_same_traffic_avx2(p, g, m, v, m_scale, v_scale, begin, end);
+#endif
+  for (int64_t i = begin; i < end; ++i) {
+    p[i] += g[i];
+    ++m[i];
+    ++v[i];
+    if (i % kInt8MomentBlock == 0) {
+      m_scale[i / kInt8MomentBlock] += 1.0f;
+      v_scale[i / kInt8MomentBlock] += 1.0f;
+    }
+  }
+}
+
+// Parameters per second of the int8 update's same-traffic stream over n parameters.
+double measure_int8_same_traffic_rate(ThreadPool& pool, int64_t n, int reps) {
+  const int64_t blocks = int8_moment_blocks(n);
+  Buffer<float> p(n), g(n), m_scale(blocks), v_scale(blocks);
+  Buffer<int8_t> m(n);
+  Buffer<uint8_t> v(n);
+  pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      p.get()[i] = g.get()[i] = 1e-3f;
+      m.get()[i] = 0;
+      v.get()[i] = 0;
+      if (i % kInt8MomentBlock == 0) m_scale.get()[i / kInt8MomentBlock] = v_scale.get()[i / kInt8MomentBlock] = 0;
+    }
+  });
+  const double seconds = best_seconds(reps, [&] {
+    pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
+      int8_same_traffic(p.get(), g.get(), m.get(), v.get(), m_scale.get(), v_scale.get(), begin, end);
+    });
+  });
+  std::printf("  int8 same-traffic stream    %8.2f GB/s = %.1f M params/s (the int8 update's loads and stores)\n",
+              kInt8BytesPerParam * n / seconds / 1e9, n / seconds / 1e6);
+  return n / seconds;
+}
+
 // Returns the better of the plain and streaming triads, in bytes per second (STREAM's count).
 double measure_triad_bandwidth(ThreadPool& pool, int64_t n, int reps) {
   Buffer<float> a(n), b(n), c(n);
@@ -278,10 +361,17 @@ void measure_chunked(ThreadPool& pool, int reps) {
 
 // --- AdamW at one size ------------------------------------------------------------------------------
 
-void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad_bound, double traffic_bound) {
+void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad_bound, double traffic_bound,
+                double int8_traffic_bound) {
   const int64_t n = size_m * 1'000'000;
   Buffer<float> p(n), m(n), v(n), g(n);
   Buffer<uint16_t> g16(n), out16(n);
+  // The int8 kernel's moments (its master weights are p, updated by both kernels in turn).
+  const int64_t blocks = int8_moment_blocks(n);
+  Buffer<int8_t> m8(n);
+  Buffer<uint8_t> v8(n);
+  Buffer<float> m8_scale(blocks), v8_scale(blocks);
+  const Int8Moments moments{m8.get(), m8_scale.get(), v8.get(), v8_scale.get()};
   pool.parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       p.get()[i] = hash_to_unit(uint64_t(i));
@@ -290,6 +380,8 @@ void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad
       m.get()[i] = v.get()[i] = 0;
       out16.get()[i] = 0;
     }
+    // Ranges are multiples of 4096 parameters, so whole blocks.
+    zero_int8_moments(adamw_int8_offset(moments, begin), end - begin);
   });
   AdamWParams params;
   int64_t step = 0;
@@ -300,6 +392,15 @@ void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad
                  n, &pool);
   };
   ferry_step(GradType::f32, WeightOutType::none);  // warm-up
+  int64_t int8_step_count = 0;
+  auto int8_step = [&](GradType gt, WeightOutType ot) {
+    AdamWParams int8_params;
+    int8_params.step = ++int8_step_count;
+    const void* grad = gt == GradType::f32 ? static_cast<const void*>(g.get()) : g16.get();
+    adamw_update_int8(int8_params, p.get(), moments, grad, gt, 1.0f, ot == WeightOutType::none ? nullptr : out16.get(),
+                      ot, n, &pool);
+  };
+  int8_step(GradType::f32, WeightOutType::none);  // warm-up
   // ATen's fused AdamW (what torch.optim.AdamW(fused=True) runs) on copies of the same state,
   // timed alternately with Ferry's so both see the same load on a shared machine.
   torch::Tensor fused_p, fused_g, fused_m, fused_v, fused_step;
@@ -315,18 +416,28 @@ void bench_size(ThreadPool& pool, int64_t size_m, const Options& o, double triad
     at::_fused_adamw_({fused_p}, {fused_g}, {fused_m}, {fused_v}, {}, {fused_step}, params.lr, params.beta1,
                       params.beta2, params.weight_decay, params.eps, false, false);
   };
-  double f32 = 1e30, fused = 1e30;
+  double f32 = 1e30, fused = 1e30, int8 = 1e30;
   if (o.torch) fused_once();  // warm-up
   for (int r = 0; r < o.reps; ++r) {
     f32 = std::min(f32, best_seconds(1, [&] { ferry_step(GradType::f32, WeightOutType::none); }));
     if (o.torch) fused = std::min(fused, best_seconds(1, fused_once));
+    int8 = std::min(int8, best_seconds(1, [&] { int8_step(GradType::f32, WeightOutType::none); }));
   }
   char note[160];
   std::snprintf(note, sizeof note, "(%.0f%% of the triad bound, %.0f%% of the same-traffic stream, %.2f GB/s)",
                 100 * (n / f32) / triad_bound, 100 * (n / f32) / traffic_bound, kAdamWBytesPerParam * n / f32 / 1e9);
   result("ferry_f32", size_m, n / f32, note);
-  const double bf16 = best_seconds(o.reps, [&] { ferry_step(GradType::bf16, WeightOutType::bf16); });
+  double bf16 = 1e30, int8_bf16 = 1e30;
+  for (int r = 0; r < o.reps; ++r) {
+    bf16 = std::min(bf16, best_seconds(1, [&] { ferry_step(GradType::bf16, WeightOutType::bf16); }));
+    int8_bf16 = std::min(int8_bf16, best_seconds(1, [&] { int8_step(GradType::bf16, WeightOutType::bf16); }));
+  }
   result("ferry_bf16grad_bf16out", size_m, n / bf16);
+  std::snprintf(note, sizeof note, "(%.2fx Ferry fp32, %.0f%% of the int8 same-traffic stream, %.2f GB/s)", f32 / int8,
+                100 * (n / int8) / int8_traffic_bound, kInt8BytesPerParam * n / int8 / 1e9);
+  result("ferry_int8_f32", size_m, n / int8, note);
+  std::snprintf(note, sizeof note, "(%.2fx Ferry fp32 bf16 grad + bf16 out)", bf16 / int8_bf16);
+  result("ferry_int8_bf16grad_bf16out", size_m, n / int8_bf16, note);
   if (o.torch) {
     result("aten_fused_adamw", size_m, n / fused, "(same kernel as torch.optim.AdamW(fused=True))");
     fused_p = fused_g = fused_m = fused_v = torch::Tensor();
@@ -361,8 +472,10 @@ int main(int argc, char** argv) {
   std::printf("RESULT adamw_bound 0 %.6g\n", bound);
   const double traffic = measure_same_traffic_rate(pool, 100'000'000, o.reps);
   std::printf("RESULT same_traffic 0 %.6g\n", traffic);
+  const double int8_traffic = measure_int8_same_traffic_rate(pool, 100'000'000, o.reps);
+  std::printf("RESULT int8_same_traffic 0 %.6g\n", int8_traffic);
   measure_call_overhead(pool);
   measure_chunked(pool, o.reps);
-  for (int64_t size_m : o.sizes_m) bench_size(pool, size_m, o, bound, traffic);
+  for (int64_t size_m : o.sizes_m) bench_size(pool, size_m, o, bound, traffic, int8_traffic);
   return 0;
 }

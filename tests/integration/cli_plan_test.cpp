@@ -30,7 +30,8 @@ std::string write_llama7b_config() {
 })";
   std::ofstream(dir / "llama7b.yaml") << "model:\n  path: " << (dir / "llama7b").string()
                                       << "\ndata:\n  max_length: 1024\ntrain:\n  precision: bf16\n"
-                                         "  micro_batch_size: 4\n  grad_accumulation: 2\noffload:\n  policy: auto\n";
+                                         "  micro_batch_size: 4\n  grad_accumulation: 2\noffload:\n  policy: auto\n"
+                                         "  host_memory: 256GiB\n";  // a workstation's host, not this machine's
   return (dir / "llama7b.yaml").string();
 }
 
@@ -85,7 +86,7 @@ TEST(CliPlan, SevenBillionFitsEightGibWithOffloading) {
                         r.output.find("plan: policy optimizer") != std::string::npos;
   EXPECT_TRUE(offloads) << r.output;
   EXPECT_CONTAINS(r.output, "paged from the host");
-  EXPECT_CONTAINS(r.output, "(device budget 8.00 GiB)");
+  EXPECT_CONTAINS(r.output, "(device budget 8.00 GiB, host budget 256.00 GiB)");
   EXPECT_CONTAINS(r.output, "estimated step:");
 }
 
@@ -164,17 +165,32 @@ TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
     const char* policy;
     const char* budget;
   };
-  for (const Case& c : {Case{"configs/8gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 8.00 GiB)"},
-                        Case{"configs/8gb.yaml", llama7b, "plan: policy params", "(device budget 8.00 GiB)"},
-                        Case{"configs/16gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 16.00 GiB)"},
-                        Case{"configs/16gb.yaml", llama7b, "plan: policy optimizer", "(device budget 16.00 GiB)"},
-                        Case{"configs/24gb.yaml", tinyllama, "plan: policy none", "(device budget 24.00 GiB)"},
-                        Case{"configs/24gb.yaml", llama7b, "plan: policy optimizer", "(device budget 24.00 GiB)"}}) {
-    const Result r = run_ferry(std::string("plan --config ") + c.preset + " --set model.path=" + c.model);
+  for (const Case& c : {Case{"configs/8gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 8.00 GiB,"},
+                        Case{"configs/8gb.yaml", llama7b, "plan: policy params", "(device budget 8.00 GiB,"},
+                        Case{"configs/16gb.yaml", tinyllama, "plan: policy optimizer", "(device budget 16.00 GiB,"},
+                        Case{"configs/16gb.yaml", llama7b, "plan: policy optimizer", "(device budget 16.00 GiB,"},
+                        Case{"configs/24gb.yaml", tinyllama, "plan: policy none", "(device budget 24.00 GiB,"},
+                        Case{"configs/24gb.yaml", llama7b, "plan: policy optimizer", "(device budget 24.00 GiB,"}}) {
+    // A host as big as the presets' comments assume (not this machine's).
+    const Result r = run_ferry(std::string("plan --config ") + c.preset + " --set model.path=" + c.model +
+                               " --set offload.host_memory=256GiB");
     ASSERT_EQ(r.exit_code, 0) << c.preset << " " << c.model << "\n" << r.output;
     EXPECT_CONTAINS(r.output, c.policy);
     EXPECT_CONTAINS(r.output, c.budget);
+    EXPECT_CONTAINS(r.output, "host budget 256.00 GiB)");
   }
+  // Llama-2-7B at 8 GiB GPU + 32 GiB host: the host cannot hold full fine-tuning's optimizer state,
+  // whatever its format; the error names offload.host_memory, the largest model that fits, LoRA.
+  const Result host = run_ferry("plan --config configs/8gb.yaml --set model.path=" + llama7b +
+                                " --set offload.host_memory=32GiB");
+  EXPECT_EQ(host.exit_code, 2) << host.output;
+  EXPECT_CONTAINS(host.output, "no plan fits the host budget of 32.00 GiB (offload.host_memory)");
+  EXPECT_CONTAINS(host.output, "the largest model that would fit");
+  EXPECT_CONTAINS(host.output, "bf16+Kahan master, int8 moments");
+  EXPECT_CONTAINS(host.output, "lora.rank 8");
+  const Result lora = run_ferry("plan --config configs/8gb.yaml --set model.path=" + llama7b +
+                                " --set offload.host_memory=32GiB --set lora.rank=8");
+  EXPECT_EQ(lora.exit_code, 0) << lora.output;
   // Without offloading, TinyLlama does not fit the 8 GiB preset (16 B/param is 17.6 GB).
   const Result none = run_ferry("plan --config configs/8gb.yaml --set offload.policy=none --set model.path=" + tinyllama);
   EXPECT_EQ(none.exit_code, 2) << none.output;

@@ -148,6 +148,7 @@ struct RunSpec {
   int64_t length = 24;          // tokens per sequence
   bool head_op = false;         // the loss through BackboneRunner::token_logprobs
   int64_t logits_chunk = 0;     // train.logits_chunk for it
+  OptimizerState optimizer_state = OptimizerState::fp32;  // offload.optimizer_state
 };
 
 struct Crash : std::runtime_error {
@@ -185,6 +186,7 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.offload.gpu_memory.bytes = spec.budget;
   config.offload.overlap_step = spec.overlap_step;
   config.train.logits_chunk = spec.logits_chunk;
+  config.offload.optimizer_state = spec.optimizer_state;
 
   LlamaForCausalLM model(spec.shape);
   init_llama_weights(*model, spec.shape, 0.02, 5);

@@ -240,6 +240,26 @@ TEST(Config, OverlapStepNeedsAnOffloadedOptimizerWithoutClippingOrFp16) {
   EXPECT_NO_THROW(validate_config(fine));
 }
 
+TEST(Config, Int8MomentsNeedAnOffloadedOptimizerAndHostMemoryIsASize) {
+  const auto error_for = [](const std::vector<std::string>& overrides) {
+    Config config;
+    for (const auto& o : overrides) apply_override(config, o);
+    return config_error([&] { validate_config(config); });
+  };
+  EXPECT_CONTAINS(error_for({"offload.optimizer_state=int8"}), "offload.policy optimizer, params or auto");
+  EXPECT_CONTAINS(config_error([] {
+                    Config c;
+                    apply_override(c, "offload.optimizer_state=int4");
+                  }),
+                  "fp32");
+  Config fine;
+  apply_override(fine, "offload.optimizer_state=int8");
+  apply_override(fine, "offload.policy=params");
+  apply_override(fine, "offload.host_memory=32GiB");
+  EXPECT_NO_THROW(validate_config(fine));
+  EXPECT_EQ(fine.offload.host_memory.bytes, 32ull << 30);
+}
+
 TEST(Config, YamlRoundTripKeepsEveryValue) {
   Config c;
   apply_override(c, "train.learning_rate=1.25e-4");

@@ -147,6 +147,28 @@ TEST(PlainEngine, GradientNormIsTheGlobalL2AndSeesInfinities) {
   EXPECT_FALSE(p.matrix.grad().defined());
 }
 
+// The offloading engines hold master weights, moments and gradient sums on the host: a model whose
+// host state does not fit offload.host_memory is refused before anything is allocated, by name.
+TEST(ChunkedEngine, ModelOverTheHostBudgetIsAConfigErrorNamingIt) {
+  TwoParameters ours;  // 45 fp32 parameters: 180 B of chunks (256-aligned) + 45 x 12 B of state
+  EngineOptions options = adam_options();
+  options.policy = OffloadPolicy::optimizer;
+  options.host_budget = 600;
+  auto engine = make_parameter_engine(options);
+  try {
+    engine->add_model("policy", ours.groups(), true);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("offload.host_memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model 'policy' needs"), std::string::npos) << e.what();
+  }
+  options.host_budget = 4096;
+  auto roomy = make_parameter_engine(options);
+  roomy->add_model("policy", ours.groups(), true);
+  EXPECT_LE(roomy->accountant().current(offload::MemoryTier::host), 4096u);
+  EXPECT_GT(roomy->accountant().current(offload::MemoryTier::host), 600u);
+}
+
 TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   LlamaConfig shape;
   shape.vocab_size = 32;

@@ -128,6 +128,56 @@ TEST(Planner, SuggestsShorterSequencesWhenActivationsAreTheProblem) {
   EXPECT_TRUE(suggests_length) << explain_no_fit(request, result);
 }
 
+// Llama-2-7B at an 8 GiB GPU and 32 GiB of host memory: full fine-tuning fits the device (paging)
+// but not the host, at any optimizer-state format; the error names offload.host_memory and the
+// largest model that would fit; LoRA fits both.
+TEST(Planner, HostBudgetRejectsWhatTheHostCannotHold) {
+  PlannerRequest request = llama7b_request(8 * GiB);
+  const PlanResult unlimited = plan(request);
+  ASSERT_TRUE(unlimited.best);
+  EXPECT_GT(unlimited.best->memory.host_total(), 100 * GiB);  // ~18 B/param: bf16 weights, fp32 master, moments, sums
+
+  request.host_budget = 32 * GiB;
+  const PlanResult result = plan(request);
+  EXPECT_FALSE(result.best);
+  ASSERT_TRUE(result.smallest_host);
+  EXPECT_LE(result.smallest_host->memory.device_total(), 8 * GiB);
+  const MemoryModel model(request.shape, request.constants);
+  const int64_t largest = largest_model_for_host(model, *result.smallest_host, request.host_budget);
+  // 32 GiB at the plan's bytes per parameter: a model of about 2 B parameters.
+  const double per_param = static_cast<double>(result.smallest_host->memory.host_total()) / model.base_parameters();
+  EXPECT_NEAR(static_cast<double>(largest), 32.0 * GiB / per_param, 1e3);
+  EXPECT_GT(largest, 1'500'000'000);
+  EXPECT_LT(largest, 2'500'000'000);
+  const std::string text = explain_no_fit(request, result);
+  EXPECT_NE(text.find("offload.host_memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("largest model that would fit"), std::string::npos) << text;
+  EXPECT_NE(text.find("lora.rank 8"), std::string::npos) << text;
+  EXPECT_NE(text.find("int8 moments"), std::string::npos) << text;
+
+  // The cost model's optimizer-state formats for that plan: 8-bit moments save 6 B/param (8 -> 2 +
+  // an fp32 scale per 256), bf16 + Kahan master weights 2 more (4 -> a 2-byte compensation).
+  const uint64_t trainable = static_cast<uint64_t>(model.trainable_parameters());
+  auto host_with = [&](MomentFormat moments, MasterFormat master) {
+    TrainingShape shape = request.shape;
+    shape.moments = moments;
+    shape.master = master;
+    shape.grad_accumulation = result.smallest_host->grad_accumulation;
+    return MemoryModel(shape, request.constants).estimate(result.smallest_host->choice).host_total();
+  };
+  const uint64_t fp32 = host_with(MomentFormat::fp32, MasterFormat::fp32);
+  const uint64_t int8 = host_with(MomentFormat::int8, MasterFormat::fp32);
+  const uint64_t kahan = host_with(MomentFormat::int8, MasterFormat::bf16_kahan);
+  EXPECT_EQ(fp32, result.smallest_host->memory.host_total());
+  EXPECT_EQ(fp32 - int8, 6 * trainable - 8 * ((trainable + 255) / 256));
+  EXPECT_EQ(int8 - kahan, 2 * trainable);
+  EXPECT_GT(kahan, 32 * GiB);  // still over: 7B full fine-tuning needs more than 32 GiB of host memory
+
+  // LoRA holds only the adapters' state: it fits both budgets.
+  request.shape.lora_rank = 8;
+  EXPECT_TRUE(plan(request).best);
+}
+
 TEST(Planner, ParamsAlwaysCheckpointsEveryLayer) {
   // The runtime engine re-runs a paged group's forward in backward (offload/engine.h).
   for (uint64_t budget : {4 * GiB, 8 * GiB, 24 * GiB}) {

@@ -166,6 +166,43 @@ TEST(OffloadPolicies, ACheckpointOfNoneResumesUnderParamsExactly) {
   fs::remove_all(dir, ec);
 }
 
+// offload.optimizer_state int8: the host moments in 8 bits (kernels/cpu/adamw_int8.h), 2.03 bytes
+// per parameter instead of 8. Training follows fp32 moments closely; a checkpoint (fp32 moments in
+// the file, whatever the format) resumes an int8 run exactly, under another policy too.
+TEST(OffloadPolicies, Int8MomentsTrainLikeFp32AndResumeExactly) {
+  RunSpec fp32;
+  fp32.policy = OffloadPolicy::optimizer;
+  fp32.steps = 12;
+  RunSpec int8 = fp32;
+  int8.optimizer_state = OptimizerState::int8;
+  const RunResult a = train(fp32, "int8_reference"), b = train(int8, "int8_moments");
+  EXPECT_LE(worst_relative(b.losses, a.losses), 0.02);
+  EXPECT_GT(worst_weight_difference(b.weights, a.weights), 0.0);  // really another state
+  const uint64_t params = static_cast<uint64_t>(small_shape().num_parameters());
+  const uint64_t fp32_moments = a.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::moments);
+  const uint64_t int8_moments = b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::moments);
+  EXPECT_EQ(fp32_moments, 8 * params);
+  EXPECT_LT(int8_moments, 2 * params + 2 * 4 * (params / 256 + 20));  // + a partial block per tensor
+  EXPECT_GE(int8_moments, 2 * params);
+
+  const fs::path dir = fresh_dir("int8_resume");
+  RunSpec first = int8;
+  first.output = dir.string();
+  first.crash_after = 6;
+  EXPECT_THROW(train(first, ""), Crash);
+  RunSpec second = int8;
+  second.output = dir.string();
+  second.resume = true;
+  second.policy = OffloadPolicy::params;
+  const RunResult resumed = train(second, "");
+  ASSERT_EQ(resumed.losses.size(), 7u);  // from the checkpoint of step 5
+  const std::vector<double> tail(b.losses.begin() + 5, b.losses.end());
+  EXPECT_LE(worst_relative(resumed.losses, tail), 1e-6);
+  EXPECT_LE(worst_weight_difference(resumed.weights, b.weights), 1e-6);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 TEST(OffloadPolicies, Bf16PoliciesStayWithinTheDocumentedToleranceOfNone) {
   RunSpec base;
   base.precision = Precision::bf16;
