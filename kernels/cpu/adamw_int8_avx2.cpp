@@ -3,50 +3,21 @@
 // parameters of a partial block go through the scalar definition, which rounds identically. The
 // same integer and float operations as the scalar codes in adamw_int8_internal.h, lane by lane, so
 // the result is bit for bit the reference's. Compiled with a function-level target attribute, like
-// adamw_avx2.cpp (whose gradient load and bf16 rounding are repeated here).
+// adamw_avx2.cpp (whose gradient load and bf16 rounding, kernels/cpu/avx2_common.h, it shares).
 #include "kernels/cpu/adamw_int8_internal.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
 #include <algorithm>
 
-#define FERRY_AVX2 __attribute__((target("avx2,fma,f16c")))
+#include "kernels/cpu/avx2_common.h"
 
 namespace ferry::kernels::adamw_int8_detail {
 namespace {
 
-// As rounded(float): keeps a product from being fused into the add that uses it.
-FERRY_AVX2 inline __m256 rounded(__m256 x) {
-  asm("" : "+x"(x));
-  return x;
-}
-
 FERRY_AVX2 inline __m256i splat(int32_t x) { return _mm256_set1_epi32(x); }
 
-template <GradType kGrad>
-FERRY_AVX2 inline __m256 load_grad(const void* grad, int64_t i) {
-  if constexpr (kGrad == GradType::f32) {
-    return _mm256_loadu_ps(static_cast<const float*>(grad) + i);
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(grad) + i));
-    if constexpr (kGrad == GradType::bf16) {
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    } else {
-      return _mm256_cvtph_ps(h);  // exact, subnormals included
-    }
-  }
-}
-
-// fp32 -> bf16 round-to-nearest-even in integer arithmetic (as float_to_bf16), NaN to 0x7fc0.
-FERRY_AVX2 inline __m128i to_bf16(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), splat(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, splat(0x7fff)), lsb), 16);
-  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-  r = _mm256_blendv_epi8(r, splat(0x7fc0), is_nan);
-  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
+using avx2::load_grad;
+using avx2::rounded;
 
 // Magnitude codes (int32 lanes, >= 0) -> their values: the bit pattern (c + offset) << shift, 0
 // for code 0 (sign_epi32 zeroes the lanes whose code is 0).
@@ -115,17 +86,6 @@ FERRY_AVX2 inline float horizontal_max(__m256 x) {
   return _mm_cvtss_f32(m);
 }
 
-// Stores the new master weights p (8 lanes) at i, and their 16-bit copies if asked for.
-template <WeightOutType kOut>
-FERRY_AVX2 inline void store_weights(float* master, void* weight_out, int64_t i, __m256 p) {
-  _mm256_storeu_ps(master + i, p);
-  if constexpr (kOut == WeightOutType::bf16) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(weight_out) + i), to_bf16(p));
-  } else if constexpr (kOut == WeightOutType::f16) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(weight_out) + i),
-                     _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-}
 
 // Per block, two loops over L1-resident buffers, each mixing long-latency and short independent work
 // so the out-of-order core keeps its pipes busy: (1) dequantise, update m and v, s = sqrt(v), track
@@ -138,14 +98,7 @@ template <GradType kGrad, WeightOutType kOut>
 FERRY_AVX2 void update(const Coefficients& c, float* const master, const Int8Moments& q, const void* const grad,
                        void* const weight_out, const int64_t n) {
   const bool scale = c.scale, decay = c.decay;
-  const __m256 grad_scale = _mm256_set1_ps(c.grad_scale);
-  const __m256 decay_factor = _mm256_set1_ps(c.decay_factor);
-  const __m256 one_minus_beta1 = _mm256_set1_ps(c.one_minus_beta1);
-  const __m256 beta2 = _mm256_set1_ps(c.beta2);
-  const __m256 one_minus_beta2 = _mm256_set1_ps(c.one_minus_beta2);
-  const __m256 bias_correction2_sqrt = _mm256_set1_ps(c.bias_correction2_sqrt);
-  const __m256 eps = _mm256_set1_ps(c.eps);
-  const __m256 neg_step_size = _mm256_set1_ps(c.neg_step_size);
+  const avx2::Coefficients8 k(c);
   const __m256 sign_bit = _mm256_castsi256_ps(splat(int32_t(kSignBit)));
   int8_t* const m_codes = q.exp_avg;
   uint8_t* const s_codes = q.exp_avg_sq;
@@ -163,13 +116,13 @@ FERRY_AVX2 void update(const Coefficients& c, float* const master, const Int8Mom
     for (int64_t j = 0; j < vector_count; j += 8) {
       const int64_t i = start + j;
       __m256 g = load_grad<kGrad>(grad, i);
-      if (scale) g = rounded(_mm256_mul_ps(g, grad_scale));
+      if (scale) g = rounded(_mm256_mul_ps(g, k.grad_scale));
       __m256 m = decode_exp_avg(m_codes + i, scale_m);
       const __m256 s_old = decode_exp_avg_sq_root(s_codes + i, scale_s);
       const __m256 v_old = rounded(_mm256_mul_ps(s_old, s_old));
-      m = _mm256_fmadd_ps(one_minus_beta1, _mm256_sub_ps(g, m), m);
+      m = _mm256_fmadd_ps(k.one_minus_beta1, _mm256_sub_ps(g, m), m);
       const __m256 v =
-          _mm256_fmadd_ps(rounded(_mm256_mul_ps(one_minus_beta2, g)), g, rounded(_mm256_mul_ps(v_old, beta2)));
+          _mm256_fmadd_ps(rounded(_mm256_mul_ps(k.one_minus_beta2, g)), g, rounded(_mm256_mul_ps(v_old, k.beta2)));
       const __m256 s = _mm256_sqrt_ps(v);
       _mm256_store_ps(new_m + j, m);
       _mm256_store_ps(new_s + j, s);
@@ -197,10 +150,11 @@ FERRY_AVX2 void update(const Coefficients& c, float* const master, const Int8Mom
     auto update_master = [&](int64_t j) FERRY_AVX2 {
       const int64_t i = start + j;
       __m256 p = _mm256_loadu_ps(master + i);
-      if (decay) p = rounded(_mm256_mul_ps(p, decay_factor));
-      const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_load_ps(new_s + j), bias_correction2_sqrt), eps);
-      p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(neg_step_size, _mm256_load_ps(new_m + j)), denom));
-      store_weights<kOut>(master, weight_out, i, p);
+      if (decay) p = rounded(_mm256_mul_ps(p, k.decay_factor));
+      const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_load_ps(new_s + j), k.bias_correction2_sqrt), k.eps);
+      p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(k.neg_step_size, _mm256_load_ps(new_m + j)), denom));
+      _mm256_storeu_ps(master + i, p);
+      avx2::store_weight_out<kOut>(weight_out, i, p);
     };
     const int64_t packed_count = count - count % 32;
     for (int64_t j = 0; j < packed_count; j += 32) {

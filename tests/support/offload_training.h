@@ -229,6 +229,21 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   return result;
 }
 
+// Runs `spec` into a fresh folder and stops it after step `crash_after` (after that step's loss,
+// before its checkpoint), then runs `resumed` there with train.resume auto: the resumed run.
+inline RunResult crash_and_resume(RunSpec spec, int64_t crash_after, RunSpec resumed, const std::string& name) {
+  const fs::path dir = fresh_dir(name);
+  spec.output = dir.string();
+  spec.crash_after = crash_after;
+  EXPECT_THROW(train(spec, ""), Crash);
+  resumed.output = dir.string();
+  resumed.resume = true;
+  RunResult result = train(resumed, "");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return result;
+}
+
 inline double worst_relative(const std::vector<double>& a, const std::vector<double>& b) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;

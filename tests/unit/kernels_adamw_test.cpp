@@ -92,16 +92,8 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b, double rtol, d
   }
 }
 
-AdamWParams params_for(double weight_decay, int64_t step) {
-  AdamWParams p;
-  p.lr = 1e-3;
-  p.beta1 = 0.9;
-  p.beta2 = 0.999;
-  p.eps = 1e-8;
-  p.weight_decay = weight_decay;
-  p.step = step;
-  return p;
-}
+// AdamW's defaults (lr 1e-3, betas 0.9 / 0.999, eps 1e-8) with this decay and step.
+AdamWParams params_for(double weight_decay, int64_t step) { return {.weight_decay = weight_decay, .step = step}; }
 
 // Runs kSteps updates at `level` (or threaded adamw_update when pool is given).
 State run_ferry(State s, const std::vector<torch::Tensor>& grads, GradType grad_type, double wd,

@@ -147,23 +147,14 @@ TEST(OffloadPolicies, ACheckpointOfNoneResumesUnderParamsExactly) {
   RunSpec whole;
   whole.steps = 8;
   const RunResult reference = train(whole, "resume_reference");
-  const fs::path dir = fresh_dir("resume_across");
-  RunSpec first = whole;
-  first.output = dir.string();
-  first.crash_after = 4;
-  EXPECT_THROW(train(first, ""), Crash);
   RunSpec second = whole;
-  second.output = dir.string();
-  second.resume = true;
   second.policy = OffloadPolicy::params;
-  const RunResult resumed = train(second, "");
+  const RunResult resumed = crash_and_resume(whole, 4, second, "resume_across");
   // The crash came after step 4's loss but before its checkpoint: the run resumes from step 3.
   ASSERT_EQ(resumed.losses.size(), 5u);
   const std::vector<double> tail(reference.losses.begin() + 3, reference.losses.end());
   EXPECT_LE(worst_relative(resumed.losses, tail), 1e-6);
   EXPECT_LE(worst_weight_difference(resumed.weights, reference.weights), 1e-6);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // offload.optimizer_state int8: the host moments in 8 bits (kernels/cpu/adamw_int8.h), 2.03 bytes
@@ -185,22 +176,13 @@ TEST(OffloadPolicies, Int8MomentsTrainLikeFp32AndResumeExactly) {
   EXPECT_LT(int8_moments, 2 * params + 2 * 4 * (params / 256 + 20));  // + a partial block per tensor
   EXPECT_GE(int8_moments, 2 * params);
 
-  const fs::path dir = fresh_dir("int8_resume");
-  RunSpec first = int8;
-  first.output = dir.string();
-  first.crash_after = 6;
-  EXPECT_THROW(train(first, ""), Crash);
   RunSpec second = int8;
-  second.output = dir.string();
-  second.resume = true;
   second.policy = OffloadPolicy::params;
-  const RunResult resumed = train(second, "");
+  const RunResult resumed = crash_and_resume(int8, 6, second, "int8_resume");
   ASSERT_EQ(resumed.losses.size(), 7u);  // from the checkpoint of step 5
   const std::vector<double> tail(b.losses.begin() + 5, b.losses.end());
   EXPECT_LE(worst_relative(resumed.losses, tail), 1e-6);
   EXPECT_LE(worst_weight_difference(resumed.weights, b.weights), 1e-6);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 TEST(OffloadPolicies, Bf16PoliciesStayWithinTheDocumentedToleranceOfNone) {
