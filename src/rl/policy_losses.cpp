@@ -5,17 +5,6 @@
 
 namespace ferry::rl {
 
-torch::Tensor token_logprobs(const torch::Tensor& logits, const torch::Tensor& ids, double temperature) {
-  const torch::Tensor scaled = logits.to(torch::kFloat) / temperature;
-  return torch::log_softmax(scaled, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
-}
-
-torch::Tensor token_entropy(const torch::Tensor& logits, double temperature) {
-  const torch::Tensor scaled = logits.to(torch::kFloat) / temperature;
-  const torch::Tensor log_p = torch::log_softmax(scaled, -1);
-  return -(log_p.exp() * log_p).sum(-1);
-}
-
 torch::Tensor kl_penalty(const torch::Tensor& logprobs, const torch::Tensor& ref_logprobs, const torch::Tensor& mask,
                          KlEstimator estimator) {
   const torch::Tensor m = mask.to(logprobs.scalar_type());

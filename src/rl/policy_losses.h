@@ -1,5 +1,5 @@
-// The per-token quantities PPO learns from, as TRL's PPOTrainer computes them: log-probabilities
-// of chosen tokens, entropy, the KL estimators against the reference, the per-token rewards, and
+// The per-token quantities PPO learns from, as TRL's PPOTrainer computes them (the log-probs of
+// chosen tokens and the entropy come from the LM head: kernels/ops/chunked_lm_head.h): the KL estimators against the reference, the per-token rewards, and
 // the clipped policy and value losses. Everything is (B, T) over response positions with a 1/0
 // mask of the tokens that count; sums over the mask are the caller's (micro-batches add up).
 #pragma once
@@ -9,11 +9,6 @@
 #include "src/config/config_enum.h"
 
 namespace ferry::rl {
-
-// log_softmax(logits / temperature) at `ids`: (B, T, V), (B, T) -> (B, T) fp32.
-torch::Tensor token_logprobs(const torch::Tensor& logits, const torch::Tensor& ids, double temperature);
-// Entropy of softmax(logits / temperature) per position: (B, T, V) -> (B, T) fp32.
-torch::Tensor token_entropy(const torch::Tensor& logits, double temperature);
 
 // Per-token KL(policy || reference) estimate from the sampled tokens' log-probs, 0 outside the mask:
 // with r = ref - policy, k1 = -r, k2 = r^2 / 2, k3 = exp(r) - 1 - r (Schulman's estimators).

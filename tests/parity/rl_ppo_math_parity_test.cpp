@@ -10,6 +10,7 @@
 
 #include <filesystem>
 
+#include "kernels/ops/chunked_lm_head.h"
 #include "src/rl/advantages.h"
 #include "src/rl/kl_controller.h"
 #include "src/rl/masked_stats.h"
@@ -85,9 +86,18 @@ TEST(PpoMathParity, ClippedPolicyAndValueLosses) {
 
 TEST(PpoMathParity, EntropyAndTokenLogprobs) {
   const Fixture f;
-  // Ferry computes these in fp32 from any logits dtype; the reference is float64.
-  EXPECT_LT(max_error(rl::token_entropy(f["logits"], 1.0), f.want("entropy")), 1e-5);
-  EXPECT_LT(max_error(rl::token_logprobs(f["logits"], f["token_ids"], 0.7), f.want("token_logprobs")), 1e-5);
+  // Ferry's LM head (kernels/ops/chunked_lm_head.h) on hidden states = the fixture's logits and an
+  // identity head weight, chunked and not, in fp32; the reference is float64.
+  const torch::Tensor logits = f["logits"].to(torch::kFloat);
+  const torch::Tensor rows = logits.reshape({-1, logits.size(-1)});
+  const torch::Tensor identity = torch::eye(logits.size(-1));
+  for (const int64_t chunk : {0, 3}) {
+    const auto entropy = kernels::lm_head_tokens(rows, identity, f["token_ids"].reshape({-1}), 1.0, chunk, true);
+    EXPECT_LT(max_error(entropy.entropy.view(f.want("entropy").sizes()), f.want("entropy")), 1e-5) << chunk;
+    const auto tokens = kernels::lm_head_tokens(rows, identity, f["token_ids"].reshape({-1}), 0.7, chunk, false);
+    EXPECT_LT(max_error(tokens.logprobs.view(f.want("token_logprobs").sizes()), f.want("token_logprobs")), 1e-5)
+        << chunk;
+  }
 }
 
 TEST(PpoMathParity, AdaptiveKlController) {

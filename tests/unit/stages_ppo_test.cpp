@@ -149,7 +149,8 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
     const torch::Tensor ids = torch::tensor(all, torch::kLong).unsqueeze(0);  // (1, lp + lr), no padding
     const torch::Tensor targets = ids.narrow(1, lp, lr);
     auto logprobs_of = [&](LlamaForCausalLMImpl& m) {
-      return rl::token_logprobs(m.forward(ids).narrow(1, lp - 1, lr), targets, 0.8).squeeze(0);
+      const torch::Tensor log_p = torch::log_softmax(m.forward(ids).narrow(1, lp - 1, lr).to(torch::kFloat) / 0.8, -1);
+      return log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1).squeeze(0);
     };
     const torch::Tensor want_logprobs = logprobs_of(*policy), want_ref = logprobs_of(*reference);
     const torch::Tensor want_values = critic->forward(ids).narrow(1, lp - 1, lr).squeeze(0);
