@@ -139,18 +139,28 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
   if (result.eval_loss) figures["eval_loss"] = *result.eval_loss;
   for (const MetricValue& value : result.eval_extra) figures["eval_" + value.name] = value.value;
   const offload::MemoryAccountant& memory = engine.accountant();
-  figures["engine_device_peak_bytes"] = memory.peak(offload::MemoryTier::device);
-  figures["engine_device_weights_peak_bytes"] = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::weights);
+  const uint64_t device_peak = memory.peak(offload::MemoryTier::device), budget = config.offload.gpu_memory.bytes;
+  figures["engine_device_peak_bytes"] = device_peak;
+  figures["engine_device_weights_peak_bytes"] =
+      memory.peak(offload::MemoryTier::device, offload::MemoryCategory::weights);
   // A CPU run meters activations on the emulated device (offload/activation_meter.h); a GPU run's
   // are in the CUDA allocator's peak.
   const bool metered = device.is_cpu();
-  if (metered) figures["engine_device_activations_peak_bytes"] = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
+  if (metered) {
+    figures["engine_device_activations_peak_bytes"] =
+        memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
+  }
   std::cout << stage << ": engine peak "
             << (metered ? "(weights, gradients, optimizer state and activations, on the emulated device): "
                         : "(weights, gradients, optimizer state; activations not counted): ")
-            << format_bytes_approx(memory.peak(offload::MemoryTier::device)) << " on the device ("
-            << memory.peak(offload::MemoryTier::device) << " bytes), "
+            << format_bytes_approx(device_peak) << " on the device (" << device_peak << " bytes), "
             << format_bytes_approx(memory.peak(offload::MemoryTier::host)) << " on the host\n";
+  if (metered && budget > 0 && device_peak > budget) {
+    std::cout << stage << ": warning: the emulated device peaked at " << format_bytes_approx(device_peak)
+              << ", over offload.gpu_memory (" << format_bytes_approx(budget)
+              << "): on a GPU of that size this run would run out of memory. offload.policy auto plans within the "
+                 "budget; `ferry plan` shows what fits\n";
+  }
   if (const uint64_t reserved = device_memory_peak(device); reserved > 0) {
     std::cout << stage << ": CUDA allocator peak (everything, activations included): " << format_bytes_approx(reserved)
               << " reserved on " << device.str() << "\n";

@@ -118,12 +118,18 @@ TEST(TrainSftCli, OffloadPoliciesTrainLikeNone) {
     const Result r = run_ferry(small_run(base / name) + settings);
     ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
     EXPECT_CONTAINS(r.output, "engine peak");
+    EXPECT_EQ(r.output.find("over offload.gpu_memory"), std::string::npos) << r.output;  // auto stays within
     const std::vector<double> losses = logged_losses(base / name / "metrics.jsonl");
     ASSERT_EQ(losses.size(), reference.size()) << name;
     for (size_t i = 0; i < losses.size(); ++i) {
       EXPECT_NEAR(losses[i], reference[i], 1e-6 * std::abs(reference[i])) << name << " step " << i + 1;
     }
   }
+  // Under `none` nothing holds the run to the budget: the emulated device (activations counted)
+  // says what a GPU of that size would do.
+  const Result over = run_ferry(small_run(base / "over") + " --set offload.gpu_memory=1MiB");
+  ASSERT_EQ(over.exit_code, 0) << over.output;
+  EXPECT_CONTAINS(over.output, "over offload.gpu_memory (1.00 MiB): on a GPU of that size this run would run out of memory");
   // LoRA: frozen base weights are paged like the rest, only the adapters train.
   const std::string lora = " --set lora.rank=4 --set lora.export=adapter";
   const Result lora_none = run_ferry(small_run(base / "lora_none") + lora);
