@@ -12,13 +12,7 @@
 # configs/demo-sft.yaml`). Runs go to runs/grpo-learns/<reward>-seed-N. CPU, 2 threads: about
 # a minute per run.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${1:-$root/build}
-[ "${1:-}" != "" ] && [ "${1:-}" != "--" ] && shift || true
-[ "${1:-}" = "--" ] && shift || true
-ferry="$build/ferry"
-cd "$root"
-[ -x "$ferry" ] || { echo "no $ferry: build it with scripts/build.sh ferry" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 [ -d runs/demo/sft/final ] || { echo "missing runs/demo/sft/final: run scripts/demo.sh (or configs/demo-sft.yaml) first" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 for reward in ${FERRY_GRPO_REWARDS:-verifier command}; do

@@ -8,13 +8,7 @@
 #
 # Runs go to runs/int8-moments/<state>-seed-N. CPU, 2 threads: about a minute per run.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${1:-$root/build}
-[ "${1:-}" != "" ] && [ "${1:-}" != "--" ] && shift || true
-[ "${1:-}" = "--" ] && shift || true
-ferry="$build/ferry"
-cd "$root"
-[ -x "$ferry" ] || { echo "no $ferry: build it with scripts/build.sh ferry" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 for seed in 1 2 3; do
   for state in fp32 int8; do

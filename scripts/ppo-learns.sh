@@ -10,13 +10,7 @@
 # makes them; or `ferry train-sft --config configs/demo-sft.yaml` and `ferry train-rm --config
 # configs/demo-rm.yaml`). Runs go to runs/ppo-learns/seed-N. CPU, 2 threads: about 3 minutes per seed.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${1:-$root/build}
-[ "${1:-}" != "" ] && [ "${1:-}" != "--" ] && shift || true
-[ "${1:-}" = "--" ] && shift || true
-ferry="$build/ferry"
-cd "$root"
-[ -x "$ferry" ] || { echo "no $ferry: build it with scripts/build.sh ferry" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 for folder in runs/demo/sft/final runs/demo/rm/final; do
   [ -d "$folder" ] || { echo "missing $folder: run scripts/demo.sh (or the demo-sft / demo-rm configs) first" >&2; exit 2; }
 done
