@@ -61,6 +61,7 @@ ChunkedEngine::ChunkedEngine(const EngineOptions& options)
   FERRY_CHECK(options.policy == OffloadPolicy::optimizer || options.policy == OffloadPolicy::params,
               "ChunkedEngine runs the optimizer and params policies (auto is resolved before)");
   if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
+  if (options.activation_offload) offloader_ = std::make_unique<offload::ActivationOffloader>(accountant_);
 }
 
 ChunkedEngine::~ChunkedEngine() {

@@ -86,6 +86,7 @@ class ChunkedEngine : public ParameterEngine {
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
   std::unique_ptr<offload::ActivationMeter> meter_activations() override;
+  offload::ActivationOffloader* activation_offloader() override { return offloader_.get(); }
 
   struct Param {
     std::string name;
@@ -184,6 +185,7 @@ class ChunkedEngine : public ParameterEngine {
   EngineOptions options_;
   offload::MemoryAccountant accountant_;
   std::optional<offload::TransferStreams> transfers_;  // created with the first model (its device)
+  std::unique_ptr<offload::ActivationOffloader> offloader_;  // with options.activation_offload
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   Overlap overlap_;

@@ -122,6 +122,7 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.optimizer_state = config.offload.optimizer_state;
   options.chunk_size = config.offload.chunk_size.bytes;
   options.prefetch = config.offload.prefetch;
+  options.activation_offload = config.train.activation_offload;
   return options;
 }
 

@@ -72,6 +72,7 @@
 #include "kernels/cpu/adamw.h"
 #include "offload/accountant.h"
 #include "offload/activation_meter.h"
+#include "offload/activation_offload.h"
 #include "src/config/config.h"
 
 namespace ferry {
@@ -137,6 +138,9 @@ struct EngineOptions {
   // Decoder layers whose activations are recomputed in backward besides what
   // train.gradient_checkpointing asks (the planner's choice under `auto`).
   std::vector<int64_t> recompute_layers;
+  // train.activation_offload, or the planner's choice under `auto`: the inputs of recomputed
+  // decoder layers wait in host memory between forward and backward (activation_offload()).
+  bool activation_offload = false;
 
   // Whether recompute_layers asks for the group (GroupRef index 1 + layer).
   bool recomputes_layer_group(int64_t group_index) const;
@@ -221,6 +225,9 @@ class ParameterEngine {
   // this thread besides the engine's own tensors as device activations in accountant(), for as long
   // as it lives (offload/activation_meter.h). Null on a GPU, whose caching allocator measures it.
   virtual std::unique_ptr<offload::ActivationMeter> meter_activations() = 0;
+  // Where the runner offloads the inputs of recomputed decoder layers (offload/activation_offload.h),
+  // counting them in accountant()'s host tier; null unless EngineOptions::activation_offload.
+  virtual offload::ActivationOffloader* activation_offloader() = 0;
   // Peaks restart from the current values (PPO reports its phases' peaks one by one).
   virtual void reset_memory_peaks() = 0;
 };

@@ -35,6 +35,7 @@ std::string tier_of(const torch::Tensor& t) { return t.device().str(); }
 }  // namespace
 
 PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), accountant_({options.device_budget, 0, 0}) {
+  if (options.activation_offload) offloader_ = std::make_unique<offload::ActivationOffloader>(accountant_);
   if (options.optimizer_state == OptimizerState::int8) {
     throw ConfigError("offload.optimizer_state int8 is for the CPU optimizer's host state: the none policy keeps "
                       "fp32 moments where the model runs; use offload.policy optimizer or params, or "

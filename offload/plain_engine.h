@@ -44,6 +44,7 @@ class PlainEngine : public ParameterEngine {
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
   std::unique_ptr<offload::ActivationMeter> meter_activations() override;
+  offload::ActivationOffloader* activation_offloader() override { return offloader_.get(); }
 
  private:
   struct TrainedParameter {
@@ -72,6 +73,7 @@ class PlainEngine : public ParameterEngine {
   // to zero_grad (autograd allocates them, the engine only sees them then).
   offload::MemoryAccountant accountant_;
   uint64_t counted_gradient_bytes_ = 0;
+  std::unique_ptr<offload::ActivationOffloader> offloader_;  // with options.activation_offload
 };
 
 }  // namespace ferry

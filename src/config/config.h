@@ -85,6 +85,7 @@ struct TrainConfig {
   int64_t max_steps = -1;
   int64_t epochs = 1;
   bool gradient_checkpointing = false;
+  bool activation_offload = false;
   int64_t logits_chunk = -1;
   int64_t eval_every = 0;
   int64_t save_every = 0;
@@ -110,6 +111,9 @@ struct TrainConfig {
     v("max_steps", max_steps, "optimizer steps to run (-1: run `epochs` epochs)");
     v("epochs", epochs, "passes over the training data when max_steps is -1");
     v("gradient_checkpointing", gradient_checkpointing, "recompute each block's activations in backward");
+    v("activation_offload", activation_offload,
+      "keep the checkpointed blocks' inputs in host memory between forward and backward (needs "
+      "gradient_checkpointing, or offload.policy params/auto)");
     v("logits_chunk", logits_chunk,
       "token rows of LM-head logits the losses compute at a time (-1: auto, a chunk's logits no larger than the "
       "hidden states; 0: all at once)");

@@ -368,6 +368,11 @@ void validate_config(const Config& c) {
   require(t.logits_chunk >= -1,
           "train.logits_chunk must be -1 (auto), 0 (all logits at once) or a number of token rows, got " +
               to_text(t.logits_chunk));
+  require(!t.activation_offload || t.gradient_checkpointing || c.offload.policy == OffloadPolicy::params ||
+              c.offload.policy == OffloadPolicy::auto_,
+          "train.activation_offload moves the inputs that activation checkpointing keeps to host memory, and offload.policy " +
+              std::string(enum_name(c.offload.policy)) +
+              " checkpoints no layer without it: set train.gradient_checkpointing: true as well");
   require(t.max_steps == -1 || t.max_steps >= 1, "train.max_steps must be -1 (use epochs) or >= 1");
   require(t.epochs >= 1, "train.epochs must be >= 1");
   require(t.warmup_steps >= 0, "train.warmup_steps must be >= 0");

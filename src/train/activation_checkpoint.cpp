@@ -3,6 +3,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "offload/activation_offload.h"
 #include "src/core/error.h"
 
 namespace ferry {
@@ -16,6 +17,9 @@ struct Recompute : torch::CustomClassHolder {
   torch::Tensor cpu_rng_state;
   torch::Tensor cuda_rng_state;  // undefined unless the layer runs on a GPU
   c10::Device device{c10::kCPU};
+  // With activation offload: where the input waits for backward (instead of a saved variable).
+  offload::ActivationOffloader* offloader = nullptr;
+  std::shared_ptr<offload::ActivationOffloader::Entry> offloaded;
 };
 
 // Runs `body` with the global generators set to the states saved in `state`, then puts back the
@@ -49,7 +53,11 @@ class CheckpointedFunction : public torch::autograd::Function<CheckpointedFuncti
       torch::NoGradGuard no_grad;
       out = state->fn(hidden);
     }
-    ctx->save_for_backward({hidden});
+    if (state->offloader != nullptr) {
+      state->offloaded = state->offloader->offload(hidden);
+    } else {
+      ctx->save_for_backward({hidden});
+    }
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
     return out;
   }
@@ -57,9 +65,12 @@ class CheckpointedFunction : public torch::autograd::Function<CheckpointedFuncti
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     auto state = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["state"].toCapsule());
-    const torch::Tensor saved = ctx->get_saved_variables()[0];
     if (state->before_recompute) state->before_recompute();
-    torch::Tensor input = saved.detach().requires_grad_(true);
+    // Fetched after the group's parameters are asked for, so the copy back overlaps their paging.
+    torch::Tensor input = (state->offloaded ? state->offloader->fetch(*state->offloaded)
+                                            : ctx->get_saved_variables()[0])
+                              .detach()
+                              .requires_grad_(true);
     torch::Tensor out;
     with_saved_rng(*state, [&] {
       torch::AutoGradMode enable(true);
@@ -75,7 +86,8 @@ class CheckpointedFunction : public torch::autograd::Function<CheckpointedFuncti
 }  // namespace
 
 torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& input,
-                           std::function<void()> before_recompute, std::function<void()> after_backward) {
+                           std::function<void()> before_recompute, std::function<void()> after_backward,
+                           offload::ActivationOffloader* offloader) {
   if (!torch::GradMode::is_enabled()) return fn(input);
   // The Function's output needs an input that requires grad, or backward would never reach the
   // group's parameters: give it a leaf whose gradient is dropped.
@@ -84,6 +96,7 @@ torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn
   state->fn = std::move(fn);
   state->before_recompute = std::move(before_recompute);
   state->after_backward = std::move(after_backward);
+  state->offloader = offloader;
   return CheckpointedFunction::apply(leaf, std::move(state));
 }
 

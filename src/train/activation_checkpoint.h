@@ -16,13 +16,20 @@
 #include <functional>
 
 namespace ferry {
+namespace offload {
+class ActivationOffloader;
+}
 
 // y = fn(input), checkpointed. `fn` must read only `input`, tensors it captured that need no
 // gradient (token ids, masks) and module parameters. `before_recompute` and `after_backward` (may
 // be empty) run in backward around the recomputation: the offload engine's hooks for paging the
 // group's parameters in and out. An `input` that needs no gradient (the embedding's, or hidden
 // states under frozen embeddings) is fine: the parameters still get theirs.
+// With an `offloader` (train.activation_offload), the saved input waits in host memory between
+// the forward and the backward instead of on the device (offload/activation_offload.h); the
+// offloader must outlive the graph.
 torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& input,
-                           std::function<void()> before_recompute = {}, std::function<void()> after_backward = {});
+                           std::function<void()> before_recompute = {}, std::function<void()> after_backward = {},
+                           offload::ActivationOffloader* offloader = nullptr);
 
 }  // namespace ferry

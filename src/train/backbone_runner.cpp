@@ -29,7 +29,8 @@ torch::Tensor BackboneRunner::run_group(const GroupRef& group, bool decoder_laye
     auto name = std::make_shared<const std::string>(*group.model);
     const int64_t index = group.index;
     out = checkpointed(fn, input, [this, name, index] { engine_.before_group({name.get(), index}, GroupPass::backward); },
-                       [this, name, index] { engine_.after_group({name.get(), index}, GroupPass::backward); });
+                       [this, name, index] { engine_.after_group({name.get(), index}, GroupPass::backward); },
+                       decoder_layer ? engine_.activation_offloader() : nullptr);
   } else {
     out = fn(input);
   }

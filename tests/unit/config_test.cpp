@@ -260,6 +260,22 @@ TEST(Config, Int8MomentsNeedAnOffloadedOptimizerAndHostMemoryIsASize) {
   EXPECT_EQ(fine.offload.host_memory.bytes, 32ull << 30);
 }
 
+TEST(Config, ActivationOffloadNeedsCheckpointedLayers) {
+  const auto error_for = [](const std::vector<std::string>& overrides) {
+    Config config;
+    for (const auto& o : overrides) apply_override(config, o);
+    return config_error([&] { validate_config(config); });
+  };
+  EXPECT_CONTAINS(error_for({"train.activation_offload=true"}), "train.gradient_checkpointing: true");
+  EXPECT_CONTAINS(error_for({"train.activation_offload=true", "offload.policy=optimizer"}), "offload.policy optimizer");
+  for (const auto& fine_with : {"train.gradient_checkpointing=true", "offload.policy=params", "offload.policy=auto"}) {
+    Config fine;
+    apply_override(fine, "train.activation_offload=true");
+    apply_override(fine, fine_with);
+    EXPECT_NO_THROW(validate_config(fine)) << fine_with;
+  }
+}
+
 TEST(Config, YamlRoundTripKeepsEveryValue) {
   Config c;
   apply_override(c, "train.learning_rate=1.25e-4");
