@@ -33,6 +33,7 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
     request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
   }
   request.shape.lora_targets = config.lora.target_modules;
+  request.activation_offload = config.train.activation_offload;
   request.constants.chunk_size = config.offload.chunk_size.bytes;
   request.constants.prefetch = config.offload.prefetch;
   request.rates.pcie_gbps = config.offload.pcie_bandwidth_gbps;
@@ -44,6 +45,7 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
     request.search_micro_batch = false;
     request.search_checkpointing = false;
     request.gradient_checkpointing = config.train.gradient_checkpointing;
+    request.search_activation_offload = false;
     request.search_kept_chunks = false;
   }
   if (request.shape.seq_len <= 0 || request.micro_batch_size <= 0 || request.shape.grad_accumulation <= 0) {
@@ -84,14 +86,14 @@ AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, u
       }
     }
   }
+  out.options.activation_offload = chosen.choice.activation_offload;
   for (size_t layer = 0; layer < chosen.choice.layer_checkpointed.size(); ++layer) {
     if (chosen.choice.layer_checkpointed[layer]) out.options.recompute_layers.push_back(static_cast<int64_t>(layer));
   }
   std::ostringstream summary;
   summary << "offload.policy auto: " << enum_name(chosen.choice.policy) << " within " << format_bytes_approx(budget)
           << " (estimated " << format_bytes_approx(chosen.memory.device_total()) << " on the device; "
-          << describe_kept_chunks(memory, chosen.choice) << "; activation checkpointing on "
-          << chosen.checkpointed_layers() << " of " << model.num_hidden_layers << " layers";
+          << describe_kept_chunks(memory, chosen.choice) << "; " << chosen.describe_checkpointing();
   if (out.micro_batch_size != config.train.micro_batch_size) {
     summary << "; micro-batch " << out.micro_batch_size << " x " << out.grad_accumulation
             << " accumulation steps instead of " << config.train.micro_batch_size << " x "

@@ -147,24 +147,42 @@ uint64_t MemoryModel::backward_workspace_bytes_per_token() const {
   return u64((2 * m.hidden_size + 2 * m.intermediate_size) * weight_bytes_);
 }
 
-uint64_t MemoryModel::activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed) const {
-  const int64_t num_layers = shape_.model.num_hidden_layers;
+namespace {
+
+int64_t count_checkpointed(const std::vector<bool>& layer_checkpointed, int64_t num_layers) {
   FERRY_CHECK(layer_checkpointed.empty() || static_cast<int64_t>(layer_checkpointed.size()) == num_layers,
               "layer_checkpointed has ", layer_checkpointed.size(), " entries for ", num_layers, " layers");
+  return static_cast<int64_t>(std::count(layer_checkpointed.begin(), layer_checkpointed.end(), true));
+}
+
+// Checkpointed inputs on the device at once under activation offload: the layer being recomputed
+// and the one being brought back (in forward: the layer's input and its output, the next input).
+constexpr int64_t kOffloadedInputsOnDevice = 2;
+
+}  // namespace
+
+uint64_t MemoryModel::activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed,
+                                       bool activation_offload) const {
+  const int64_t num_layers = shape_.model.num_hidden_layers;
+  const int64_t checkpointed = count_checkpointed(layer_checkpointed, num_layers);
+  const int64_t inputs_on_device =
+      activation_offload ? std::min(checkpointed, kOffloadedInputsOnDevice) : checkpointed;
   const uint64_t full = layer_activation_bytes_per_token();
-  uint64_t saved = 0;
-  bool any_checkpointed = false;
-  for (int64_t i = 0; i < num_layers; ++i) {
-    const bool checkpointed = !layer_checkpointed.empty() && layer_checkpointed[i];
-    any_checkpointed = any_checkpointed || checkpointed;
-    saved += checkpointed ? checkpointed_layer_bytes_per_token() : full;
-  }
+  const uint64_t saved =
+      u64(num_layers - checkpointed) * full + u64(inputs_on_device) * checkpointed_layer_bytes_per_token();
   // Peak: everything saved, plus the larger of the loss's tensors (end of forward) and one
   // recomputed layer (backward), plus the gradients in flight.
-  const uint64_t recompute = any_checkpointed ? full : 0;
+  const uint64_t recompute = checkpointed > 0 ? full : 0;
   const int64_t tokens = micro_batch_size * shape_.seq_len;
   return (saved + backward_workspace_bytes_per_token()) * u64(tokens) +
          std::max(head_activation_bytes(tokens), recompute * u64(tokens));
+}
+
+uint64_t MemoryModel::offloaded_activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed,
+                                                 bool activation_offload) const {
+  if (!activation_offload) return 0;
+  const int64_t checkpointed = count_checkpointed(layer_checkpointed, shape_.model.num_hidden_layers);
+  return u64(checkpointed) * checkpointed_layer_bytes_per_token() * u64(micro_batch_size * shape_.seq_len);
 }
 
 uint64_t MemoryModel::moment_bytes(uint64_t n) const {
@@ -238,7 +256,10 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
     }
     case OffloadPolicy::auto_: break;
   }
-  b.at(D, C::activations) = activation_bytes(choice.micro_batch_size, choice.layer_checkpointed);
+  b.at(D, C::activations) =
+      activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
+  b.at(H, C::activations) =
+      offloaded_activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
   b.at(D, C::buffers) = constants_.device_overhead_bytes;
   return e;
 }

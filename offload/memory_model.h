@@ -14,8 +14,9 @@
 //   params     device: kept chunks + the (1 + prefetch) paged chunks in flight + two chunks of
 //              streamed gradients; host: every chunk (P·w) + master + moments + grads as above
 // plus, on the device, activations (per token per layer; a checkpointed layer keeps only its
-// input, and one layer is recomputed at a time), the logits' loss tensors and a fixed overhead
-// (CUDA context, library workspaces, allocator slack).
+// input, and one layer is recomputed at a time; with activation offload those inputs wait on the
+// host and the device holds two at a time), the logits' loss tensors and a fixed overhead (CUDA
+// context, library workspaces, allocator slack).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,9 @@ struct PlacementChoice {
   // Per decoder layer: recompute its activations in backward (activation checkpointing).
   // Empty: no layer is checkpointed.
   std::vector<bool> layer_checkpointed;
+  // train.activation_offload: the checkpointed layers' inputs wait in host memory between forward
+  // and backward (offload/activation_offload.h); the device holds at most two of them.
+  bool activation_offload = false;
 };
 
 struct MemoryEstimate {
@@ -112,7 +116,13 @@ class MemoryModel {
   uint64_t head_activation_bytes(int64_t tokens) const;
   int64_t logits_rows(int64_t tokens) const;  // rows of logits alive at once
   uint64_t backward_workspace_bytes_per_token() const;      // gradients in flight in backward
-  uint64_t activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed) const;
+  // Device bytes of activations at the step's peak; with activation_offload, the checkpointed
+  // layers' inputs are on the host but for the two in flight.
+  uint64_t activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed,
+                            bool activation_offload = false) const;
+  // Host bytes of offloaded activations: every checkpointed layer's input (0 without offload).
+  uint64_t offloaded_activation_bytes(int64_t micro_batch_size, const std::vector<bool>& layer_checkpointed,
+                                      bool activation_offload) const;
 
  private:
   TrainingShape shape_;

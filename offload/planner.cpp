@@ -54,6 +54,14 @@ std::vector<size_t> kept_counts(size_t max_kept) {
   return counts;
 }
 
+// Activation offload settings to try with `checkpointed` layers checkpointed (offloading nothing is
+// the same plan as not offloading, so it is tried once unless it is forced).
+std::vector<bool> activation_offload_options(const PlannerRequest& r, int64_t checkpointed) {
+  if (r.activation_offload) return {true};
+  if (r.search_activation_offload && checkpointed > 0) return {false, true};
+  return {false};
+}
+
 // Calls visit(plan) for every candidate of the request's search space, in a fixed order.
 // With smallest_micro_batch_only, only the smallest micro-batch is tried: device bytes grow with
 // the micro-batch (activations) and nothing else on the device depends on it.
@@ -87,9 +95,11 @@ int64_t for_each_candidate(const PlannerRequest& r, const ResolvedRates& rates, 
       for (int64_t checkpointed : checkpoint_counts) {
         if (all_checkpointed && checkpointed != checkpoint_counts.back()) continue;
         if (all_checkpointed) checkpointed = num_layers;
+        for (const bool offload : activation_offload_options(r, checkpointed))
         for (size_t kept : kept_counts(max_kept)) {
           Plan p;
           p.choice.policy = policy;
+          p.choice.activation_offload = offload;
           p.choice.micro_batch_size = micro_batch;
           p.choice.layer_checkpointed.assign(num_layers, false);
           for (int64_t i = 0; i < checkpointed; ++i) p.choice.layer_checkpointed[i] = true;
@@ -221,6 +231,13 @@ std::string range_text(const std::vector<int64_t>& layers) {
 
 int64_t Plan::checkpointed_layers() const {
   return std::count(choice.layer_checkpointed.begin(), choice.layer_checkpointed.end(), true);
+}
+
+std::string Plan::describe_checkpointing() const {
+  std::string text = "activation checkpointing on " + std::to_string(checkpointed_layers()) + " of " +
+                     std::to_string(choice.layer_checkpointed.size()) + " layers";
+  if (choice.activation_offload && checkpointed_layers() > 0) text += ", their inputs offloaded to host memory";
+  return text;
 }
 
 int64_t Plan::kept_chunks() const {
@@ -371,8 +388,7 @@ std::string explain_no_fit(const PlannerRequest& request, const PlanResult& resu
   out << "no plan fits a device budget of " << format_bytes_approx(request.device_budget)
       << ": the smallest device footprint is " << format_bytes_approx(s.memory.device_total()) << " (policy "
       << enum_name(s.choice.policy) << ", micro-batch " << s.choice.micro_batch_size << " x " << s.grad_accumulation
-      << " accumulation, activation checkpointing on " << s.checkpointed_layers() << " of "
-      << request.shape.model.num_hidden_layers << " layers)\n";
+      << " accumulation, " << s.describe_checkpointing() << ")\n";
   for (MemoryCategory category : kAllMemoryCategories) {
     const uint64_t bytes = s.memory.bytes.at(MemoryTier::device, category);
     if (bytes == 0) continue;

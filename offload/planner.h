@@ -7,7 +7,7 @@
 //
 // The search is exhaustive over counts rather than subsets, because decoder layers are identical:
 // "checkpoint c layers" for c = 0..L (always L under `params`, whose engine re-runs each group's
-// forward in backward), and "keep the k chunks that gain most from staying" for k = 0..chunks,
+// forward in backward), with or without their inputs offloaded to the host, and "keep the k chunks that gain most from staying" for k = 0..chunks,
 // ordered by how little compute each chunk has to hide its copy behind (the embedding, with none,
 // first). More budget can only add feasible plans, so the chosen step time never gets worse as
 // the budget grows. docs/offload.md describes the search and the cost model.
@@ -37,6 +37,10 @@ struct PlannerRequest {
   bool search_micro_batch = true;
   bool search_checkpointing = true;
   bool gradient_checkpointing = false;  // used when search_checkpointing is false
+  // Activation offload (train.activation_offload) for the checkpointed layers: tried with and
+  // without when searched, else as `activation_offload` says (true also forces it under a search).
+  bool search_activation_offload = true;
+  bool activation_offload = false;
   bool search_kept_chunks = true;
   // The runtime engine pages a chunk in again for backward by re-running its group's forward, so
   // under `params` every layer is checkpointed (offload/engine.h).
@@ -51,6 +55,8 @@ struct Plan {
   double tokens_per_step = 0;
   double tokens_per_s() const { return tokens_per_step / time.total_s(); }
   int64_t checkpointed_layers() const;
+  // "activation checkpointing on 4 of 22 layers" (+ ", their inputs offloaded to host memory").
+  std::string describe_checkpointing() const;
   int64_t kept_chunks() const;  // under params; every chunk otherwise
 };
 

@@ -91,6 +91,7 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double h = static_cast<double>(m.hidden_size);
   table.layer_forward_flops = 2.0 * (h * (q + 2 * kv) + q * h + 3.0 * h * m.intermediate_size) + attention + adapter_fwd;
+  table.layer_input_bytes = static_cast<double>(model.checkpointed_layer_bytes_per_token());
   for (size_t c = 0; c < layout.chunks().size(); ++c) {
     ChunkCost cost;
     cost.bytes = static_cast<double>(layout.chunks()[c].bytes);
@@ -133,11 +134,18 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
 
   StepTimeEstimate e;
   double first_paged_bytes = 0;
+  int64_t offloaded_layers = 0;
   for (size_t c = 0; c < table.chunks.size(); ++c) {
     const ChunkCost& chunk = table.chunks[c];
     double recompute = 0;
+    double activation_bytes = 0;  // offloaded layer inputs: to the host in forward, back in backward
     for (int64_t layer : chunk.layers) {
-      if (checkpointed(layer)) recompute += table.layer_forward_flops;
+      if (!checkpointed(layer)) continue;
+      recompute += table.layer_forward_flops;
+      if (choice.activation_offload) {
+        activation_bytes += table.layer_input_bytes * tokens;
+        ++offloaded_layers;
+      }
     }
     const double fwd = chunk.forward_flops * tokens / flops;
     const double bwd = (chunk.backward_flops + recompute) * tokens / flops;
@@ -146,22 +154,20 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
     const bool last = c + 1 == table.chunks.size();
     if (last && table.tied_embeddings && paged(0)) h2d_bytes += table.chunks[0].bytes;  // the tied LM head
     const double h2d = h2d_bytes / bw;
+    const double activations = activation_bytes / bw;
     if (paged(c) && first_paged_bytes == 0) first_paged_bytes = chunk.bytes;
     // Both offloading policies stream every micro-batch's gradients to the host during backward.
     const double d2h = (params || optimizer) ? chunk.grad_bytes / bw : 0.0;
-    e.forward_s += accumulation * std::max(fwd, h2d);
-    if (params || optimizer) {
-      e.backward_s += accumulation * std::max({bwd, h2d, d2h});
-      e.host_to_device_bytes += static_cast<uint64_t>(2 * accumulation * h2d_bytes);
-      e.device_to_host_bytes += static_cast<uint64_t>(accumulation * chunk.grad_bytes);
-    } else {
-      e.backward_s += accumulation * bwd;
-    }
+    e.forward_s += accumulation * std::max({fwd, h2d, activations});
+    e.backward_s += accumulation * std::max({bwd, h2d + activations, d2h});
+    e.host_to_device_bytes += static_cast<uint64_t>(accumulation * (2 * h2d_bytes + activation_bytes));
+    e.device_to_host_bytes += static_cast<uint64_t>(accumulation * ((params || optimizer ? chunk.grad_bytes : 0.0) + activation_bytes));
   }
   // The first paged chunk of each forward pass cannot hide behind earlier compute.
   e.forward_s += accumulation * first_paged_bytes / bw;
   // Per-micro-batch fixed costs, split evenly between the passes.
-  const double fixed = accumulation * static_cast<double>(table.num_layers) * kMicroBatchLayerOverheadS;
+  const double fixed = accumulation * (static_cast<double>(table.num_layers) * kMicroBatchLayerOverheadS +
+                                       static_cast<double>(offloaded_layers) * kActivationOffloadLayerOverheadS);
   e.forward_s += fixed / 2;
   e.backward_s += fixed / 2;
 

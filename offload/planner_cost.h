@@ -6,6 +6,9 @@
 //             layer its forward again
 //   per chunk max(compute, host->device bytes / bandwidth, device->host bytes / bandwidth): copies
 //             run on a side stream and PCIe is full duplex, so a chunk costs its slowest part
+//   offload  train.activation_offload copies each checkpointed layer's input to the host in forward
+//             and back in backward, on the same side stream as the chunks' copies, plus a fixed
+//             cost per copy pair (kActivationOffloadLayerOverheadS)
 //   optimizer CPU AdamW at its params/s rate (overlapped with uploading the new weights), or
 //             the fused GPU AdamW under `none`; with offload.overlap_step the CPU AdamW of every
 //             chunk but the first hides behind the last micro-batch's backward
@@ -64,6 +67,9 @@ struct StepTimeEstimate {
 // Fixed cost of one micro-batch per decoder layer (kernel launches, synchronisation), so that a
 // larger micro-batch is preferred when everything else is equal.
 inline constexpr double kMicroBatchLayerOverheadS = 100e-6;
+// Fixed cost of offloading one layer's input per micro-batch (two copies, two events, the host
+// buffer): so that a plan offloads activations only when that is what makes it fit.
+inline constexpr double kActivationOffloadLayerOverheadS = 20e-6;
 
 // What the step-time estimate needs per chunk, computed once per model shape so that the planner
 // can price thousands of placement choices in milliseconds.
@@ -79,6 +85,7 @@ struct ChunkCost {
 struct StepCostTable {
   std::vector<ChunkCost> chunks;
   double layer_forward_flops = 0;  // per token: what recomputing one layer costs
+  double layer_input_bytes = 0;    // per token: a checkpointed layer's saved input (B, T, C)
   double trainable_parameters = 0;
   double seq_len = 0;
   int64_t num_layers = 0;

@@ -5,8 +5,13 @@
 # 256-token vocabulary (the activations that are not logits). Prints each step's device peak and
 # activation peak as the activation meter measures them, the memory model's activation estimate
 # next to it, and the ratios: the logits' share of the activations (activations minus the small
-# vocabulary's) with and without chunking. CPU, one step each; the 152k all-at-once step holds
-# ~10 GB. Takes a few minutes.
+# vocabulary's) with and without chunking. Then a 16-layer model (32k vocabulary, chunked head)
+# with every layer checkpointed, its layer inputs kept on the device or offloaded to the host
+# (train.activation_offload): how many layer inputs (4 x 1024 x 256 fp32 = 4 MiB each) the device
+# holds at its peak. Those run under offload.policy optimizer, whose gradients leave the device as
+# backward makes them (under `none` every layer's gradients, 3 MiB here, pile up on the device
+# during backward as the inputs are freed, and are the peak). CPU, one step each; the 152k all-at-once step holds ~10 GB. Takes a few
+# minutes.
 #
 #   scripts/bench-memory.sh [BUILD_DIR] [THREADS]
 # BUILD_DIR (default build) must contain tests/bench/sft_bench (cmake --build BUILD_DIR --target sft_bench).
@@ -38,6 +43,9 @@ for vocab in (256, 32000, 151936):
     save_file({"input_ids": ids, "attention_mask": torch.ones_like(ids),
                "position_ids": torch.arange(1024).expand(4, 1024).contiguous(), "labels": ids.clone()},
               f"{work}/batch_{vocab}.safetensors")
+deep = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=688, num_hidden_layers=16,
+                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024, tie_word_embeddings=False)
+LlamaForCausalLM(deep).save_pretrained(f"{work}/model_deep")
 PY
 
 for vocab in 256 32000 151936; do
@@ -46,6 +54,12 @@ for vocab in 256 32000 151936; do
     "$bench" --model "$work/model_$vocab" --batch "$work/batch_$vocab.safetensors" --threads "$threads" --steps 1 \
       --logits-chunk "$chunk" | tee "$work/run_${vocab}_${chunk}.txt"
   done
+done
+
+for offload in 0 1; do
+  echo "== 16 layers, checkpointed, activation_offload $offload"
+  "$bench" --model "$work/model_deep" --batch "$work/batch_32000.safetensors" --threads "$threads" --steps 1 \
+    --logits-chunk -1 --checkpointing 1 --activation-offload "$offload" --policy optimizer | tee "$work/deep_$offload.txt"
 done
 
 "$python" - "$work" <<'PY'
@@ -70,4 +84,15 @@ for vocab in (32000, 151936):
           f"({share[0] / share[-1]:.1f}x smaller); device peak {mib(peak[0])} -> {mib(peak[-1])} "
           f"({peak[0] / peak[-1]:.1f}x smaller); tokens/s chunked / all at once {speed[-1] / speed[0]:.2f} "
           f"(one step each)")
+layer_input = 4 * 1024 * 256 * 4
+def deep(offload, key):
+    for line in open(f"{work}/deep_{offload}.txt"):
+        if line.startswith(key + "="):
+            return float(line.split("=", 1)[1])
+kept, offloaded = deep(0, "activation_peak_bytes"), deep(1, "activation_peak_bytes")
+print(f"16 checkpointed layers: device activation peak {mib(kept)} with the layer inputs kept, {mib(offloaded)} "
+      f"offloaded ({(kept - offloaded) / layer_input:.2f} of 16 layer inputs left the device, so it held "
+      f"{16 - (kept - offloaded) / layer_input:.2f} at its peak); host {mib(deep(1, 'host_activation_peak_bytes'))}; "
+      f"device peak {mib(deep(0, 'device_peak_bytes'))} -> {mib(deep(1, 'device_peak_bytes'))}; tokens/s offloaded / "
+      f"kept {deep(1, 'ferry_tokens_per_s') / deep(0, 'ferry_tokens_per_s'):.2f} (one step each)")
 PY

@@ -4,8 +4,9 @@
 # AdamW. The model is configs/demo-model.json's shape (made with transformers); the batch is 16
 # right-padded rows of 40-64 tokens with the last 5 tokens of each labelled. Ferry runs with all
 # logits at once (the transformers way), then with the chunked LM head (train.logits_chunk -1, the
-# default), then with activation checkpointing; the ratio chunked / all-at-once is the chunking's
-# CPU cost (target: within 10%).
+# default), then with activation checkpointing, and with activation checkpointing whose layer
+# inputs wait in host memory (train.activation_offload). The ratios chunked / all-at-once and
+# offloaded / checkpointed are those features' CPU cost (target: within 10%).
 #
 #   scripts/bench-sft.sh [BUILD_DIR] [THREADS]
 # BUILD_DIR (default build) must contain tests/bench/sft_bench (cmake --build BUILD_DIR --target sft_bench).
@@ -66,7 +67,9 @@ print(f"hf_tokens_per_s={tokens / median}")
 PY
 "$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk 0 | tee "$work/ferry.txt"
 "$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk -1 | tee "$work/chunked.txt"
-"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --checkpointing 1
+"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk -1 --checkpointing 1 | tee "$work/checkpointed.txt"
+"$bench" --model "$work/model" --batch "$work/batch.safetensors" --threads "$threads" --logits-chunk -1 --checkpointing 1 \
+  --activation-offload 1 | tee "$work/offloaded.txt"
 
 "$python" - "$work" <<'PY'
 import sys
@@ -79,4 +82,11 @@ hf, ferry = figure(f"{work}/hf.txt", "hf_tokens_per_s"), figure(f"{work}/ferry.t
 chunked = figure(f"{work}/chunked.txt", "ferry_tokens_per_s")
 print(f"SFT tokens/s: ferry {ferry:.1f}, transformers {hf:.1f}, ratio ferry/transformers {ferry / hf:.2f}")
 print(f"chunked LM head: {chunked:.1f} tokens/s, ratio chunked/all-logits {chunked / ferry:.2f}")
+checkpointed = figure(f"{work}/checkpointed.txt", "ferry_tokens_per_s")
+offloaded = figure(f"{work}/offloaded.txt", "ferry_tokens_per_s")
+kept_bytes = figure(f"{work}/checkpointed.txt", "activation_peak_bytes")
+offloaded_bytes = figure(f"{work}/offloaded.txt", "activation_peak_bytes")
+print(f"activation offload: {offloaded:.1f} tokens/s against {checkpointed:.1f} checkpointed, ratio "
+      f"offloaded/checkpointed {offloaded / checkpointed:.2f}; device activation peak {offloaded_bytes / 2**20:.2f} MiB "
+      f"against {kept_bytes / 2**20:.2f} MiB")
 PY

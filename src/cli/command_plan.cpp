@@ -172,7 +172,7 @@ void run_plan(const PlanArgs& args) {
 
   out << "plan: policy " << enum_name(p.choice.policy) << (automatic ? " (chosen by offload.policy auto)" : " (as configured)")
       << ", micro-batch " << p.choice.micro_batch_size << " x " << p.grad_accumulation << " accumulation"
-      << ", activation checkpointing on " << p.checkpointed_layers() << " of " << model.num_hidden_layers << " layers\n";
+      << ", " << p.describe_checkpointing() << "\n";
   if (p.choice.policy == OffloadPolicy::params && !config.train.gradient_checkpointing) {
     out << "  (under params every layer is recomputed in backward: train.gradient_checkpointing is implied)\n";
   }

@@ -4,10 +4,12 @@
 // loop on the same weights, batch and thread count and prints the ratio, and with the LM head's
 // logits chunked or not (train.logits_chunk). Also prints what one step holds on the (emulated)
 // device, activations included (the activation meter), next to the memory model's estimate;
-// scripts/bench-memory.sh compares those for large vocabularies.
+// scripts/bench-memory.sh compares those for large vocabularies. With --activation-offload 1 the
+// checkpointed layers' inputs wait in host memory (train.activation_offload; needs checkpointing).
 //
 //   sft_bench --model DIR --batch batch.safetensors [--steps 10] [--threads 2] [--checkpointing 0|1]
 //             [--logits-chunk N]   (N as train.logits_chunk: -1 auto, 0 all logits at once; default 0)
+//             [--activation-offload 0|1] [--policy none|optimizer|params] (offload.policy; default none)
 // batch.safetensors holds input_ids, attention_mask, position_ids and labels (B, T).
 #include <torch/torch.h>
 
@@ -29,7 +31,8 @@ namespace {
 
 struct BenchArgs {
   std::string model, batch;
-  int64_t steps = 10, threads = 2, checkpointing = 0, logits_chunk = 0;
+  int64_t steps = 10, threads = 2, checkpointing = 0, logits_chunk = 0, activation_offload = 0;
+  ferry::OffloadPolicy policy = ferry::OffloadPolicy::none;
 };
 
 BenchArgs parse(int argc, char** argv) {
@@ -44,9 +47,18 @@ BenchArgs parse(int argc, char** argv) {
     else if (flag == "--threads") args.threads = std::stoll(value);
     else if (flag == "--checkpointing") args.checkpointing = std::stoll(value);
     else if (flag == "--logits-chunk") args.logits_chunk = std::stoll(value);
+    else if (flag == "--activation-offload") args.activation_offload = std::stoll(value);
+    else if (flag == "--policy") {
+      if (!ferry::enum_parse(value, args.policy) || args.policy == ferry::OffloadPolicy::auto_) {
+        throw ferry::UserError("--policy must be none, optimizer or params, got " + value);
+      }
+    }
     else throw ferry::UserError("unknown flag " + flag);
   }
   if (args.model.empty() || args.batch.empty()) throw ferry::UserError("--model and --batch are required");
+  if (args.activation_offload != 0 && args.checkpointing == 0) {
+    throw ferry::UserError("--activation-offload 1 offloads the checkpointed layers' inputs: add --checkpointing 1");
+  }
   return args;
 }
 
@@ -67,6 +79,8 @@ int main(int argc, char** argv) {
     EngineOptions options;
     options.weight_decay = 0.01;
     options.cpu_threads = args.threads;
+    options.activation_offload = args.activation_offload != 0;
+    options.policy = args.policy;
     auto engine = make_parameter_engine(options);
     engine->add_model("policy", group_parameters(*model, false), true);
     BackboneRunner runner(*engine, args.checkpointing != 0, args.logits_chunk);
@@ -83,13 +97,15 @@ int main(int argc, char** argv) {
     const offload::MemoryAccountant& memory = engine->accountant();
     const uint64_t device_peak = memory.peak(offload::MemoryTier::device);
     const uint64_t activation_peak = memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
+    const uint64_t host_activation_peak = memory.peak(offload::MemoryTier::host, offload::MemoryCategory::activations);
     offload::TrainingShape shape;
     shape.model = model->config();
     shape.precision = Precision::fp32;
     shape.seq_len = tensors.at("input_ids").size(1);
     shape.logits_chunk = args.logits_chunk;
     const std::vector<bool> checkpointed(static_cast<size_t>(shape.model.num_hidden_layers), args.checkpointing != 0);
-    const uint64_t estimate = offload::MemoryModel(shape).activation_bytes(tensors.at("input_ids").size(0), checkpointed);
+    const uint64_t estimate = offload::MemoryModel(shape).activation_bytes(tensors.at("input_ids").size(0), checkpointed,
+                                                                           args.activation_offload != 0);
     std::vector<double> times;
     for (int64_t i = 0; i < args.steps; ++i) {
       const auto start = std::chrono::steady_clock::now();
@@ -100,14 +116,17 @@ int main(int argc, char** argv) {
     const double median = times[times.size() / 2];
     const double tokens_per_s = static_cast<double>(batch.tokens) / median;
     std::cout << "ferry: batch " << tensors.at("input_ids").size(0) << " x " << tensors.at("input_ids").size(1)
-              << ", threads " << args.threads << (args.checkpointing ? ", activation checkpointing" : "")
+              << ", threads " << args.threads << ", policy " << ferry::enum_name(args.policy)
+              << (args.checkpointing ? ", activation checkpointing" : "")
+              << (args.activation_offload ? " with the inputs offloaded" : "")
               << ", logits_chunk " << args.logits_chunk << ": median step " << median << " s, " << tokens_per_s
               << " tokens/s; one step's device peak " << device_peak << " bytes, activations " << activation_peak
-              << " bytes (memory model: " << estimate << ")\n"
+              << " bytes (memory model: " << estimate << "), offloaded to the host " << host_activation_peak << " bytes\n"
               << "ferry_tokens_per_s=" << tokens_per_s << "\n"
               << "device_peak_bytes=" << device_peak << "\n"
               << "activation_peak_bytes=" << activation_peak << "\n"
-              << "estimated_activation_bytes=" << estimate << "\n";
+              << "estimated_activation_bytes=" << estimate << "\n"
+              << "host_activation_peak_bytes=" << host_activation_peak << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

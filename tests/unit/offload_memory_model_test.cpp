@@ -155,6 +155,25 @@ TEST(MemoryModel, CheckpointingKeepsLayerInputsAndOneRecomputedLayer) {
   EXPECT_EQ(m.estimate(half).bytes.at(D, C::activations), (4112u + 256 + 4112 + 1536) * 16);
 }
 
+TEST(MemoryModel, OffloadedCheckpointsLeaveTwoInputsOnTheDeviceAndTheRestOnTheHost) {
+  // Six layers, all checkpointed: 6 inputs of 256 B per token kept, or 2 with the rest offloaded.
+  TrainingShape shape = model_for(Precision::fp32).shape();
+  shape.model.num_hidden_layers = 6;
+  const MemoryModel m(shape, MemoryModelConstants{.device_overhead_bytes = kOverhead});
+  PlacementChoice kept = choice(OffloadPolicy::none);
+  kept.layer_checkpointed.assign(6, true);
+  PlacementChoice offloaded = kept;
+  offloaded.activation_offload = true;
+  EXPECT_EQ(m.estimate(kept).bytes.at(D, C::activations), (6 * 256u + 4112 + 1536) * 16);
+  EXPECT_EQ(m.estimate(offloaded).bytes.at(D, C::activations), (2 * 256u + 4112 + 1536) * 16);
+  EXPECT_EQ(m.estimate(offloaded).bytes.at(H, C::activations), 6 * 256u * 16);
+  EXPECT_EQ(m.estimate(kept).bytes.at(H, C::activations), 0u);
+  // Only checkpointed layers have inputs to offload: one of six here, so nothing leaves the device.
+  offloaded.layer_checkpointed = {true, false, false, false, false, false};
+  EXPECT_EQ(m.estimate(offloaded).bytes.at(H, C::activations), 256u * 16);
+  EXPECT_EQ(m.estimate(offloaded).bytes.at(D, C::activations), (5 * 4112u + 256 + 4112 + 1536) * 16);
+}
+
 TEST(MemoryModel, ChunkedHeadHoldsOneChunksLogits) {
   TrainingShape shape = model_for(Precision::fp32).shape();
   shape.logits_chunk = 4;  // 4 of the 16 tokens' logits at a time

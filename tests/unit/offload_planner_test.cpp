@@ -203,20 +203,75 @@ TEST(Planner, DeterministicAndFast) {
   EXPECT_EQ(a.best->choice.chunk_on_device, b.best->choice.chunk_on_device);
   EXPECT_EQ(a.best->choice.layer_checkpointed, b.best->choice.layer_checkpointed);
   EXPECT_EQ(a.best->time.total_s(), b.best->time.total_s());
-  // Micro-batches 1, 2, 4 (global batch 8) x (none: 0..32 checkpointed layers, optimizer: the
-  // same, params: every layer checkpointed with 0..34 of the 34 chunks kept).
-  EXPECT_EQ(a.candidates, 3 * (33 + 33 + 35));
+  // Micro-batches 1, 2, 4 (global batch 8) x (none: 0..32 checkpointed layers, 1..32 of them
+  // also with activation offload; optimizer: the same; params: every layer checkpointed, with and
+  // without offload, with 0..34 of the 34 chunks kept).
+  EXPECT_EQ(a.candidates, 3 * (65 + 65 + 2 * 35));
   EXPECT_LT(ms, 1000.0) << "the search should take milliseconds";
+}
+
+TEST(Planner, OffloadsActivationsOnlyWhenThatIsWhatFits) {
+  // A 1B model at 16k tokens: 22 checkpointed inputs of 64 MiB each are most of the activations.
+  PlannerRequest request = llama1b_request(80 * GiB);
+  request.shape.seq_len = 16384;
+  request.micro_batch_size = 1;
+  request.shape.grad_accumulation = 1;
+  PlannerRequest without = request;
+  without.search_activation_offload = false;
+  const uint64_t smallest_without = smallest_footprint(without).memory.device_total();
+  const Plan smallest_with = smallest_footprint(request);
+  EXPECT_TRUE(smallest_with.choice.activation_offload);
+  // Twenty of the 22 inputs (2 x 16384 x 2048 bytes each) leave the device.
+  EXPECT_EQ(smallest_without - smallest_with.memory.device_total(), 20ull * 16384 * 2048 * 2);
+  EXPECT_EQ(smallest_with.memory.bytes.at(MemoryTier::host, MemoryCategory::activations), 22ull * 16384 * 2048 * 2);
+  EXPECT_NE(smallest_with.describe_checkpointing().find("inputs offloaded to host memory"), std::string::npos);
+
+  // A budget between the two: only offloading fits.
+  request.device_budget = without.device_budget = smallest_without - 1;
+  EXPECT_FALSE(plan(without).best);
+  const PlanResult tight = plan(request);
+  ASSERT_TRUE(tight.best);
+  EXPECT_TRUE(tight.best->choice.activation_offload);
+  EXPECT_LE(tight.best->memory.device_total(), request.device_budget);
+  // Plenty of budget: the copies are not worth their cost.
+  request.device_budget = 80 * GiB;
+  ASSERT_TRUE(plan(request).best);
+  EXPECT_FALSE(plan(request).best->choice.activation_offload);
+  // train.activation_offload true forces it.
+  request.activation_offload = true;
+  ASSERT_TRUE(plan(request).best);
+  EXPECT_TRUE(plan(request).best->choice.activation_offload);
+}
+
+TEST(PlannerCost, OffloadedActivationsCrossPcieBothWays) {
+  PlannerRequest request = llama1b_request(80 * GiB);
+  const MemoryModel model(request.shape, request.constants);
+  const ResolvedRates rates = resolve_rates(rates_with_pcie(12), request.shape.precision);
+  PlacementChoice kept;
+  kept.policy = OffloadPolicy::optimizer;
+  kept.micro_batch_size = 4;
+  kept.layer_checkpointed.assign(22, true);
+  PlacementChoice offloaded = kept;
+  offloaded.activation_offload = true;
+  const StepTimeEstimate a = estimate_step_time(model, kept, 2, rates);
+  const StepTimeEstimate b = estimate_step_time(model, offloaded, 2, rates);
+  // 22 layers x 2 micro-batches x 4 x 1024 tokens x 2048 x 2 bytes, each way.
+  const uint64_t bytes = 22ull * 2 * 4 * 1024 * 2048 * 2;
+  EXPECT_EQ(b.device_to_host_bytes - a.device_to_host_bytes, bytes);
+  EXPECT_EQ(b.host_to_device_bytes - a.host_to_device_bytes, bytes);
+  EXPECT_GT(b.total_s(), a.total_s());
 }
 
 TEST(Planner, FixedPolicySearchesNothingElse) {
   PlannerRequest request = llama1b_request(80 * GiB);
   request.policies = {OffloadPolicy::optimizer};
   request.search_micro_batch = request.search_checkpointing = request.search_kept_chunks = false;
+  request.search_activation_offload = false;
   request.gradient_checkpointing = true;
   const PlanResult result = plan(request);
   ASSERT_TRUE(result.best);
   EXPECT_EQ(result.candidates, 1);
+  EXPECT_FALSE(result.best->choice.activation_offload);
   EXPECT_EQ(result.best->choice.policy, OffloadPolicy::optimizer);
   EXPECT_EQ(result.best->choice.micro_batch_size, 4);
   EXPECT_EQ(result.best->checkpointed_layers(), 22);
