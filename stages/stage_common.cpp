@@ -146,6 +146,8 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
   // A CPU run meters activations on the emulated device (offload/activation_meter.h); a GPU run's
   // are in the CUDA allocator's peak.
   const bool metered = device.is_cpu();
+  // Checkpointed layer inputs offloaded to the host (train.activation_offload).
+  figures["engine_host_activations_peak_bytes"] = memory.peak(offload::MemoryTier::host, offload::MemoryCategory::activations);
   if (metered) {
     figures["engine_device_activations_peak_bytes"] =
         memory.peak(offload::MemoryTier::device, offload::MemoryCategory::activations);
