@@ -133,7 +133,8 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, const JsonField& field
     const auto find_piece = [&](const std::string& piece) {
       const auto it = out.pieces_.find(piece);
       if (it == out.pieces_.end()) {
-        field.at("merges").at(rank).fail("'" + left + " " + right + "' uses '" + piece + "', which is not in model.vocab");
+        field.at("merges").at(rank).fail("'" + left + " " + right + "' uses '" + piece +
+                                         "', which is not in model.vocab");
       }
       return it->second;
     };

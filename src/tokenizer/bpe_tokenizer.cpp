@@ -132,38 +132,43 @@ void BpeTokenizer::load_added_tokens(const nlohmann::json& added_tokens, const J
   // the library only warns and uses its own, and so does Ferry, so ids stay Python's.)
   std::vector<size_t> specials, plain;  // indices into added_, in the library's pattern order
   std::unordered_set<std::string> special_contents;
+  int64_t max_added = -1;  // largest id given to an added token so far
   for (size_t i = 0; i < added_tokens.size(); ++i) {
     const nlohmann::json& j = added_tokens[i];
     const JsonField at = field.at(i);
     if (!j.is_object()) at.fail("must be an object");
+    // Every field is required, as the library requires them.
+    for (const char* key : {"content", "id", "special", "single_word", "lstrip", "rstrip", "normalized"}) {
+      if (!j.contains(key)) at.at(key).fail("is missing");
+    }
+    if (!j["content"].is_string()) at.at("content").fail("must be a string");
+    if (!j["id"].is_number_integer()) at.at("id").fail("must be an integer");
     AddedToken token;
-    token.content = json_string(j, "content", "", at);
+    token.content = j["content"].get<std::string>();
     token.special = json_bool(j, "special", false, at);
     token.single_word = json_bool(j, "single_word", false, at);
     token.lstrip = json_bool(j, "lstrip", false, at);
     token.rstrip = json_bool(j, "rstrip", false, at);
-    token.normalized = json_bool(j, "normalized", !token.special, at);
-    if (!j.contains("id") || !j["id"].is_number_integer()) at.at("id").fail("must be an integer");
+    token.normalized = json_bool(j, "normalized", true, at);
     if (token.content.empty()) continue;
     if (token.special && special_contents.insert(token.content).second) {
       special_tokens_.emplace_back(token.content, -1);  // its id is known below
     }
-    const bool duplicate = std::any_of(added_.begin(), added_.end(), [&](const AddedToken& t) {
-      return t.content == token.content && t.special == token.special && t.single_word == token.single_word &&
-             t.lstrip == token.lstrip && t.rstrip == token.rstrip && t.normalized == token.normalized;
-    });
-    if (duplicate) continue;
     int64_t id;
     if (const auto known = added_ids_.find(token.content); known != added_ids_.end()) {
+      const AddedToken& holder = added_[added_by_id_.at(known->second)];
+      if (holder.special == token.special && holder.single_word == token.single_word &&
+          holder.lstrip == token.lstrip && holder.rstrip == token.rstrip && holder.normalized == token.normalized) {
+        continue;  // the same token again
+      }
       id = known->second;
     } else if (const auto piece = model_.find(token.content)) {
       id = *piece;
     } else {
       const auto vocab = static_cast<int64_t>(model_.size());
-      int64_t max_added = -1;
-      for (const auto& [content, added_id] : added_ids_) max_added = std::max(max_added, added_id);
       id = max_added < 0 ? vocab : (max_added >= vocab || vocab == 0 ? max_added + 1 : vocab);
     }
+    max_added = std::max(max_added, id);
     token.id = id;
     added_ids_[token.content] = id;
     added_.push_back(token);

@@ -55,7 +55,9 @@ void PostProcessor::trim_offsets(std::string_view text, std::vector<TokenSpan>& 
         // A first token's one leading space is the one add_prefix_space put there: keep it.
         if ((i == 0 || span.begin == 0) && add_prefix_space && lead == 1) lead = 0;
         size_t begin = span.begin;
-        for (uint32_t k = 0; k < lead && begin < span.end; ++k) begin += utf8::char_length(static_cast<unsigned char>(text[begin]));
+        for (uint32_t k = 0; k < lead && begin < span.end; ++k) {
+          begin += utf8::char_length(static_cast<unsigned char>(text[begin]));
+        }
         span.begin = std::min(begin, span.end);
       }
       if (trail > 0) {

@@ -2,11 +2,13 @@
 #include "src/tokenizer/pre_tokenizer.h"
 
 #include <nlohmann/json.hpp>
+#include <utf8proc.h>
 
 #include <algorithm>
 
 #include "src/tokenizer/onig_regex.h"
 #include "src/tokenizer/tokenizer_json.h"
+#include "src/tokenizer/utf8.h"
 
 namespace ferry {
 namespace {
@@ -14,6 +16,13 @@ namespace {
 // ByteLevel's own pattern (use_regex: true), GPT-2's.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Rust's char::is_numeric: general categories Nd, Nl, No.
+bool is_numeric(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return category == UTF8PROC_CATEGORY_ND || category == UTF8PROC_CATEGORY_NL || category == UTF8PROC_CATEGORY_NO;
+}
 
 }  // namespace
 
@@ -78,6 +87,12 @@ void PreTokenizer::parse(const nlohmann::json& j, const JsonField& field, PreTok
     }
     step.invert = json_bool(j, "invert", false, field);
     out.steps_.push_back(std::move(step));
+  } else if (type == "Digits") {
+    // Rust's Digits: numeric characters split off one by one (individual_digits) or in runs.
+    SplitStep step;
+    step.digits = true;
+    step.behavior = json_bool(j, "individual_digits", false, field) ? Behavior::isolated : Behavior::contiguous;
+    out.steps_.push_back(std::move(step));
   } else if (type == "ByteLevel") {
     if (!last) field.fail("is a ByteLevel step before other pre-tokenizers; ByteLevel must be the last one");
     out.byte_level_ = true;
@@ -87,7 +102,7 @@ void PreTokenizer::parse(const nlohmann::json& j, const JsonField& field, PreTok
       out.byte_level_regex_->regex = std::make_unique<OnigurumaRegex>(kGpt2Pattern, "ByteLevel pattern");
     }
   } else {
-    field.at("type").unsupported(type, {"Sequence", "Split", "ByteLevel"});
+    field.at("type").unsupported(type, {"Sequence", "Split", "Digits", "ByteLevel"});
   }
 }
 
@@ -101,6 +116,10 @@ void PreTokenizer::apply(const SplitStep& step, std::string_view text, size_t be
   const std::string_view piece = text.substr(begin, end - begin);
   if (step.regex) {
     step.regex->find_all(piece, found);
+  } else if (step.digits) {
+    for (size_t pos = 0, length = 0; pos < piece.size(); pos += length) {
+      if (is_numeric(utf8::decode(piece, pos, &length))) found.emplace_back(pos, pos + length);
+    }
   } else {
     for (size_t at = piece.find(step.literal); at != std::string_view::npos;
          at = piece.find(step.literal, at + step.literal.size())) {

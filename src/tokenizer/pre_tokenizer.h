@@ -1,8 +1,8 @@
 // PreTokenizer: the tokenizer.json `pre_tokenizer` step, which cuts normalized text into the words
 // BPE encodes one at a time. Supports what byte-level BPE files use: `Split` (a Regex or String
-// pattern, any `behavior`, `invert`) and `ByteLevel` (`add_prefix_space`, `use_regex` with
-// GPT-2's pattern), alone or in a `Sequence` whose last step is the ByteLevel one (it turns the
-// words into bytes, so nothing may split after it).
+// pattern, any `behavior`, `invert`; Qwen2, Llama 3), `Digits` (SmolLM2) and `ByteLevel`
+// (`add_prefix_space`, `use_regex` with GPT-2's pattern), alone or in a `Sequence` whose last
+// step is the ByteLevel one (it turns the words into bytes, so nothing may split after it).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -45,7 +45,8 @@ class PreTokenizer {
   enum class Behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   struct SplitStep {
     std::unique_ptr<OnigurumaRegex> regex;  // a Regex pattern
-    std::string literal;                    // a String pattern (regex null)
+    std::string literal;                    // a String pattern
+    bool digits = false;                    // Digits: each numeric character is a match
     Behavior behavior = Behavior::isolated;
     bool invert = false;
   };

@@ -1,10 +1,10 @@
 // BpeTokenizer (tokenizer.json byte-level BPE) against the Python `tokenizers` library
 // (tests/parity/tokenizer_bpe_ref.py): for tokenizers trained and configured like Qwen2 (NFC),
 // Llama 3 (ignore_merges, a BOS template, its merges also in the legacy "a b" form; variants
-// needing the unknown token and byte fallback) and GPT-2 (prefix space, lstrip / rstrip /
-// single_word added tokens, trim_offsets; a variant with every Split behavior), and >= 2,000
-// strings each: ids with special tokens matched and kept as text, byte offsets of both, decoded
-// text, and decodes of id sequences cut inside characters.
+// needing the unknown token and byte fallback), SmolLM2 (Digits) and GPT-2 (prefix space,
+// lstrip / rstrip / single_word added tokens, trim_offsets; a variant with every Split
+// behavior), and >= 2,000 strings each: ids with special tokens matched and kept as text, byte
+// offsets of both, decoded text, and decodes of id sequences cut inside characters.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +27,9 @@ const nlohmann::json& cases() {
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
   return out;
 }
 
@@ -153,13 +155,13 @@ TEST_P(TokenizerBpeParity, ConcurrentEncodesAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, TokenizerBpeParity,
-                         ::testing::Values("qwen2", "llama3", "gpt2", "llama3_legacy_merges", "llama3_unk",
-                                           "llama3_byte_fallback", "gpt2_splits"),
+                         ::testing::Values("qwen2", "llama3", "gpt2", "smollm2", "llama3_legacy_merges",
+                                           "llama3_unk", "llama3_byte_fallback", "gpt2_splits"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(TokenizerBpeParity, FixtureCoversTheCases) {
   EXPECT_GE(texts().size(), 2000u);
-  EXPECT_EQ(cases()["tokenizers"].size(), 7u);
+  EXPECT_EQ(cases()["tokenizers"].size(), 8u);
   EXPECT_TRUE(std::find(texts().begin(), texts().end(), "") != texts().end());
 }
 

@@ -13,12 +13,14 @@ and saves each as a tokenizer.json configured like a real family:
   - gpt2:   ByteLevel(add_prefix_space=True, use_regex=True) alone, trim_offsets, a special
             <|endoftext|>, a special <mask> with lstrip (RoBERTa's), a non-special [SEP] with
             rstrip, a non-special single_word "cat-dog";
+  - smollm2: Digits(individual_digits) + ByteLevel(use_regex=True), specials <|endoftext|>
+            <|im_start|> <|im_end|>;
   - llama3_legacy_merges: llama3 with its merges rewritten in the old "a b" string form;
   - llama3_unk / llama3_byte_fallback: llama3 without the pieces of a few bytes, so that words
             need the unknown token (fused) or <0xNN> byte fallback (and, where a fallback piece is
             missing too, the unknown token);
-  - gpt2_splits: gpt2's vocabulary behind Split steps with every behavior, a String pattern and
-            invert.
+  - gpt2_splits: gpt2's vocabulary behind Split steps with every behavior, a String pattern,
+            invert, and Digits in runs.
 For each tokenizer and each of >= 2,000 strings (stored as hex of UTF-8 too): ids with special
 tokens matched (the library default; Ferry's encode_with_control_pieces), ids with
 `encode_special_tokens = True` (Ferry's encode), byte offsets of both, and
@@ -231,6 +233,17 @@ def build_gpt2(sentences):
     return tok
 
 
+def build_smollm2(sentences):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    train(tok, sentences, 2000, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    return tok
+
+
 def reloaded(path):
     """The tokenizer as the saved file defines it: what Ferry reads."""
     return Tokenizer.from_file(str(path))
@@ -299,6 +312,7 @@ def with_split_behaviors(path_in, path_out):
         split({"String": "-"}, "MergedWithPrevious"),
         split({"Regex": r"\s+"}, "MergedWithNext"),
         split({"Regex": r"\p{N}"}, "Contiguous"),
+        {"type": "Digits", "individual_digits": False},
         split({"Regex": r"[.,!?]"}, "Removed"),
         split({"Regex": r"[a-z]+"}, "Isolated", True),
         {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": False}]}
@@ -357,7 +371,8 @@ def main() -> int:
     sentences = split_corpus(corpus_text(rng, 400_000), rng)
 
     paths = {}
-    for name, build in (("qwen2", build_qwen2), ("llama3", build_llama3), ("gpt2", build_gpt2)):
+    for name, build in (("qwen2", build_qwen2), ("llama3", build_llama3), ("gpt2", build_gpt2),
+                        ("smollm2", build_smollm2)):
         path = out / f"{name}.tokenizer.json"
         build(sentences).save(str(path))
         paths[name] = path

@@ -42,7 +42,8 @@ json small_tokenizer() {
       {"added_tokens", json::array({{{"id", 259}, {"content", "<|end|>"}, {"single_word", false}, {"lstrip", false},
                                      {"rstrip", false}, {"normalized", false}, {"special", true}}})},
       {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
       {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}}},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model",
@@ -156,7 +157,8 @@ TEST(BpeTokenizer, TemplateProcessingGivesTheLeadingSpecialId) {
                      {"single", json::array({{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}},
                                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
                      {"pair", json::array()},
-                     {"special_tokens", {{"<|end|>", {{"id", "<|end|>"}, {"ids", {259}}, {"tokens", {"<|end|>"}}}}}}}})}};
+                     {"special_tokens",
+                      {{"<|end|>", {{"id", "<|end|>"}, {"ids", {259}}, {"tokens", {"<|end|>"}}}}}}}})}};
   const BpeTokenizer tok(write(t, "template.json"));
   EXPECT_EQ(tok.leading_special_id(), std::optional<int64_t>(259));
   EXPECT_EQ(tok.encode("the"), (std::vector<int64_t>{'t', 256}));  // encode itself adds nothing
@@ -168,6 +170,12 @@ TEST(BpeTokenizer, AddedTokenIdsFollowTheLibraryNotTheFile) {
   t["added_tokens"][0]["id"] = 500;
   const BpeTokenizer tok(write(t, "renumbered.json"));
   EXPECT_EQ(tok.encode_with_control_pieces("<|end|>"), std::vector<int64_t>{259});
+}
+
+TEST(BpeTokenizer, AddedTokensNeedEveryField) {
+  json t = small_tokenizer();
+  t["added_tokens"][0].erase("normalized");
+  EXPECT_CONTAINS(load_error(t), "added_tokens[0].normalized is missing");
 }
 
 TEST(BpeTokenizer, MissingOrMalformedFilesAreInputErrors) {
@@ -196,7 +204,8 @@ TEST(BpeTokenizer, UnsupportedNormalizersAreNamed) {
 TEST(BpeTokenizer, UnsupportedPreTokenizersAreNamed) {
   json t = small_tokenizer();
   t["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
-  EXPECT_CONTAINS(load_error(t), "pre_tokenizer.type 'Metaspace' is not supported (supported: Sequence, Split, ByteLevel)");
+  EXPECT_CONTAINS(load_error(t),
+                  "pre_tokenizer.type 'Metaspace' is not supported (supported: Sequence, Split, Digits, ByteLevel)");
   const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}, {"invert", false}};
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   t["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split, {{"type", "Whitespace"}}})}};
@@ -214,7 +223,8 @@ TEST(BpeTokenizer, UnsupportedPreTokenizersAreNamed) {
   odd = split;
   odd["pattern"] = {{"Regex", "(unclosed"}};
   t["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({odd, byte_level})}};
-  EXPECT_CONTAINS(load_error(t), "pre_tokenizer.pretokenizers[0].pattern.Regex '(unclosed' is not a valid regular expression");
+  EXPECT_CONTAINS(load_error(t),
+                  "pre_tokenizer.pretokenizers[0].pattern.Regex '(unclosed' is not a valid regular expression");
 }
 
 TEST(BpeTokenizer, UnsupportedModelsAndOptionsAreNamed) {
@@ -251,7 +261,8 @@ TEST(BpeTokenizer, UnsupportedDecodersAndPostProcessorsAreNamed) {
   t = small_tokenizer();
   t["post_processor"] = {{"type", "RobertaProcessing"}};
   EXPECT_CONTAINS(load_error(t),
-                  "post_processor.type 'RobertaProcessing' is not supported (supported: ByteLevel, TemplateProcessing, Sequence)");
+                  "post_processor.type 'RobertaProcessing' is not supported "
+                  "(supported: ByteLevel, TemplateProcessing, Sequence)");
 }
 
 }  // namespace
