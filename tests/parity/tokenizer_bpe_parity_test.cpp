@@ -70,7 +70,7 @@ std::vector<std::pair<size_t, size_t>> fixture_offsets(const nlohmann::json& off
 class TokenizerBpeParity : public ::testing::TestWithParam<std::string> {
  protected:
   const nlohmann::json& fixture() const {
-    for (const auto& t : cases()["tokenizers"]) {
+    for (const auto& t : cases()["files"]) {
       if (t["name"] == GetParam()) return t;
     }
     throw std::runtime_error("no tokenizer '" + GetParam() + "' in cases.json");
@@ -105,8 +105,8 @@ TEST_P(TokenizerBpeParity, IdsOffsetsAndDecodeEqualPythonTokenizers) {
     }
   }
   EXPECT_EQ(mismatches, 0u) << fixture()["name"].get<std::string>() << ": " << mismatches << " of " << all.size()
-                            << " strings differ from tokenizers " << cases()["tokenizers_version"].get<std::string>();
-  std::printf("tokenizer_bpe parity: %s: %zu strings, %zu differ (ids both ways, offsets, decode)\n",
+                            << " strings differ from tokenizers " << cases()["library_version"].get<std::string>();
+  std::printf("BpeTokenizer parity: %s: %zu strings, %zu differ (ids both ways, offsets, decode)\n",
               fixture()["name"].get<std::string>().c_str(), all.size(), mismatches);
 }
 
@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, TokenizerBpeParity,
 
 TEST(TokenizerBpeParity, FixtureCoversTheCases) {
   EXPECT_GE(texts().size(), 2000u);
-  EXPECT_EQ(cases()["tokenizers"].size(), 8u);
+  EXPECT_EQ(cases()["files"].size(), 8u);
   EXPECT_TRUE(std::find(texts().begin(), texts().end(), "") != texts().end());
 }
 

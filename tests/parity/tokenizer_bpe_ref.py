@@ -395,8 +395,8 @@ def main() -> int:
     strings += [s for s in sentences[:100]]  # training text itself (long words the merges know)
     tables = [char_to_byte_offsets(s) for s in strings]
 
-    result = {"tokenizers_version": tokenizers.__version__,
-              "texts_hex": [s.encode().hex() for s in strings], "tokenizers": []}
+    result = {"library_version": tokenizers.__version__,
+              "texts_hex": [s.encode().hex() for s in strings], "files": []}
     for name, path in paths.items():
         tok = reloaded(path)
         cases = [encode_case(tok, s, t) for s, t in zip(strings, tables)]
@@ -423,13 +423,13 @@ def main() -> int:
         if name == "qwen2":
             changed = sum(normalizers.NFC().normalize_str(s) != s for s in strings)
             assert changed > 50, "too few strings that NFC changes"
-        result["tokenizers"].append(entry)
+        result["files"].append(entry)
 
     (out / "cases.json").write_text(json.dumps(result, ensure_ascii=False))
-    summary = ", ".join(f"{t['name']} (vocab {t['vocab_size']})" for t in result["tokenizers"])
+    summary = ", ".join(f"{t['name']} (vocab {t['vocab_size']})" for t in result["files"])
     print(f"tokenizer_bpe_ref: tokenizers {tokenizers.__version__}, {len(strings)} strings x "
-          f"{len(result['tokenizers'])} tokenizers: {summary}; "
-          f"ignore_merges changes {result['tokenizers'][1]['strings_ignore_merges_changes']} llama3 encodings; "
+          f"{len(result['files'])} tokenizers: {summary}; "
+          f"ignore_merges changes {result['files'][1]['strings_ignore_merges_changes']} llama3 encodings; "
           f"{time.time() - start:.1f} s -> {out}")
     return 0
 
