@@ -13,19 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "src/tokenizer/token_span.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
 namespace ferry {
-
-// One token of an encoding and the bytes of the input it stands for, [begin, end). A dummy
-// prefix "▁" owns no bytes; byte-fallback pieces of one character may share its span.
-struct TokenSpan {
-  int64_t id = 0;
-  size_t begin = 0;
-  size_t end = 0;
-};
 
 class Tokenizer {
  public:
