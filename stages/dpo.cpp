@@ -223,7 +223,7 @@ void run_dpo(const Config& given) {
                                PreferenceBatchSource::Options::from_config(config, pad_id));
   DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen ? frozen.get() : nullptr);
   Trainer trainer(config, *engine, source, objective,
-                  stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));
+                  stage_trained_model(name, *model, loaded.shape, config, tokenizer));
   run_to_the_end(trainer, config, *engine, device, "train-dpo", "pairs", {"rewards/accuracies", "rewards/margins"});
 }
 

@@ -65,7 +65,7 @@ void run_grpo(const Config& given) {
   const int64_t total_steps = total * learner.steps_per_rollout(g.generation_batch_size);
   int64_t step = 0;
   RlRun run(config, *engine, "train-grpo",
-            {{stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path()), "policy"}},
+            {{stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer), "policy"}},
             [&](PpoState& state) { state.optimizer_steps = step; });
   PpoState& state = run.state;
   if (!run.resume(total)) state.first_eval = evaluation.run("before training");

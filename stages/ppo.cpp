@@ -109,9 +109,9 @@ void run_ppo(const Config& given) {
   const int64_t total = config.train.max_steps > 0 ? config.train.max_steps : p.num_episodes * per_pass;
   const int64_t total_steps = total * learner.steps_per_rollout(p.rollout_batch_size * p.num_generations);
   std::vector<RlTrainedModel> trained{
-      {stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer.path()), "policy"}};
+      {stage_trained_model(models.policy_name, *policy, loaded.shape, config, tokenizer), "policy"}};
   if (critic) {
-    trained.push_back({stage_trained_model(models.critic_name, *critic, critic_shape, config, tokenizer.path()), "critic"});
+    trained.push_back({stage_trained_model(models.critic_name, *critic, critic_shape, config, tokenizer), "critic"});
   }
   rl::KlController kl(p.kl_coef, p.kl_target, p.kl_horizon);
   int64_t step = 0;

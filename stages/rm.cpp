@@ -69,7 +69,7 @@ void run_rm(const Config& given) {
   PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
                                PreferenceBatchSource::Options::from_config(config, stage_pad_id(shape, tokenizer)));
   RewardObjective objective(name, *model, config.rm.center_rewards_coefficient);
-  Trainer trainer(config, *engine, source, objective, stage_trained_model(name, *model, shape, config, tokenizer.path()));
+  Trainer trainer(config, *engine, source, objective, stage_trained_model(name, *model, shape, config, tokenizer));
   run_to_the_end(trainer, config, *engine, device, "train-rm", "pairs", {"accuracy", "rewards/gap"});
 }
 

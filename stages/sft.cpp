@@ -89,8 +89,7 @@ void run_sft(const Config& given) {
   const c10::Device device = training_device(config.train.device);
   const at::ScalarType dtype = weight_dtype(config.train.precision);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
-  const std::string tokenizer_file = tokenizer_path(config);
-  const Tokenizer tokenizer(tokenizer_file);
+  const Tokenizer tokenizer(tokenizer_path(config));
   // Built on the host: the engine places the weights on the device as its policy says (a model
   // bigger than the GPU never goes there whole).
   LoadedCausalLm loaded = load_causal_lm(config, dtype);
@@ -133,7 +132,7 @@ void run_sft(const Config& given) {
   SftObjective objective(name, *model);
 
   Trainer trainer(config, *engine, source, objective,
-                  stage_trained_model(name, *model, loaded.shape, config, tokenizer.path()));
+                  stage_trained_model(name, *model, loaded.shape, config, tokenizer));
   run_to_the_end(trainer, config, *engine, device, "train-sft", d.packing ? "samples (packed)" : "samples");
 }
 

@@ -29,9 +29,9 @@ namespace ferry {
 
 std::string tokenizer_path(const Config& config) {
   if (!config.tokenizer.path.empty()) return config.tokenizer.path;
-  if (!config.model.path.empty()) return (fs::path(config.model.path) / "tokenizer.model").string();
+  if (!config.model.path.empty()) return config.model.path;
   throw ConfigError("tokenizer.path: no tokenizer given; set tokenizer.path (a training run from model.config "
-                    "has no model folder to take tokenizer.model from)");
+                    "has no model folder to take the tokenizer from)");
 }
 
 void check_tokenizer_fits(const Tokenizer& tokenizer, const LlamaConfig& shape) {
@@ -74,7 +74,7 @@ void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Conf
 }
 
 TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
-                                 const Config& config, const std::string& tokenizer_file) {
+                                 const Config& config, const Tokenizer& tokenizer) {
   std::optional<io::LoraAdapterConfig> adapter;
   if (config.lora.rank > 0) {
     adapter.emplace();
@@ -89,11 +89,21 @@ TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& mod
   }
   TrainedModel trained;
   trained.name = name;
-  trained.save = [&model, shape, adapter, tokenizer_file](const fs::path& folder) {
+  // The main file under its standard name (data/tokenizer.model becomes tokenizer.model), the
+  // side files under theirs.
+  std::vector<std::pair<std::string, std::string>> tokenizer_files;
+  for (const auto& file : tokenizer.files()) {
+    const bool main = tokenizer_files.empty();
+    const std::string name = !main ? fs::path(file).filename().string()
+                             : tokenizer.kind() == TokenizerKind::sentencepiece ? "tokenizer.model"
+                                                                                : "tokenizer.json";
+    tokenizer_files.emplace_back(file, name);
+  }
+  trained.save = [&model, shape, adapter, tokenizer_files](const fs::path& folder) {
     save_pretrained(model, shape, folder);
     if (adapter) io::write_adapter_config(folder / io::kAdapterConfigFile, *adapter);
-    if (!tokenizer_file.empty()) {
-      fs::copy_file(tokenizer_file, folder / "tokenizer.model", fs::copy_options::overwrite_existing);
+    for (const auto& [file, name] : tokenizer_files) {
+      fs::copy_file(file, folder / name, fs::copy_options::overwrite_existing);
     }
   };
   trained.load = [&model](const fs::path& folder) {

@@ -19,7 +19,7 @@ namespace ferry {
 
 class Tokenizer;
 
-// tokenizer.path, else <model.path>/tokenizer.model.
+// tokenizer.path, else the model.path folder (its tokenizer.model, else its tokenizer.json).
 std::string tokenizer_path(const Config& config);
 
 // Throws InputError when the tokenizer has more tokens than the model's vocabulary.
@@ -48,9 +48,10 @@ inline void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) { pr
 // How a stage saves and resumes its model (a causal LM or a score model). save: config.json +
 // weights (with LoRA: base weights and adapters together, plus adapter_config.json, which makes
 // step-N exact to resume and lets `ferry export` merge it or cut the adapter out) +
-// tokenizer.model when `tokenizer_file` is set. load: the weights of such a folder into the live model.
+// the tokenizer's files (Tokenizer::files(): tokenizer.model, or tokenizer.json with its
+// tokenizer_config.json). load: the weights of such a folder into the live model.
 TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
-                                 const Config& config, const std::string& tokenizer_file);
+                                 const Config& config, const Tokenizer& tokenizer);
 
 // With LoRA, rewrites output.dir/final (saved by the trainer as a checkpoint) in lora.export's
 // format, through `ferry export`'s code: `merged` a plain Hugging Face folder, `adapter` a PEFT

@@ -68,7 +68,7 @@ HfExportSummary export_lora_adapter(const fs::path& in, const fs::path& out, con
 
 const std::vector<std::string>& hf_side_files() {
   static const std::vector<std::string> files{"tokenizer.model",         "tokenizer.json", "tokenizer_config.json",
-                                              "special_tokens_map.json", "generation_config.json"};
+                                              "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
   return files;
 }
 

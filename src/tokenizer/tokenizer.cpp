@@ -1,4 +1,4 @@
-// Tokenizer: SentencePiece behind Ferry's errors and int64 ids.
+// Tokenizer: SentencePiece or tokenizer.json BPE behind Ferry's errors and int64 ids.
 #include "src/tokenizer/tokenizer.h"
 
 #include <sentencepiece_processor.h>
@@ -8,35 +8,65 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/tokenizer/bpe_tokenizer.h"
 
 namespace ferry {
 namespace {
 
+namespace fs = std::filesystem;
+
+bool file_exists(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A folder's tokenizer file: tokenizer.model first (a Llama 2 folder holds both, and
+// SentencePiece is what the model was trained with), else tokenizer.json.
 std::string resolve_model_path(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return (std::filesystem::path(path) / "tokenizer.model").string();
-  }
-  return path;
+  if (!fs::is_directory(path, ec)) return path;
+  const fs::path model = fs::path(path) / "tokenizer.model";
+  const fs::path json = fs::path(path) / "tokenizer.json";
+  if (!file_exists(model) && file_exists(json)) return json.string();
+  return model.string();
 }
 
 }  // namespace
 
-Tokenizer::Tokenizer(const std::string& path)
-    : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()), path_(resolve_model_path(path)) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) {
+Tokenizer::Tokenizer(const std::string& path) : path_(resolve_model_path(path)) {
+  if (!file_exists(path_)) {
     throw InputError("tokenizer file '" + path_ + "' does not exist (set tokenizer.path to a SentencePiece " +
-                     "tokenizer.model, e.g. data/tokenizer.model, or a model folder that holds one)");
+                     "tokenizer.model or a Hugging Face tokenizer.json, e.g. data/tokenizer.model, or a model " +
+                     "folder that holds one)");
   }
+  const std::string folder = fs::path(path_).parent_path().string();
+  // A lone file given as tokenizer.path still finds the tokenizer_config.json beside it.
+  hf_config_ = read_hf_tokenizer_config(folder.empty() ? "." : folder);
+  if (ends_with(path_, ".json")) {
+    load_bpe(folder);
+  } else {
+    load_sentencepiece();
+  }
+  // Longest first, so a piece that is a prefix of another ("<s>" vs "<s>x") never wins wrongly.
+  std::stable_sort(control_pieces_.begin(), control_pieces_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+void Tokenizer::load_sentencepiece() {
+  processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   // Read it ourselves so a missing or unreadable file gets Ferry's message, then parse from memory.
   const std::string bytes = read_file(path_);
   const auto status = processor_->LoadFromSerializedProto(bytes);
   if (!status.ok() || processor_->GetPieceSize() <= 0) {
     throw InputError("tokenizer file '" + path_ + "' is not a valid SentencePiece model (" +
                      (status.ok() ? std::string("empty vocabulary") : status.ToString()) +
-                     "); Ferry reads SentencePiece tokenizer.model files, not Hugging Face tokenizer.json");
+                     "); a Hugging Face tokenizer.json must be named *.json");
   }
+  files_ = {path_};
   vocab_size_ = processor_->GetPieceSize();
   bos_id_ = processor_->bos_id();
   eos_id_ = processor_->eos_id();
@@ -48,9 +78,41 @@ Tokenizer::Tokenizer(const std::string& path)
       if (!piece.empty()) control_pieces_.emplace_back(piece, id);
     }
   }
-  // Longest first, so a piece that is a prefix of another ("<s>" vs "<s>x") never wins wrongly.
-  std::stable_sort(control_pieces_.begin(), control_pieces_.end(),
-                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+void Tokenizer::load_bpe(const std::string& folder) {
+  bpe_ = std::make_unique<BpeTokenizer>(path_);
+  files_ = {path_};
+  for (const char* side : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"}) {
+    const fs::path file = fs::path(folder) / side;
+    if (file_exists(file)) files_.push_back(file.string());
+  }
+  vocab_size_ = bpe_->vocab_size();
+  control_pieces_ = bpe_->special_tokens();
+  const HfTokenizerConfig& hf = hf_config_;
+  // tokenizer_config.json names the tokens by text; a token it names must exist.
+  const auto named = [&](const std::optional<std::string>& text, const char* key) -> int64_t {
+    if (!text) return -1;
+    if (auto id = bpe_->find_piece(*text)) return *id;
+    throw InputError(hf.source + ": " + key + " '" + *text + "' is not a token of " + path_ +
+                     "; fix the file or use the tokenizer it was written for");
+  };
+  const auto numbered = [&](const std::optional<int64_t>& id) -> int64_t {
+    return id && *id >= 0 && *id < vocab_size_ ? *id : -1;
+  };
+  if (!hf.source.empty()) {
+    // The file is the authority: Qwen2.5 sets bos_token to null and so has no BOS, whatever
+    // config.json's bos_token_id says.
+    bos_id_ = named(hf.bos_token, "bos_token");
+    eos_id_ = named(hf.eos_token, "eos_token");
+    pad_id_ = named(hf.pad_token, "pad_token");
+    unk_id_ = named(hf.unk_token, "unk_token");
+  } else {
+    bos_id_ = numbered(hf.bos_token_id);
+    eos_id_ = numbered(hf.eos_token_id);
+    pad_id_ = numbered(hf.pad_token_id);
+  }
+  if (bos_id_ < 0 && hf.source.empty()) bos_id_ = bpe_->leading_special_id().value_or(-1);
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -58,6 +120,7 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  if (bpe_) return bpe_->encode(text);
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
   if (!status.ok()) {
@@ -67,6 +130,7 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) const {
+  if (bpe_) return bpe_->encode_with_offsets(text);
   const sentencepiece::ImmutableSentencePieceText encoded = processor_->EncodeAsImmutableProto(text);
   std::vector<TokenSpan> out;
   out.reserve(encoded.pieces_size());
@@ -82,6 +146,7 @@ std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) con
 }
 
 std::vector<int64_t> Tokenizer::encode_with_control_pieces(std::string_view text) const {
+  if (bpe_) return bpe_->encode_with_control_pieces(text);
   std::vector<int64_t> out;
   size_t start = 0;  // start of the plain text not yet encoded
   size_t pos = 0;
@@ -109,6 +174,10 @@ std::vector<int64_t> Tokenizer::encode_with_control_pieces(std::string_view text
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  if (bpe_) {
+    for (const int64_t id : ids) check_id(id);
+    return bpe_->decode(ids);
+  }
   std::vector<int> narrow;
   narrow.reserve(ids.size());
   for (const int64_t id : ids) {
@@ -124,6 +193,7 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
 }
 
 std::optional<int64_t> Tokenizer::find_piece(std::string_view piece) const {
+  if (bpe_) return bpe_->find_piece(piece);
   const int id = processor_->PieceToId(piece);
   // SentencePiece answers unk_id for unknown pieces; only the unk piece itself really maps there.
   if (id < 0 || id >= vocab_size_) return std::nullopt;
@@ -138,11 +208,13 @@ int64_t Tokenizer::piece_to_id(std::string_view piece) const {
 
 std::string Tokenizer::id_to_piece(int64_t id) const {
   check_id(id);
+  if (bpe_) return bpe_->id_to_piece(id);
   return processor_->IdToPiece(static_cast<int>(id));
 }
 
 bool Tokenizer::is_control(int64_t id) const {
   check_id(id);
+  if (bpe_) return bpe_->is_special(id);
   return processor_->IsControl(static_cast<int>(id));
 }
 

@@ -1,5 +1,8 @@
-// Tokenizer: a SentencePiece model (the `tokenizer.model` of Llama-family checkpoints and of
-// data/tokenizer.model) behind a small interface with Ferry's errors and int64 token ids.
+// Tokenizer: a model folder's tokenizer behind a small interface with Ferry's errors and int64
+// token ids: a SentencePiece `tokenizer.model` (Llama 1/2, Mistral, data/tokenizer.model) or a
+// Hugging Face `tokenizer.json` byte-level BPE (Qwen2/2.5/3, Llama 3.x, SmolLM2; see
+// bpe_tokenizer.h), whichever the folder holds (tokenizer.model first). For tokenizer.json, BOS,
+// EOS and pad come from the folder's tokenizer_config.json (or config.json's ids).
 //
 // encode() never adds BOS/EOS; callers (chat templates, data loaders, generation) decide where
 // they go. Encoding and decoding are const and safe to call from several threads at once.
@@ -13,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/tokenizer/hf_tokenizer_config.h"
 #include "src/tokenizer/token_span.h"
 
 namespace sentencepiece {
@@ -21,17 +25,23 @@ class SentencePieceProcessor;
 
 namespace ferry {
 
+class BpeTokenizer;
+
+enum class TokenizerKind { sentencepiece, byte_level_bpe };
+
 class Tokenizer {
  public:
-  // Loads a SentencePiece model file, or `<dir>/tokenizer.model` when `path` is a folder.
-  // Throws InputError naming the file when it is missing, unreadable or not a SentencePiece model.
+  // Loads a SentencePiece model file, a tokenizer.json, or the folder `path` (its tokenizer.model,
+  // else its tokenizer.json). Throws InputError naming the file when it is missing, unreadable or
+  // not a tokenizer Ferry reads.
   explicit Tokenizer(const std::string& path);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  // Token ids of `text`, without BOS or EOS. Text that spells a control piece ("<s>", "</s>")
-  // stays text; user-defined pieces (chat markers such as "<|end|>") become their one id.
+  // Token ids of `text`, without BOS or EOS. Text that spells a control piece ("<s>", "</s>", a
+  // tokenizer.json's special tokens such as "<|im_end|>") stays text; user-defined pieces (the
+  // demo's "<|end|>", a tokenizer.json's non-special added tokens) become their one id.
   std::vector<int64_t> encode(std::string_view text) const;
 
   // As encode(), except that control pieces written literally in `text` ("<s>", "</s>") become
@@ -64,16 +74,30 @@ class Tokenizer {
   // The piece of an id; throws InputError when the id is outside the vocabulary.
   std::string id_to_piece(int64_t id) const;
 
-  // True for control pieces (<s>, </s>, <pad>), which never come out of encode().
+  // True for control pieces (<s>, </s>, <pad>; a tokenizer.json's special tokens), which never
+  // come out of encode().
   bool is_control(int64_t id) const;
 
   // The file the model was loaded from, for error messages.
   const std::string& path() const { return path_; }
+  TokenizerKind kind() const { return bpe_ ? TokenizerKind::byte_level_bpe : TokenizerKind::sentencepiece; }
+  // The files a saved model folder needs to load this tokenizer again (tokenizer.model; or
+  // tokenizer.json with the folder's tokenizer_config.json, special_tokens_map.json and
+  // chat_template.jinja when present).
+  const std::vector<std::string>& files() const { return files_; }
+  // The folder's tokenizer_config.json (chat template, special tokens); empty fields when the
+  // tokenizer was loaded from a lone file.
+  const HfTokenizerConfig& hf_config() const { return hf_config_; }
 
  private:
+  void load_sentencepiece();
+  void load_bpe(const std::string& folder);
   void check_id(int64_t id) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::unique_ptr<BpeTokenizer> bpe_;
+  std::vector<std::string> files_;
+  HfTokenizerConfig hf_config_;
   std::string path_;
   int64_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, unk_id_ = -1, vocab_size_ = 0;
   // Control pieces by text, longest first, for encode_with_control_pieces.
