@@ -32,6 +32,10 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
     // 8-bit moments are the CPU optimizer's: the plan offloads it.
     request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
   }
+  if (config.offload.master_weights == MasterWeights::bf16_kahan) {
+    request.shape.master = MasterFormat::bf16_kahan;
+    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};  // the CPU optimizer's, too
+  }
   request.shape.lora_targets = config.lora.target_modules;
   request.activation_offload = config.train.activation_offload;
   request.constants.chunk_size = config.offload.chunk_size.bytes;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/adamw_kahan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "offload/engine_models.h"
 #include "src/core/byte_size.h"
@@ -179,6 +180,9 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
       p.decay = takes_weight_decay(p.name, tensor);
       if (tensor.scalar_type() == at::kFloat) {
         p.master = p.host_view;
+      } else if (tensor.scalar_type() == at::kBFloat16 && options_.master_weights == MasterWeights::bf16_kahan) {
+        p.compensation = transfers_->host_zeros(tensor.sizes(), at::kBFloat16);  // master = the weights exactly
+        m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::master, p.compensation.nbytes());
       } else {
         p.master = p.host_view.to(at::kFloat);
         if (!transfers_->emulated()) p.master = fp32_host(tensor).copy_(p.master);
@@ -431,18 +435,32 @@ bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams
     Param& p = m.params[i];
     if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
     params.weight_decay = p.decay ? options_.weight_decay : 0.0;
-    const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-    void* weight_out = separate_master ? p.host_view.data_ptr() : nullptr;
-    const kernels::WeightOutType out_type =
-        separate_master ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none;
     const float scale = static_cast<float>(grad_multiplier);
+    const int64_t n = p.host_view.numel();
+    if (p.compensation.defined()) {  // the bf16 weights are the master, with their compensation
+      auto* weight = static_cast<uint16_t*>(p.host_view.data_ptr());
+      auto* compensation = static_cast<uint16_t*>(p.compensation.data_ptr());
+      if (int8_moments()) {
+        kernels::adamw_update_kahan_int8(params, weight, compensation, int8_state(p), p.grad.data_ptr(),
+                                         kernels::GradType::f32, scale, n, pool_.get());
+      } else {
+        kernels::adamw_update_kahan(params, weight, compensation, p.exp_avg.data_ptr<float>(),
+                                    p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32, scale,
+                                    n, pool_.get());
+      }
+      updated = true;
+      continue;
+    }
+    void* weight_out = separate_master(p) ? p.host_view.data_ptr() : nullptr;
+    const kernels::WeightOutType out_type =
+        separate_master(p) ? weight_out_of(p.host_view.scalar_type()) : kernels::WeightOutType::none;
     if (int8_moments()) {
       kernels::adamw_update_int8(params, p.master.data_ptr<float>(), int8_state(p), p.grad.data_ptr(),
-                                 kernels::GradType::f32, scale, weight_out, out_type, p.host_view.numel(), pool_.get());
+                                 kernels::GradType::f32, scale, weight_out, out_type, n, pool_.get());
     } else {
       kernels::adamw_update(params, p.master.data_ptr<float>(), p.exp_avg.data_ptr<float>(),
                             p.exp_avg_sq.data_ptr<float>(), p.grad.data_ptr(), kernels::GradType::f32, scale,
-                            weight_out, out_type, p.host_view.numel(), pool_.get());
+                            weight_out, out_type, n, pool_.get());
     }
     updated = true;
   }
@@ -574,8 +592,16 @@ std::vector<offload::ParameterStateRef> ChunkedEngine::state_refs(bool dequantiz
   for (const auto& [name, m] : models_) {
     for (const Param& p : m.params) {
       if (!p.trainable) continue;
-      const bool separate_master = p.master.data_ptr() != p.host_view.data_ptr();
-      offload::ParameterStateRef ref{name, p.name, p.exp_avg, p.exp_avg_sq, separate_master ? p.master : torch::Tensor()};
+      offload::ParameterStateRef ref{name, p.name, p.exp_avg, p.exp_avg_sq,
+                                     separate_master(p) ? p.master : torch::Tensor()};
+      if (p.compensation.defined()) {  // files hold the fp32 master: decoded to save, encoded after a load
+        ref.master = torch::zeros(p.host_view.sizes(), at::kFloat);
+        if (dequantized) {
+          kernels::decode_kahan_master(static_cast<const uint16_t*>(p.host_view.data_ptr()),
+                                       static_cast<const uint16_t*>(p.compensation.data_ptr()),
+                                       ref.master.data_ptr<float>(), p.host_view.numel());
+        }
+      }
       if (int8_moments()) {  // files hold fp32 moments whatever the format: fp32 buffers to save from / load into
         ref.exp_avg = torch::zeros(p.host_view.sizes(), at::kFloat);
         ref.exp_avg_sq = torch::zeros(p.host_view.sizes(), at::kFloat);
@@ -605,14 +631,20 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   }
   const std::vector<offload::ParameterStateRef> refs = state_refs(false);
   offload::load_optimizer_state(dir, refs, steps);
-  if (int8_moments()) {  // quantising the saved (dequantised) moments gives back the same codes
-    size_t i = 0;
-    for (auto& [name, m] : models_) {
-      for (Param& p : m.params) {
-        if (!p.trainable) continue;
-        const offload::ParameterStateRef& ref = refs[i++];
+  size_t i = 0;
+  for (auto& [name, m] : models_) {
+    for (Param& p : m.params) {
+      if (!p.trainable) continue;
+      const offload::ParameterStateRef& ref = refs[i++];
+      if (int8_moments()) {  // quantising the saved (dequantised) moments gives back the same codes
         kernels::quantize_int8_moments(ref.exp_avg.data_ptr<float>(), ref.exp_avg_sq.data_ptr<float>(), int8_state(p),
                                        p.host_view.numel());
+      }
+      if (p.compensation.defined()) {
+        // The weights were loaded before (the checkpoint's bf16 w); c = bf16(master - w) gives the pair
+        // whose value is the saved master exactly (kernels/cpu/adamw_kahan.h).
+        const torch::Tensor residual = ref.master - p.host_view.to(at::kFloat);
+        p.compensation.copy_(residual.to(at::kBFloat16));
       }
     }
   }
@@ -642,7 +674,8 @@ void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, c
   if (access == WeightAccess::read) return;
   torch::NoGradGuard no_grad;
   for (Param& p : m.params) {
-    if (p.trainable && p.master.data_ptr() != p.host_view.data_ptr()) p.master.copy_(p.host_view);
+    if (p.trainable && separate_master(p)) p.master.copy_(p.host_view);
+    if (p.trainable && p.compensation.defined()) p.compensation.zero_();  // the written weights are the master
   }
   for (Chunk& ch : m.chunks) {
     if (!ch.device.defined()) continue;

@@ -101,7 +101,10 @@ class ChunkedEngine : public ParameterEngine {
     bool trainable = false;
     bool decay = true;          // false for norms and biases
     // Trainable only (host, fp32):
-    torch::Tensor master;       // aliases host_view for fp32 models
+    torch::Tensor master;       // aliases host_view for fp32 models; undefined with `compensation`
+    // offload.master_weights bf16_kahan, bf16 parameters: the master is host_view + compensation
+    // (bf16 each, kernels/cpu/adamw_kahan.h).
+    torch::Tensor compensation;
     torch::Tensor exp_avg, exp_avg_sq;  // fp32 moments (offload.optimizer_state fp32)
     // 8-bit moments (int8): codes (int8, uint8; one per parameter) and fp32 scales per block.
     torch::Tensor exp_avg_codes, exp_avg_scale, exp_avg_sq_codes, exp_avg_sq_scale;
@@ -181,6 +184,10 @@ class ChunkedEngine : public ParameterEngine {
   bool int8_moments() const;
   uint64_t moment_bytes(int64_t n) const;  // host bytes of n parameters' moments
   static kernels::Int8Moments int8_state(const Param& p);
+  // The fp32 master is a buffer of its own (not host_view itself, not a Kahan pair).
+  static bool separate_master(const Param& p) {
+    return p.master.defined() && p.master.data_ptr() != p.host_view.data_ptr();
+  }
 
   EngineOptions options_;
   offload::MemoryAccountant accountant_;

@@ -120,6 +120,7 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.device_budget = config.offload.gpu_memory.bytes;
   options.host_budget = resolve_host_budget(config.offload.host_memory.bytes);
   options.optimizer_state = config.offload.optimizer_state;
+  options.master_weights = config.offload.master_weights;
   options.chunk_size = config.offload.chunk_size.bytes;
   options.prefetch = config.offload.prefetch;
   options.activation_offload = config.train.activation_offload;

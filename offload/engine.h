@@ -126,6 +126,9 @@ struct EngineOptions {
   // offload.optimizer_state: the host Adam moments in fp32 or 8 bits (kernels/cpu/adamw_int8.h;
   // the offloading engines only).
   OptimizerState optimizer_state = OptimizerState::fp32;
+  // offload.master_weights: fp32 master weights, or the bf16 weights plus a bf16 compensation
+  // (kernels/cpu/adamw_kahan.h; the offloading engines, bf16 parameters only).
+  MasterWeights master_weights = MasterWeights::fp32;
   uint64_t chunk_size = 0;     // offload.chunk_size (0: one chunk per group)
   int64_t prefetch = 1;        // offload.prefetch: groups paged in ahead of the one running
   // Where the models compute. add_model takes parameters on this device or on the CPU and places

@@ -33,9 +33,8 @@ namespace ferry::offload {
 // How the optimizer keeps its state: Adam moments in fp32 (8 bytes per trainable parameter) or
 // block-wise int8 (kernels/cpu/adamw_int8.h: 1 byte each plus an fp32 scale per block of 256);
 // master weights in fp32 (4 bytes, mixed precision only) or as the bf16 weights plus a bf16 Kahan
-// compensation buffer (2 more bytes). The engine keeps either moment format
-// (offload.optimizer_state) and fp32 master weights; bf16 + Kahan is a what-if for the planner and
-// `ferry plan`.
+// compensation buffer (2 more bytes), as the engine keeps them (offload.optimizer_state,
+// offload.master_weights).
 enum class MomentFormat { fp32, int8 };
 enum class MasterFormat { fp32, bf16_kahan };
 

@@ -41,6 +41,11 @@ PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), acco
                       "fp32 moments where the model runs; use offload.policy optimizer or params, or "
                       "offload.optimizer_state fp32");
   }
+  if (options.master_weights == MasterWeights::bf16_kahan) {
+    throw ConfigError("offload.master_weights bf16_kahan is for the CPU optimizer's host state: the none policy "
+                      "keeps the optimizer where the model runs; use offload.policy optimizer or params, or "
+                      "offload.master_weights fp32");
+  }
   if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
 }
 

@@ -380,7 +380,7 @@ std::string explain_no_fit(const PlannerRequest& request, const PlanResult& resu
         << format_bytes_approx(h.memory.host_total()) << " or more (0: what /proc/meminfo says is available, less 10%)";
     for (const std::string& line : result.suggestions) out << "\n  - " << line;
     out << "\nhost bytes of that plan by optimizer-state format (int8 moments: offload.optimizer_state int8; "
-           "bf16 + Kahan master weights: planned, not built):\n"
+           "bf16 + Kahan master weights: offload.master_weights bf16_kahan):\n"
         << describe_state_formats(request, h);
     return out.str();
   }

@@ -84,8 +84,8 @@ int64_t largest_model_for_host(const MemoryModel& model, const Plan& plan, uint6
 
 // Text, one line per optimizer-state format (fp32 moments; int8 moments; int8 moments with bf16 +
 // Kahan master weights): `plan`'s host bytes under each, per parameter, whether they fit
-// request.host_budget and the largest model that would. The engine has fp32 and int8 moments
-// (offload.optimizer_state); bf16 + Kahan master weights are a what-if.
+// request.host_budget and the largest model that would (offload.optimizer_state,
+// offload.master_weights).
 std::string describe_state_formats(const PlannerRequest& request, const Plan& plan);
 
 // Text: what the smallest footprint consists of and the suggestions; for the "no plan fits" error.

@@ -182,7 +182,7 @@ void run_plan(const PlanArgs& args) {
   print_memory_table(out, p.memory, budget.bytes, request.host_budget);
   if (p.choice.policy != OffloadPolicy::none) {
     out << "host bytes by optimizer-state format (int8 moments: offload.optimizer_state int8; bf16 + Kahan master "
-           "weights: planned, not built):\n"
+           "weights: offload.master_weights bf16_kahan):\n"
         << offload::describe_state_formats(request, p);
   }
   out << "estimated step: " << seconds(p.time.total_s()) << " (forward " << seconds(p.time.forward_s) << ", backward "

@@ -151,6 +151,7 @@ struct OffloadConfig {
   int64_t prefetch = 1;
   bool overlap_step = false;
   OptimizerState optimizer_state = OptimizerState::fp32;
+  MasterWeights master_weights = MasterWeights::fp32;
 
   template <class V>
   void visit(V& v) {
@@ -169,6 +170,9 @@ struct OffloadConfig {
     v("optimizer_state", optimizer_state,
       "Adam moments on the host in fp32 or int8 (block-wise 8-bit: 2 instead of 8 bytes per parameter; "
       "needs policy optimizer, params or auto)");
+    v("master_weights", master_weights,
+      "master weights on the host: fp32, or bf16_kahan (the bf16 weights plus a bf16 compensation: 4 instead of "
+      "6 bytes per parameter; needs train.precision bf16 and policy optimizer, params or auto)");
   }
 };
 

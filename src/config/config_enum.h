@@ -25,6 +25,7 @@ enum class ImportanceSampling { token, sequence };
 enum class RewardKind { verifier, model, command };
 enum class AnswerMatch { exact, numeric, contains };
 enum class OptimizerState { fp32, int8 };
+enum class MasterWeights { fp32, bf16_kahan };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -66,6 +67,7 @@ FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numer
                  {AnswerMatch::contains, "contains"});
 
 FERRY_ENUM_NAMES(OptimizerState, {OptimizerState::fp32, "fp32"}, {OptimizerState::int8, "int8"});
+FERRY_ENUM_NAMES(MasterWeights, {MasterWeights::fp32, "fp32"}, {MasterWeights::bf16_kahan, "bf16_kahan"});
 #undef FERRY_ENUM_NAMES
 
 template <class E>

@@ -405,6 +405,14 @@ void validate_config(const Config& c) {
           "offload.optimizer_state int8 keeps the Adam moments on the host in 8 bits, for the CPU optimizer: it "
           "needs offload.policy optimizer, params or auto (under none the optimizer runs on the device); set "
           "offload.optimizer_state=fp32 or another policy");
+  if (c.offload.master_weights == MasterWeights::bf16_kahan) {
+    require(c.offload.policy != OffloadPolicy::none,
+            "offload.master_weights bf16_kahan keeps the master weights on the host for the CPU optimizer: it needs "
+            "offload.policy optimizer, params or auto; set offload.master_weights=fp32 or another policy");
+    require(t.precision == Precision::bf16,
+            "offload.master_weights bf16_kahan pairs the bf16 weights with a bf16 compensation: it needs "
+            "train.precision bf16 (got " + std::string(enum_name(t.precision)) + "); set offload.master_weights=fp32");
+  }
   if (c.offload.overlap_step) {
     require(c.offload.policy != OffloadPolicy::none,
             "offload.overlap_step overlaps the CPU optimizer with backward: it needs offload.policy optimizer, "

@@ -149,6 +149,7 @@ struct RunSpec {
   bool head_op = false;         // the loss through BackboneRunner::token_logprobs
   int64_t logits_chunk = 0;     // train.logits_chunk for it
   OptimizerState optimizer_state = OptimizerState::fp32;  // offload.optimizer_state
+  MasterWeights master_weights = MasterWeights::fp32;     // offload.master_weights
   bool activation_offload = false;  // train.activation_offload
 };
 
@@ -188,6 +189,7 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.offload.overlap_step = spec.overlap_step;
   config.train.logits_chunk = spec.logits_chunk;
   config.offload.optimizer_state = spec.optimizer_state;
+  config.offload.master_weights = spec.master_weights;
   config.train.activation_offload = spec.activation_offload;
 
   LlamaForCausalLM model(spec.shape);

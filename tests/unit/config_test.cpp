@@ -260,6 +260,28 @@ TEST(Config, Int8MomentsNeedAnOffloadedOptimizerAndHostMemoryIsASize) {
   EXPECT_EQ(fine.offload.host_memory.bytes, 32ull << 30);
 }
 
+TEST(Config, Bf16KahanMasterWeightsNeedBf16AndAnOffloadedOptimizer) {
+  const auto error_for = [](const std::vector<std::string>& overrides) {
+    Config config;
+    for (const auto& o : overrides) apply_override(config, o);
+    return config_error([&] { validate_config(config); });
+  };
+  EXPECT_CONTAINS(error_for({"offload.master_weights=bf16_kahan", "train.precision=bf16"}),
+                  "offload.policy optimizer, params or auto");
+  EXPECT_CONTAINS(error_for({"offload.master_weights=bf16_kahan", "offload.policy=optimizer", "train.precision=fp16"}),
+                  "train.precision bf16 (got fp16)");
+  EXPECT_CONTAINS(config_error([] {
+                    Config c;
+                    apply_override(c, "offload.master_weights=bf16");
+                  }),
+                  "bf16_kahan");
+  Config fine;
+  apply_override(fine, "offload.master_weights=bf16_kahan");
+  apply_override(fine, "offload.policy=params");
+  apply_override(fine, "train.precision=bf16");
+  EXPECT_NO_THROW(validate_config(fine));
+}
+
 TEST(Config, ActivationOffloadNeedsCheckpointedLayers) {
   const auto error_for = [](const std::vector<std::string>& overrides) {
     Config config;
