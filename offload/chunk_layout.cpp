@@ -120,6 +120,8 @@ std::vector<TensorSpec> llama_parameter_tensors(const LlamaConfig& config, int64
     if (config.attention_bias) add(layer + "self_attn.v_proj.bias", kv_out, g);
     add(layer + "self_attn.o_proj.weight", h * q_out, g);
     if (config.attention_output_bias) add(layer + "self_attn.o_proj.bias", h, g);
+    if (config.qk_norm) add(layer + "self_attn.q_norm.weight", config.head_dim, g);
+    if (config.qk_norm) add(layer + "self_attn.k_norm.weight", config.head_dim, g);
     add(layer + "post_attention_layernorm.weight", h, g);
     add(layer + "mlp.gate_proj.weight", inter * h, g);
     if (config.mlp_bias) add(layer + "mlp.gate_proj.bias", inter, g);

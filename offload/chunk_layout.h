@@ -87,7 +87,8 @@ inline int64_t llama_num_groups(const LlamaConfig& config) { return config.num_h
 // Every parameter of a Llama causal LM in execution order, named as Hugging Face names them
 // (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight,
 // lm_head.weight unless the embeddings are tied), with biases as attention_bias /
-// attention_output_bias / mlp_bias say. Shapes follow transformers' LlamaForCausalLM.
+// attention_output_bias / mlp_bias say and Qwen3's self_attn.q_norm / k_norm as qk_norm says.
+// Shapes follow transformers' LlamaForCausalLM (Qwen3ForCausalLM).
 std::vector<TensorSpec> llama_parameter_tensors(const LlamaConfig& config, int64_t element_size);
 
 }  // namespace ferry::offload

@@ -106,6 +106,7 @@ uint64_t MemoryModel::layer_activation_bytes_per_token() const {
   const int64_t lora_targets = shape_.lora_rank > 0 ? static_cast<int64_t>(shape_.lora_targets.size()) : 0;
   const int64_t elements = 2 * h                 // input_layernorm: its input and its output
                            + q + 2 * kv          // q, k (after RoPE) and v, saved by attention
+                           + (m.qk_norm ? q + kv : 0)  // Qwen3: q and k before their norms
                            + q                   // attention output (o_proj's input)
                            + 2 * h               // post_attention_layernorm: input and output
                            + 4 * inter           // gate, up, silu(gate), silu(gate)*up (down_proj's input)

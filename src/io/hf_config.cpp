@@ -1,5 +1,5 @@
-// config.json reading and writing (see hf_config.h). Defaults follow transformers' LlamaConfig
-// and Qwen2Config; keys Ferry does not use are ignored.
+// config.json reading and writing (see hf_config.h). Defaults follow transformers' LlamaConfig,
+// MistralConfig, Qwen2Config and Qwen3Config; keys Ferry does not use are ignored.
 #include "src/io/hf_config.h"
 
 #include <cmath>
@@ -143,6 +143,87 @@ std::string read_dtype(const Keys& top) {
   return dtype;
 }
 
+constexpr const char* kSupportedModelTypes = "llama, mistral, qwen2, qwen3";
+constexpr const char* kSupportedArchitectures =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and their *ForSequenceClassification";
+
+// `architectures` names the class transformers would build. Ferry has a causal LM and a one-output
+// score head; the model family itself comes from model_type, as transformers' Auto* classes take it.
+void check_architectures(const Keys& top) {
+  if (!top.has("architectures")) return;
+  const json& names = top.object().at("architectures");
+  if (!names.is_array()) top.fail("architectures", "must be a list of class names, got " + names.dump());
+  for (const json& name : names) {
+    const std::string text = name.is_string() ? name.get<std::string>() : name.dump();
+    if (!name.is_string() || !(text.ends_with("ForCausalLM") || text.ends_with("ForSequenceClassification"))) {
+      top.fail("architectures", "names " + text + ", which Ferry does not support (supported: " +
+                                    kSupportedArchitectures + ")");
+    }
+  }
+}
+
+// Qwen2 / Qwen3: sliding-window layers (use_sliding_window, or layer_types that transformers 5
+// writes) are refused; Ferry runs every layer with full attention.
+void check_full_attention(const Keys& top) {
+  if (top.boolean("use_sliding_window", false)) {
+    top.fail("use_sliding_window", "is true; Ferry supports full attention only (set it to false to train with full "
+                                   "attention)");
+  }
+  if (!top.has("layer_types")) return;
+  const json& types = top.object().at("layer_types");
+  if (!types.is_array()) top.fail("layer_types", "must be a list, got " + types.dump());
+  for (const json& layer : types) {
+    if (layer != "full_attention") {
+      top.fail("layer_types", "holds " + layer.dump() + "; Ferry supports full_attention layers only");
+    }
+  }
+}
+
+// Mistral's `sliding_window`: null -> 0 (full attention); absent -> 4096, MistralConfig's default.
+// Ferry honours any window (src/model/attention_mask.h): it only masks once a sequence is longer.
+int64_t read_sliding_window(const Keys& top) {
+  if (!top.object().contains("sliding_window")) return 4096;
+  if (!top.has("sliding_window")) return 0;
+  return top.positive_int("sliding_window");
+}
+
+// The class-name prefix of `config`'s family in transformers (Llama, Mistral, Qwen2, Qwen3), after
+// checking that the family's config.json can describe the model; throws UserError when it cannot.
+std::string writable_family(const LlamaConfig& config) {
+  const std::string& type = config.model_type;
+  const bool llama = type == "llama", qwen2 = type == "qwen2", qwen3 = type == "qwen3", mistral = type == "mistral";
+  if (!llama && !qwen2 && !qwen3 && !mistral) {
+    throw UserError("cannot write config.json for model_type '" + type + "' (supported: " + kSupportedModelTypes + ")");
+  }
+  if (config.qk_norm && !qwen3) {
+    throw UserError("cannot write a " + type + " config.json for a model with q/k norms (self_attn.q_norm, k_norm): "
+                    "only model_type qwen3 has them");
+  }
+  if (qwen3 && !config.qk_norm) {
+    throw UserError("cannot write a qwen3 config.json for a model without q/k norms: every Qwen3 attention layer has "
+                    "self_attn.q_norm and k_norm");
+  }
+  if (config.sliding_window > 0 && !mistral) {
+    throw UserError("cannot write a " + type + " config.json with a sliding window of " +
+                    std::to_string(config.sliding_window) + " for every layer: only model_type mistral has that");
+  }
+  if (qwen2 && !(config.attention_bias && !config.attention_output_bias && !config.mlp_bias)) {
+    throw UserError("cannot write a qwen2 config.json: Qwen2 models have q/k/v biases and no o_proj or MLP biases");
+  }
+  if (mistral && (config.attention_bias || config.attention_output_bias || config.mlp_bias)) {
+    throw UserError("cannot write a mistral config.json for a model with biases: MistralConfig has none (model_type "
+                    "llama has attention_bias and mlp_bias)");
+  }
+  if (qwen3 && config.mlp_bias) {
+    throw UserError("cannot write a qwen3 config.json with MLP biases: Qwen3Config has none");
+  }
+  if ((llama || qwen3) && config.attention_bias != config.attention_output_bias) {
+    throw UserError("cannot write a " + type + " config.json with q/k/v biases but no o_proj bias; transformers' "
+                    "config has one attention_bias switch for all four (use model_type qwen2 for q/k/v-only biases)");
+  }
+  return llama ? "Llama" : mistral ? "Mistral" : qwen2 ? "Qwen2" : "Qwen3";
+}
+
 }  // namespace
 
 LlamaConfig parse_hf_config(std::string_view json_text, const std::string& source) {
@@ -157,10 +238,12 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& sourc
 
   LlamaConfig config;
   config.model_type = top.string("model_type").value_or("llama");
-  const bool qwen2 = config.model_type == "qwen2";
-  if (config.model_type != "llama" && !qwen2) {
-    top.fail("model_type", "is '" + config.model_type + "', which Ferry does not support (supported: llama, qwen2)");
+  const std::string& type = config.model_type;
+  const bool qwen2 = type == "qwen2", qwen3 = type == "qwen3", mistral = type == "mistral";
+  if (type != "llama" && !qwen2 && !qwen3 && !mistral) {
+    top.fail("model_type", "is '" + type + "', which Ferry does not support (supported: " + kSupportedModelTypes + ")");
   }
+  check_architectures(top);
   if (const auto act = top.string("hidden_act"); act && *act != "silu") {
     top.fail("hidden_act", "is '" + *act + "'; Llama-family models use silu, and Ferry supports only that");
   }
@@ -170,17 +253,28 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   config.intermediate_size = top.positive_int("intermediate_size");
   config.num_hidden_layers = top.positive_int("num_hidden_layers");
   config.num_attention_heads = top.positive_int("num_attention_heads");
-  config.num_key_value_heads = top.positive_int("num_key_value_heads", config.num_attention_heads);
+  // Absent: the family config class's default (Qwen2/Qwen3Config 32, MistralConfig 8); null (and
+  // absent for llama): num_attention_heads, no grouping.
+  const int64_t default_kv_heads = top.object().contains("num_key_value_heads") ? config.num_attention_heads
+                                   : qwen2 || qwen3                             ? 32
+                                   : mistral                                    ? 8
+                                                                                : config.num_attention_heads;
+  config.num_key_value_heads = top.positive_int("num_key_value_heads", default_kv_heads);
   if (config.num_attention_heads % config.num_key_value_heads != 0) {
     top.fail("num_key_value_heads", "(" + std::to_string(config.num_key_value_heads) + ") must divide num_attention_heads (" +
                                         std::to_string(config.num_attention_heads) + ")");
   }
-  if (!top.has("head_dim") && config.hidden_size % config.num_attention_heads != 0) {
-    top.fail("hidden_size", "(" + std::to_string(config.hidden_size) + ") is not a multiple of num_attention_heads (" +
-                                std::to_string(config.num_attention_heads) + ") and no head_dim is given");
+  if (qwen3) {
+    config.head_dim = top.positive_int("head_dim", 128);  // Qwen3Config's default, not hidden / heads
+  } else {
+    if (!top.has("head_dim") && config.hidden_size % config.num_attention_heads != 0) {
+      top.fail("hidden_size", "(" + std::to_string(config.hidden_size) + ") is not a multiple of num_attention_heads (" +
+                                  std::to_string(config.num_attention_heads) + ") and no head_dim is given");
+    }
+    config.head_dim = top.positive_int("head_dim", config.hidden_size / config.num_attention_heads);
   }
-  config.head_dim = top.positive_int("head_dim", config.hidden_size / config.num_attention_heads);
-  config.max_position_embeddings = top.positive_int("max_position_embeddings", qwen2 ? 32768 : 2048);
+  const int64_t default_positions = qwen2 || qwen3 ? 32768 : mistral ? 131072 : 2048;
+  config.max_position_embeddings = top.positive_int("max_position_embeddings", default_positions);
   config.rms_norm_eps = top.positive_number("rms_norm_eps", 1e-6);
   read_rope(top, config);
 
@@ -190,20 +284,29 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& sourc
     config.attention_bias = true;
     config.attention_output_bias = false;
     config.mlp_bias = false;
-    if (top.boolean("use_sliding_window", false)) {
-      top.fail("use_sliding_window", "is true; Ferry supports full attention only (set it to false to train with full attention)");
-    }
+  } else if (qwen3) {
+    // Qwen3: one attention_bias switch for q/k/v/o (off in the released models), no MLP bias,
+    // RMSNorm on every query and key head.
+    config.attention_bias = top.boolean("attention_bias", false);
+    config.attention_output_bias = config.attention_bias;
+    config.mlp_bias = false;
+    config.qk_norm = true;
+  } else if (mistral) {
+    // MistralConfig has no bias switches: no biases anywhere.
+    config.attention_bias = config.attention_output_bias = config.mlp_bias = false;
   } else {
     config.attention_bias = top.boolean("attention_bias", false);
     config.attention_output_bias = config.attention_bias;
     config.mlp_bias = top.boolean("mlp_bias", false);
   }
+  if (qwen2 || qwen3) check_full_attention(top);
+  if (mistral) config.sliding_window = read_sliding_window(top);
 
-  config.bos_token_id = top.token_id("bos_token_id", qwen2 ? -1 : 1);
+  config.bos_token_id = top.token_id("bos_token_id", qwen2 || qwen3 ? -1 : 1);
   config.pad_token_id = top.token_id("pad_token_id", -1);
   config.eos_token_ids.clear();
   if (!root.contains("eos_token_id")) {
-    if (!qwen2) config.eos_token_ids = {2};
+    if (!qwen2 && !qwen3) config.eos_token_ids = {2};
   } else if (root["eos_token_id"].is_array()) {
     for (size_t i = 0; i < root["eos_token_id"].size(); ++i) {
       const json& id = root["eos_token_id"][i];
@@ -262,17 +365,8 @@ HfHead read_hf_head(const std::filesystem::path& config_json) {
 }
 
 std::string format_hf_config(const LlamaConfig& config, HfHead head) {
-  const bool qwen2 = config.model_type == "qwen2";
-  if (!qwen2 && config.model_type != "llama") {
-    throw UserError("cannot write config.json for model_type '" + config.model_type + "' (supported: llama, qwen2)");
-  }
-  if (qwen2 && !(config.attention_bias && !config.attention_output_bias && !config.mlp_bias)) {
-    throw UserError("cannot write a qwen2 config.json: Qwen2 models have q/k/v biases and no o_proj or MLP biases");
-  }
-  if (!qwen2 && config.attention_bias != config.attention_output_bias) {
-    throw UserError("cannot write a llama config.json with q/k/v biases but no o_proj bias; transformers' LlamaConfig "
-                    "has one attention_bias switch for all four (use model_type qwen2 for q/k/v-only biases)");
-  }
+  const std::string family = writable_family(config);
+  const bool qwen2 = family == "Qwen2", qwen3 = family == "Qwen3", mistral = family == "Mistral";
   const bool score = head == HfHead::score;
   // transformers finds each row's last token through pad_token_id (see hf_config.h).
   const int64_t pad_token_id =
@@ -283,11 +377,11 @@ std::string format_hf_config(const LlamaConfig& config, HfHead head) {
   }
   json out;
   if (score) {
-    out["architectures"] = {qwen2 ? "Qwen2ForSequenceClassification" : "LlamaForSequenceClassification"};
+    out["architectures"] = {family + "ForSequenceClassification"};
     out["id2label"] = {{"0", "LABEL_0"}};
     out["label2id"] = {{"LABEL_0", 0}};
   } else {
-    out["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+    out["architectures"] = {family + "ForCausalLM"};
   }
   out["model_type"] = config.model_type;
   out["vocab_size"] = config.vocab_size;
@@ -304,9 +398,12 @@ std::string format_hf_config(const LlamaConfig& config, HfHead head) {
   out["attention_dropout"] = 0.0;
   out["use_cache"] = true;
   out["tie_word_embeddings"] = config.tie_word_embeddings;
-  if (qwen2) {
+  if (qwen2 || qwen3) {
+    if (qwen3) out["attention_bias"] = config.attention_bias;
     out["use_sliding_window"] = false;
     out["sliding_window"] = nullptr;
+  } else if (mistral) {
+    out["sliding_window"] = config.sliding_window > 0 ? json(config.sliding_window) : json(nullptr);
   } else {
     out["attention_bias"] = config.attention_bias;
     out["mlp_bias"] = config.mlp_bias;

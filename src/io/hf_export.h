@@ -2,7 +2,7 @@
 // through Ferry's config reader/writer, the weights (optionally re-sharded), and the tokenizer and
 // generation files beside them. Weights are streamed from the mapped input, never held twice.
 // A score model (reward model, critic: `score.weight`, or a *ForSequenceClassification config.json)
-// is written as LlamaForSequenceClassification / Qwen2ForSequenceClassification with one label.
+// is written as its family's *ForSequenceClassification (LlamaFor..., Qwen3For...) with one label.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Attention masks and position ids from a padding mask.
+// Attention masks and position ids from a padding mask; the sliding window.
 #include "src/model/attention_mask.h"
 
 #include <ATen/ATen.h>
@@ -28,6 +28,19 @@ at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_
     allowed = at::logical_or(at::logical_and(allowed, key_is_token), (key_pos == query_pos).view({1, 1, query_length, key_length}));
   }
   return allowed;
+}
+
+at::Tensor apply_sliding_window(const at::Tensor& mask, int64_t query_length, int64_t past_length, int64_t window,
+                                at::Device device) {
+  const int64_t key_length = past_length + query_length;
+  if (window <= 0 || key_length <= window) return mask;
+  const auto index = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor query_pos = (at::arange(query_length, index) + past_length).unsqueeze(1);  // (Tq, 1)
+  const at::Tensor key_pos = at::arange(key_length, index).unsqueeze(0);                      // (1, Tk)
+  const at::Tensor distance = (query_pos - key_pos).view({1, 1, query_length, key_length});
+  const at::Tensor in_window = distance < window;
+  if (!mask.defined()) return at::logical_and(in_window, distance >= 0);  // causal within the window
+  return at::logical_and(mask.to(device), in_window);
 }
 
 }  // namespace ferry

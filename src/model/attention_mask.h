@@ -1,6 +1,6 @@
 // From a (B, T) attention mask of 1 (token) / 0 (padding) to what attention needs: position ids
 // (left padding starts each row at position 0) and the boolean (B, 1, T_query, T_key) mask for
-// scaled_dot_product_attention (causal AND key is not padding).
+// scaled_dot_product_attention (causal AND key is not padding), and Mistral's sliding window.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,5 +21,14 @@ at::Tensor position_ids_from_attention_mask(const at::Tensor& attention_mask);
 // A padding query sees at least itself: with every key masked, softmax would give NaN, which
 // would then leak through 0 * NaN into other rows' attention outputs.
 at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_length, int64_t past_length);
+
+// Mistral's sliding window on top of a mask: the query at index past_length + i may attend key j
+// only when past_length + i - j < window, i.e. itself and the window - 1 keys before it
+// (transformers' sliding_window_overlay; indices count padding, as transformers' do).
+// mask: what build_attention_mask returns (undefined: plain causal) or a full bool
+// (B|1, 1, T_query, T_key) mask. Returns `mask` unchanged when window is 0 or no key lies outside
+// the window (T_key <= window), else bool (B|1, 1, T_query, T_key) on `device`.
+at::Tensor apply_sliding_window(const at::Tensor& mask, int64_t query_length, int64_t past_length, int64_t window,
+                                at::Device device);
 
 }  // namespace ferry

@@ -1,5 +1,5 @@
-// Llama decoder block: attention (GQA, RoPE, SDPA), SwiGLU MLP, pre-norm residual layer; projections
-// with an optional LoRA adapter.
+// Llama decoder block: attention (GQA, optional q/k norms, RoPE, SDPA), SwiGLU MLP, pre-norm
+// residual layer; projections with an optional LoRA adapter.
 #include "src/model/llama_block.h"
 
 #include "src/core/error.h"
@@ -36,16 +36,26 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer_
   k_proj = register_module("k_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
   v_proj = register_module("v_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
   o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, c, config.attention_output_bias));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.rms_norm_eps));
+  }
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                           const torch::Tensor& mask, KvCache* cache) {
   const int64_t b = x.size(0), t = x.size(1);
   const bool training = is_training();
-  torch::Tensor q = lora_project(q_proj, q_lora, x, training).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor k = lora_project(k_proj, k_lora, x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  // q: (B, T, H, D); k: (B, T, n_kv, D)
+  torch::Tensor q = lora_project(q_proj, q_lora, x, training).view({b, t, num_heads_, head_dim_});
+  torch::Tensor k = lora_project(k_proj, k_lora, x, training).view({b, t, num_kv_heads_, head_dim_});
+  if (q_norm) {  // Qwen3: each head normalised over D before RoPE, as transformers' Qwen3Attention does
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = q.transpose(1, 2);  // (B, H, T, D)
+  k = k.transpose(1, 2);  // (B, n_kv, T, D)
   torch::Tensor v = lora_project(v_proj, v_lora, x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
-  // q: (B, H, T, D); k, v: (B, n_kv, T, D)
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index_, k, v);  // (B, n_kv, L, D)

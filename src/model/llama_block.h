@@ -1,6 +1,7 @@
-// One Llama decoder block and its parts: grouped-query self-attention with RoPE, the SwiGLU MLP,
-// and the pre-norm residual layer that joins them. Parameter names follow Hugging Face
-// (`self_attn.q_proj.weight`, `mlp.gate_proj.weight`, `input_layernorm.weight`, ...).
+// One Llama decoder block and its parts: grouped-query self-attention with RoPE (and Qwen3's
+// per-head q/k norms), the SwiGLU MLP, and the pre-norm residual layer that joins them. Parameter
+// names follow Hugging Face (`self_attn.q_proj.weight`, `mlp.gate_proj.weight`,
+// `input_layernorm.weight`, `self_attn.q_norm.weight`, ...).
 //
 // Looking ahead: the offload engine pages one decoder layer's parameters in and out as a chunk,
 // and activation checkpointing re-runs one layer's forward in backward. So a layer is a
@@ -30,6 +31,9 @@ class LlamaAttentionImpl : public torch::nn::Module {
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   LoraAdapter q_lora, k_lora, v_lora, o_lora;
+  // Qwen3 (config.qk_norm): RMSNorm over head_dim of every query and key head, after the
+  // projection and before RoPE (`self_attn.q_norm.weight`, (D)); empty for the other families.
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
 
  private:
   int64_t layer_index_;

@@ -1,5 +1,7 @@
-// The shape of a Llama-family decoder, as Hugging Face's config.json describes it (read and
-// written by src/io/hf_config.h). Torch-free, so the planner and the CLI can use it cheaply.
+// The shape of a Llama-family decoder (Llama, SmolLM2, Mistral, Qwen2/2.5, Qwen3), as Hugging Face's
+// config.json describes it (read and written by src/io/hf_config.h). Torch-free, so the planner and
+// the CLI can use it cheaply. The families differ only in the switches below: biases (Qwen2), q/k
+// norms (Qwen3), a sliding attention window (Mistral).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@ struct LlamaConfig {
   bool attention_bias = false;  // q/k/v/o biases (Qwen2-style has q/k/v only; see attention_output_bias)
   bool attention_output_bias = false;
   bool mlp_bias = false;
+  bool qk_norm = false;          // Qwen3: an RMSNorm over head_dim on every query and key head, before RoPE
+  int64_t sliding_window = 0;    // Mistral: a query attends the last `sliding_window` keys (itself included); 0: all
   int64_t bos_token_id = 1;
   std::vector<int64_t> eos_token_ids{2};
   int64_t pad_token_id = -1;  // -1: none
@@ -46,7 +50,7 @@ struct LlamaConfig {
     const int64_t attn = hidden_size * head_dim * (num_attention_heads + 2 * num_key_value_heads) +
                          num_attention_heads * head_dim * hidden_size;
     const int64_t mlp = 3 * hidden_size * intermediate_size;
-    const int64_t per_layer = attn + mlp + 2 * hidden_size;
+    const int64_t per_layer = attn + mlp + 2 * hidden_size + (qk_norm ? 2 * head_dim : 0);
     const int64_t embed = vocab_size * hidden_size;
     return embed * (tie_word_embeddings ? 1 : 2) + per_layer * num_hidden_layers + hidden_size;
   }

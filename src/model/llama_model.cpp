@@ -89,6 +89,8 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
                                        length, past);
     if (inputs.mask.defined()) inputs.mask = inputs.mask.to(input_ids.device());
   }
+  // Mistral: keys more than sliding_window - 1 places back are masked (only once a sequence is longer).
+  inputs.mask = apply_sliding_window(inputs.mask, length, past, config_.sliding_window, input_ids.device());
   return inputs;
 }
 

@@ -24,7 +24,7 @@ LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::
                                           uint64_t seed = 0);
 
 // Writes config.json and the parameters (safetensors, sharded above max_shard_bytes if non-zero).
-// A LlamaForScore is written as LlamaForSequenceClassification (Qwen2... for qwen2) with one label,
+// A LlamaForScore is written as its family's *ForSequenceClassification (Llama..., Qwen3...) with one label,
 // any other model as a causal LM (see src/io/hf_config.h).
 void save_pretrained(const torch::nn::Module& model, const LlamaConfig& config, const std::filesystem::path& dir,
                      uint64_t max_shard_bytes = 0);

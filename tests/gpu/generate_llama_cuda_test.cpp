@@ -1,5 +1,6 @@
 // The Llama model and generation on CUDA against the CPU: fp32 logits, bf16 logits (fused SDPA
-// kernels, the RMSNorm kernel), and greedy generation token for token. Skipped without a GPU.
+// kernels, the RMSNorm kernel), and greedy generation token for token; also with Qwen3's q/k norms
+// (the RMSNorm kernel over head_dim) and Mistral's sliding window. Skipped without a GPU.
 // Designated initializers below name only the options a test sets; the rest keep their defaults.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -79,6 +80,32 @@ TEST_F(ModelCuda, SeededSamplingMatchesCpu) {
   const GenerateResult gpu = generate(*gpu_, batch_.input_ids.cuda(), batch_.attention_mask.cuda(), options);
   // Draws happen on the CPU from the same generator, so only near-ties in probability could differ.
   EXPECT_TRUE(torch::equal(gpu.tokens.cpu(), cpu.tokens)) << gpu.tokens << cpu.tokens;
+}
+
+// Qwen3's q/k norms and a sliding window shorter than the sequences (the window mask through SDPA
+// on CUDA, and through the KV cache): fp32 logits and greedy tokens equal the CPU's.
+TEST_F(ModelCuda, QkNormsAndSlidingWindowMatchCpu) {
+  LlamaConfig config = config_;
+  config.qk_norm = true;
+  config.head_dim = 32;
+  config.sliding_window = 3;
+  LlamaForCausalLM cpu(config);
+  init_llama_weights(*cpu, config, 0.2, 6);
+  cpu->eval();
+  LlamaForCausalLM gpu(config);
+  load_state(*gpu, state_of(*cpu));
+  gpu->to(torch::kCUDA);
+  gpu->eval();
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor expected = cpu(batch_.input_ids, batch_.attention_mask);
+    const torch::Tensor got = gpu(batch_.input_ids.cuda(), batch_.attention_mask.cuda());
+    EXPECT_LE(max_error_on_tokens(got, expected, batch_.attention_mask), 1e-4);
+  }
+  const GenerateOptions options{.max_new_tokens = 12, .pad_token_id = 0};
+  const GenerateResult on_cpu = generate(*cpu, batch_.input_ids, batch_.attention_mask, options);
+  const GenerateResult on_gpu = generate(*gpu, batch_.input_ids.cuda(), batch_.attention_mask.cuda(), options);
+  EXPECT_TRUE(torch::equal(on_gpu.tokens.cpu(), on_cpu.tokens)) << on_gpu.tokens << on_cpu.tokens;
 }
 
 }  // namespace

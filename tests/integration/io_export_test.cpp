@@ -1,7 +1,7 @@
 // `ferry export` as a user runs it, on model folders written by transformers: transformers must
 // load the exported folder and give exactly the same weights and logits (io_safetensors_check.py),
-// single-file and re-sharded, and back again; tokenizer/generation files come along; impossible
-// requests are user errors (exit 2) with a message.
+// single-file and re-sharded, and back again; Qwen3 and Mistral folders stay Qwen3 and Mistral;
+// tokenizer/generation files come along; impossible requests are user errors (exit 2) with a message.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -119,6 +120,22 @@ TEST_F(IoExportTest, TiedBf16ModelWithBiases) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Result check = checker("model '" + in.string() + "' '" + out.string() + "' --shards 1");
   EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// Qwen3 (q_norm / k_norm weights, head_dim != hidden/heads) and Mistral (sliding_window 6, shorter
+// than the checker's 8-token input, so the window changes its logits) go out as themselves.
+TEST_F(IoExportTest, Qwen3AndMistralKeepTheirArchitecture) {
+  for (const auto& [name, architecture] : {std::pair<std::string, std::string>{"qwen3", "Qwen3ForCausalLM"},
+                                            std::pair<std::string, std::string>{"mistral", "MistralForCausalLM"}}) {
+    SCOPED_TRACE(name);
+    const fs::path in = kModels / name;
+    const fs::path out = root_ / name;
+    const Result r = ferry("export --checkpoint '" + in.string() + "' --output '" + out.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const Result check = checker("model '" + in.string() + "' '" + out.string() + "' --shards 1");
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+    EXPECT_NE(bytes_of(out / "config.json").find("\"" + architecture + "\""), std::string::npos);
+  }
 }
 
 TEST_F(IoExportTest, ImpossibleRequestsAreUserErrors) {

@@ -6,13 +6,16 @@ save_pretrained (not by Ferry):
                      with tokenizer.model (data/tokenizer.model), tokenizer_config.json and
                      generation_config.json beside it
   OUTDIR/tied_bf16   tied embeddings, q/k/v/o biases, bf16
+  OUTDIR/qwen3       Qwen3ForCausalLM: q/k norms (random around 1), head_dim 32 != hidden/heads, tied
+  OUTDIR/mistral     MistralForCausalLM with sliding_window 6, head_dim 32 != hidden/heads
 """
 import json
 import pathlib
 import sys
 
 import torch
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 TOKENIZER = pathlib.Path(__file__).resolve().parents[2] / "data" / "tokenizer.model"
 
@@ -33,6 +36,23 @@ def main() -> int:
     config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                          tie_word_embeddings=True, attention_bias=True, dtype="bfloat16")
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(root / "tied_bf16")
+
+    torch.manual_seed(3)
+    config = Qwen3Config(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True,
+                         max_position_embeddings=128)
+    qwen3 = Qwen3ForCausalLM(config)
+    with torch.no_grad():
+        for name, parameter in qwen3.named_parameters():
+            if name.endswith("norm.weight"):
+                parameter.copy_(1.0 + 0.3 * torch.randn_like(parameter))
+    qwen3.save_pretrained(root / "qwen3")
+
+    torch.manual_seed(4)
+    config = MistralConfig(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=1, head_dim=32, sliding_window=6,
+                           max_position_embeddings=128)
+    MistralForCausalLM(config).save_pretrained(root / "mistral")
     return 0
 
 

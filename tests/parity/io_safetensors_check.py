@@ -10,6 +10,7 @@ exits non-zero (with a message) on any difference.
                                   COPY_DIR has N shards + index (N=1: model.safetensors only)
   configs DIR                     every DIR/<case>/config.json loads with AutoConfig and has the
                                   values in DIR/<case>/expected.json; tiny ones build a model
+                                  (which projections have biases; q_norm/k_norm when qk_norm)
 """
 import json
 import pathlib
@@ -86,8 +87,8 @@ def check_model(original: str, copy: str, shards: int) -> None:
     for name, t in sa.items():
         if name not in sb or not same_tensor(t, sb[name]):
             fail(f"weight {name} differs after loading the copy")
-    for key in ("vocab_size", "hidden_size", "num_key_value_heads", "head_dim", "tie_word_embeddings",
-                "rope_parameters", "eos_token_id", "bos_token_id", "pad_token_id"):
+    for key in ("model_type", "vocab_size", "hidden_size", "num_key_value_heads", "head_dim", "tie_word_embeddings",
+                "rope_parameters", "eos_token_id", "bos_token_id", "pad_token_id", "attention_bias", "sliding_window"):
         if getattr(a.config, key, None) != getattr(b.config, key, None):
             fail(f"config.{key}: {getattr(a.config, key, None)!r} vs {getattr(b.config, key, None)!r}")
     ids = torch.tensor([[1, 5, 9, 17, 33, 4, 2, 60], [3, 3, 8, 40, 11, 0, 7, 21]]) % a.config.vocab_size
@@ -114,11 +115,12 @@ def check_configs(folder: str) -> None:
             "max_position_embeddings": c.max_position_embeddings, "rms_norm_eps": c.rms_norm_eps,
             "rope_parameters": c.rope_parameters, "tie_word_embeddings": c.tie_word_embeddings,
             "attention_bias": getattr(c, "attention_bias", None), "mlp_bias": getattr(c, "mlp_bias", None),
+            "sliding_window": getattr(c, "sliding_window", None),
             "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id, "pad_token_id": c.pad_token_id,
             "dtype": str(c.dtype).replace("torch.", "") if c.dtype is not None else None,
         }
         for key, value in expected.items():
-            if key == "biases":
+            if key in ("biases", "qk_norm"):
                 continue
             if got.get(key) != value:
                 fail(f"{case.name}: {key} = {got.get(key)!r}, expected {value!r}")
@@ -130,6 +132,8 @@ def check_configs(folder: str) -> None:
                       "mlp": mlp.up_proj.bias is not None}
             if biases != expected["biases"]:
                 fail(f"{case.name}: biases {biases}, expected {expected['biases']}")
+            if "qk_norm" in expected and hasattr(attn, "q_norm") != expected["qk_norm"]:
+                fail(f"{case.name}: q/k norms {hasattr(attn, 'q_norm')}, expected {expected['qk_norm']}")
             if attn.q_proj.weight.shape[0] != c.num_attention_heads * expected["head_dim"]:
                 fail(f"{case.name}: q_proj has {attn.q_proj.weight.shape[0]} outputs")
 

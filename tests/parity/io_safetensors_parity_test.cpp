@@ -141,6 +141,8 @@ TEST_F(IoParityTest, ReadsConfigsAsTransformersDoes) {
     EXPECT_EQ(c.attention_bias, want["attention_bias"].get<bool>());
     EXPECT_EQ(c.attention_output_bias, want["attention_output_bias"].get<bool>());
     EXPECT_EQ(c.mlp_bias, want["mlp_bias"].get<bool>());
+    EXPECT_EQ(c.qk_norm, want["qk_norm"].get<bool>());
+    EXPECT_EQ(c.sliding_window, want["sliding_window"].get<int64_t>());
     EXPECT_EQ(c.bos_token_id, want["bos_token_id"].get<int64_t>());
     EXPECT_EQ(c.eos_token_ids, want["eos_token_ids"].get<std::vector<int64_t>>());
     EXPECT_EQ(c.pad_token_id, want["pad_token_id"].get<int64_t>());
@@ -228,6 +230,27 @@ TEST_F(IoParityTest, TransformersReadsFerryConfigs) {
   cases.push_back({"qwen2", qwen2,
                    {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"num_key_value_heads", 2},
                     {"eos_token_id", 5}, {"head_dim", 16}, {"biases", {{"q", true}, {"o", false}, {"mlp", false}}}}});
+
+  LlamaConfig qwen3 = gqa;  // head_dim 16 with hidden 32 / 4 heads: explicit, and not hidden / heads
+  qwen3.model_type = "qwen3", qwen3.qk_norm = true, qwen3.bos_token_id = -1, qwen3.eos_token_ids = {2};
+  cases.push_back({"qwen3", qwen3,
+                   {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"head_dim", 16},
+                    {"attention_bias", false}, {"sliding_window", nullptr}, {"tie_word_embeddings", true},
+                    {"bos_token_id", nullptr}, {"eos_token_id", 2},
+                    {"biases", {{"q", false}, {"o", false}, {"mlp", false}}}, {"qk_norm", true}}});
+  LlamaConfig qwen3_bias = qwen3;
+  qwen3_bias.attention_bias = qwen3_bias.attention_output_bias = true, qwen3_bias.tie_word_embeddings = false;
+  cases.push_back({"qwen3_bias", qwen3_bias,
+                   {{"architectures", {"Qwen3ForCausalLM"}}, {"attention_bias", true}, {"tie_word_embeddings", false},
+                    {"head_dim", 16}, {"biases", {{"q", true}, {"o", true}, {"mlp", false}}}, {"qk_norm", true}}});
+
+  LlamaConfig mistral = gqa;
+  mistral.model_type = "mistral", mistral.sliding_window = 4096, mistral.tie_word_embeddings = false;
+  cases.push_back({"mistral_window", mistral,
+                   {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 4096},
+                    {"head_dim", 16}, {"biases", {{"q", false}, {"o", false}, {"mlp", false}}}, {"qk_norm", false}}});
+  mistral.sliding_window = 0;
+  cases.push_back({"mistral_full", mistral, {{"architectures", {"MistralForCausalLM"}}, {"sliding_window", nullptr}}});
 
   for (const auto& c : cases) {
     write_hf_config(dir_ / c.name / "config.json", c.config);

@@ -11,7 +11,8 @@ Writes into OUTDIR:
   llama_sharded.json      per weight: shape and values; the model's config as transformers sees it
   configs/<case>/config.json + configs.json
                           config.json files as found in the wild (legacy rope_scaling, transformers 5
-                          rope_parameters, qwen2) with the values transformers reads from them
+                          rope_parameters, qwen2, qwen3, SmolLM2, mistral) with the values transformers
+                          reads from them (shapes, biases and q/k norms of the model it builds)
 """
 import json
 import pathlib
@@ -96,11 +97,45 @@ HAND_WRITTEN_CONFIGS = {
         "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
         "use_sliding_window": False, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
         "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu"},
+    "qwen3_0_6b": {  # head_dim 128 != hidden / heads (64); q/k norms
+        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+        "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28,
+        "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
+        "vocab_size": 151936},
+    "qwen3_defaults": {  # Qwen3Config's head_dim default is 128, not hidden / heads; its KV heads 32
+        "model_type": "qwen3", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+        "num_attention_heads": 64, "attention_bias": True, "torch_dtype": "float32"},
+    "smollm2_135m": {  # a tied Llama
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 0,
+        "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576, "initializer_range": 0.041666666666666664,
+        "intermediate_size": 1536, "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_interleaved": False, "rope_scaling": None,
+        "rope_theta": 100000, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+        "vocab_size": 49152},
+    "mistral_7b_v01": {  # a 4096-token sliding window
+        "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+        "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32000},
+    "mistral_nemo": {  # no sliding window; head_dim 128 != hidden / heads (160)
+        "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "head_dim": 128,
+        "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 14336, "max_position_embeddings": 1024000,
+        "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vocab_size": 131072},
+    "mistral_defaults": {  # no sliding_window key: MistralConfig's default window applies; 8 KV heads
+        "model_type": "mistral", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 16, "torch_dtype": "float32"},
 }
 
 
 def write_configs(out: pathlib.Path) -> None:
-    from transformers import AutoConfig, LlamaConfig
+    from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
     cases = dict(HAND_WRITTEN_CONFIGS)
     # Saved by transformers 5 itself: rope_parameters form, head_dim different from hidden/heads.
@@ -117,20 +152,24 @@ def write_configs(out: pathlib.Path) -> None:
         c = AutoConfig.from_pretrained(folder)
         rope = c.rope_parameters
         eos = c.eos_token_id
-        qwen2 = c.model_type == "qwen2"
+        with torch.device("meta"):  # the model transformers builds: its biases, norms and head size
+            layer = AutoModelForCausalLM.from_config(c).model.layers[0]
+        attn, mlp = layer.self_attn, layer.mlp
         expected[case] = {
             "model_type": c.model_type, "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
             "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
             "num_attention_heads": c.num_attention_heads, "num_key_value_heads": c.num_key_value_heads,
-            "head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+            "head_dim": attn.q_proj.out_features // c.num_attention_heads,
             "max_position_embeddings": c.max_position_embeddings, "rms_norm_eps": c.rms_norm_eps,
             "rope_theta": rope["rope_theta"], "rope_type": rope["rope_type"], "factor": rope.get("factor", 1.0),
             "low_freq_factor": rope.get("low_freq_factor"), "high_freq_factor": rope.get("high_freq_factor"),
             "original_max_position_embeddings": rope.get("original_max_position_embeddings"),
             "tie_word_embeddings": c.tie_word_embeddings,
-            "attention_bias": True if qwen2 else c.attention_bias,
-            "attention_output_bias": False if qwen2 else c.attention_bias,
-            "mlp_bias": False if qwen2 else c.mlp_bias,
+            "attention_bias": attn.q_proj.bias is not None,
+            "attention_output_bias": attn.o_proj.bias is not None,
+            "mlp_bias": mlp.up_proj.bias is not None,
+            "qk_norm": hasattr(attn, "q_norm"),
+            "sliding_window": getattr(c, "sliding_window", None) or 0,  # qwen2/3: None unless use_sliding_window
             "bos_token_id": -1 if c.bos_token_id is None else c.bos_token_id,
             "eos_token_ids": [] if eos is None else (eos if isinstance(eos, list) else [eos]),
             "pad_token_id": -1 if c.pad_token_id is None else c.pad_token_id,

@@ -1,11 +1,19 @@
-// The Llama model against transformers: tiny random LlamaForCausalLM folders written by
-// model_llama_ref.py (plain; GQA + tied embeddings + llama3 RoPE + head_dim != hidden/heads;
-// q/k/v/o + MLP biases + linear RoPE), loaded with causal_lm_from_pretrained, on left-padded input,
-// in fp32, bf16 and fp16 (each against transformers in the same dtype).
+// The Llama-family model against transformers: tiny random models written by model_llama_ref.py
+// (LlamaForCausalLM: plain; GQA + tied embeddings + llama3 RoPE + head_dim != hidden/heads;
+// q/k/v/o + MLP biases + linear RoPE) and model_families_ref.py (Qwen3ForCausalLM with q/k norms
+// and head_dim != hidden/heads, with and without biases; a SmolLM2-shaped tied LlamaForCausalLM;
+// MistralForCausalLM with sliding_window null, 4096 and 5), loaded with causal_lm_from_pretrained,
+// on left-padded input, in fp32, bf16 and fp16 (each against transformers in the same dtype). The
+// families' models, saved again by Ferry's save_pretrained, load in transformers as the same model.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 
 #include "src/core/error.h"
@@ -17,8 +25,9 @@
 namespace ferry {
 namespace {
 
+// `model`: <fixture stem>/<model>, e.g. "model_llama/plain" or "model_families/qwen3".
 std::filesystem::path fixture(const std::string& model) {
-  const auto folder = std::filesystem::path(FERRY_FIXTURES_DIR) / "model_llama" / model;
+  const auto folder = std::filesystem::path(FERRY_FIXTURES_DIR) / model;
   if (!std::filesystem::exists(folder / "logits.safetensors")) {
     ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixtures` first";
   }
@@ -29,6 +38,15 @@ std::filesystem::path fixture(const std::string& model) {
 double max_error_on_tokens(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& mask) {
   const torch::Tensor keep = mask.to(torch::kBool).unsqueeze(-1);
   return ((a.to(torch::kFloat) - b.to(torch::kFloat)).abs() * keep).max().item<double>();
+}
+
+// "model_families/qwen3" -> "qwen3": the test's name.
+std::string model_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(info.param.find('/') + 1);
+  for (char& c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0) c = '_';
+  }
+  return name;
 }
 
 class ModelParity : public ::testing::TestWithParam<std::string> {};
@@ -99,7 +117,45 @@ TEST_P(ModelParity, Fp16LogitsMatchTransformersFp16) {
             << error_fp32 / scale << ")\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Llama, ModelParity, ::testing::Values("plain", "gqa_tied_llama3", "bias_linear"));
+INSTANTIATE_TEST_SUITE_P(Llama, ModelParity,
+                         ::testing::Values("model_llama/plain", "model_llama/gqa_tied_llama3",
+                                           "model_llama/bias_linear"),
+                         model_name);
+INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
+                         ::testing::Values("model_families/qwen3", "model_families/qwen3_bias",
+                                           "model_families/smollm2", "model_families/mistral",
+                                           "model_families/mistral_window_big", "model_families/mistral_window_5"),
+                         model_name);
+
+// Ferry's save_pretrained of a model it loaded writes a folder transformers loads as the same model:
+// io_safetensors_check.py compares config, every weight (bit for bit) and the logits with the
+// transformers-saved original (so q_norm / k_norm and sliding_window survive the round trip).
+class SaveParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SaveParity, SavePretrainedLoadsInTransformersAsTheSameModel) {
+  const auto original = fixture(GetParam()) / "model";
+  const auto copy = std::filesystem::temp_directory_path() /
+                    ("ferry_model_save_" + std::to_string(::getpid()) + "_" + model_name({GetParam(), 0}));
+  std::filesystem::remove_all(copy);
+  save_pretrained(*causal_lm_from_pretrained(original), io::read_hf_config(original / "config.json"), copy);
+  const std::string command = std::string("PYTHONDONTWRITEBYTECODE=1 '") + FERRY_PYTHON + "' '" + FERRY_SOURCE_DIR +
+                              "/tests/parity/io_safetensors_check.py' model '" + original.string() + "' '" +
+                              copy.string() + "' --shards 1 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  EXPECT_EQ(pclose(pipe), 0) << output;
+  if (!HasFailure()) std::filesystem::remove_all(copy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SaveParity,
+                         ::testing::Values("model_families/qwen3", "model_families/qwen3_bias",
+                                           "model_families/smollm2", "model_families/mistral",
+                                           "model_families/mistral_window_5"),
+                         model_name);
 
 // The score model against LlamaForSequenceClassification (num_labels 1), the layout of reward
 // models: per-token values, and the value at each row's last token (right and left padding).
@@ -118,7 +174,7 @@ TEST(ScoreModelParity, ValuesAndLastTokenScoresMatchTransformers) {
 // A causal LM folder can start a score model (reward model from an SFT model): lm_head is dropped
 // and score.weight initialised; without from_causal_lm the mismatch is an error naming both.
 TEST(ScoreModelParity, StartsFromACausalLmFolder) {
-  const auto folder = fixture("plain") / "model";
+  const auto folder = fixture("model_llama/plain") / "model";
   try {
     score_model_from_pretrained(folder);
     FAIL() << "expected InputError";

@@ -54,6 +54,52 @@ def positions(mask):
     return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
+def write_causal_lm_reference(model_class, config, folder, seed, random_norms=False):
+    """Writes folder/model, folder/logits.safetensors and folder/generate.safetensors (see the top)
+    for a random `model_class(config)`; `seed` picks the inputs. With random_norms, every RMSNorm
+    weight is drawn around 1 instead of being 1, so that a norm weight applied in the wrong place
+    changes the logits. Also used by model_families_ref.py."""
+    model = model_class(config).eval()
+    if random_norms:
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    parameter.copy_(1.0 + 0.3 * torch.randn_like(parameter))
+    model.save_pretrained(folder / "model", safe_serialization=True)
+
+    generator = torch.Generator().manual_seed(7 + seed)
+    ids, mask = make_inputs(generator)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
+        low = model_class.from_pretrained(folder / "model", dtype=torch.bfloat16).eval()
+        logits_bf16 = low(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
+        half = model_class.from_pretrained(folder / "model", dtype=torch.float16).eval()
+        logits_fp16 = half(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
+    save_file({"input_ids": ids, "attention_mask": mask, "logits": logits.contiguous(),
+               "logits_bf16": logits_bf16.contiguous(), "logits_fp16": logits_fp16.contiguous(),
+               "inv_freq": model.model.rotary_emb.inv_freq.float().contiguous()},
+              str(folder / "logits.safetensors"))
+
+    prompt_ids, prompt_mask = make_inputs(torch.Generator().manual_seed(70 + seed))
+    prompt_ids, prompt_mask = prompt_ids[:, :9], prompt_mask[:, :9]
+    with torch.no_grad():
+        free = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
+                              pad_token_id=PAD, eos_token_id=None, return_dict_in_generate=True,
+                              output_logits=True)
+        chosen = free.sequences[:, 9:]
+        logprobs = torch.stack([step.float().log_softmax(-1).gather(1, chosen[:, i:i + 1]).squeeze(1)
+                                for i, step in enumerate(free.logits)], 1)
+        eos = int(free.sequences[0, 9 + 6])  # row 0 stops after at most 7 new tokens (others may stop too)
+        stopped = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
+                                 pad_token_id=PAD, eos_token_id=eos)
+    save_file({"prompt_ids": prompt_ids.contiguous(), "prompt_mask": prompt_mask.contiguous(),
+               "greedy_free": free.sequences.contiguous(), "greedy_free_logprobs": logprobs.contiguous(),
+               "greedy_eos": stopped.contiguous(), "eos_id": torch.tensor([eos])},
+              str(folder / "generate.safetensors"))
+    print(f"{folder.name}: {type(model).__name__}, logits {tuple(logits.shape)}, greedy {tuple(free.sequences.shape)}, "
+          f"with eos {eos}: {tuple(stopped.shape)}")
+
+
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     torch.set_num_threads(1)
@@ -61,41 +107,7 @@ def main() -> int:
         torch.manual_seed(100 + seed)
         config = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5, pad_token_id=PAD,
                              bos_token_id=1, eos_token_id=2, initializer_range=0.2, **shape)
-        model = LlamaForCausalLM(config).eval()
-        folder = out / name
-        model.save_pretrained(folder / "model", safe_serialization=True)
-
-        generator = torch.Generator().manual_seed(7 + seed)
-        ids, mask = make_inputs(generator)
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
-            low = LlamaForCausalLM.from_pretrained(folder / "model", dtype=torch.bfloat16).eval()
-            logits_bf16 = low(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
-            half = LlamaForCausalLM.from_pretrained(folder / "model", dtype=torch.float16).eval()
-            logits_fp16 = half(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
-        save_file({"input_ids": ids, "attention_mask": mask, "logits": logits.contiguous(),
-                   "logits_bf16": logits_bf16.contiguous(), "logits_fp16": logits_fp16.contiguous(),
-                   "inv_freq": model.model.rotary_emb.inv_freq.float().contiguous()},
-                  str(folder / "logits.safetensors"))
-
-        prompt_ids, prompt_mask = make_inputs(torch.Generator().manual_seed(70 + seed))
-        prompt_ids, prompt_mask = prompt_ids[:, :9], prompt_mask[:, :9]
-        with torch.no_grad():
-            free = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
-                                  pad_token_id=PAD, eos_token_id=None, return_dict_in_generate=True,
-                                  output_logits=True)
-            chosen = free.sequences[:, 9:]
-            logprobs = torch.stack([step.float().log_softmax(-1).gather(1, chosen[:, i:i + 1]).squeeze(1)
-                                    for i, step in enumerate(free.logits)], 1)
-            eos = int(free.sequences[0, 9 + 6])  # row 0 stops after 7 new tokens (others may stop too)
-            stopped = model.generate(prompt_ids, attention_mask=prompt_mask, max_new_tokens=20, do_sample=False,
-                                     pad_token_id=PAD, eos_token_id=eos)
-        save_file({"prompt_ids": prompt_ids.contiguous(), "prompt_mask": prompt_mask.contiguous(),
-                   "greedy_free": free.sequences.contiguous(), "greedy_free_logprobs": logprobs.contiguous(),
-                   "greedy_eos": stopped.contiguous(), "eos_id": torch.tensor([eos])},
-                  str(folder / "generate.safetensors"))
-        print(f"{name}: logits {tuple(logits.shape)}, greedy {tuple(free.sequences.shape)}, "
-              f"with eos {eos}: {tuple(stopped.shape)}")
+        write_causal_lm_reference(LlamaForCausalLM, config, out / name, seed)
     write_score_model(out / "score")
     return 0
 

@@ -5,9 +5,10 @@ exits non-zero (with a message) on any difference.
 
   model_score_check.py MODEL_DIR EXPECTED.safetensors ARCHITECTURE
 
-MODEL_DIR/config.json must name ARCHITECTURE (LlamaForSequenceClassification or
-Qwen2ForSequenceClassification), one label as transformers writes it (id2label {"0": "LABEL_0"},
-label2id {"LABEL_0": 0}) and a pad_token_id; AutoModelForSequenceClassification must build that
+MODEL_DIR/config.json must name ARCHITECTURE (LlamaForSequenceClassification,
+Qwen2ForSequenceClassification, Qwen3ForSequenceClassification or MistralForSequenceClassification),
+one label as transformers writes it (id2label {"0": "LABEL_0"}, label2id {"LABEL_0": 0}) and a
+pad_token_id; AutoModelForSequenceClassification must build that
 class from the folder, and its scores for EXPECTED's input_ids / attention_mask (a padded batch:
 (B, T) int64) must equal EXPECTED's `scores` (B) within 1e-4. Position ids are derived from the
 mask as Ferry does (transformers' forward would number left padding too).

@@ -1,5 +1,5 @@
 // Reward models in Hugging Face's sequence-classification layout, checked with transformers:
-// a LlamaForScore saved by Ferry (llama and qwen2) loads with AutoModelForSequenceClassification
+// a LlamaForScore saved by Ferry (llama, qwen2, qwen3, mistral) loads with AutoModelForSequenceClassification
 // and scores a padded batch as Ferry does (model_score_check.py, <= 1e-4); `ferry export` (the
 // library call behind it) writes a reward-model folder back out as a sequence classifier, whether
 // the input says so in config.json or only through score.weight; a transformers-saved
@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
@@ -74,10 +75,14 @@ LlamaConfig tiny_config(const std::string& model_type) {
     config.attention_bias = true;  // q/k/v only
     config.attention_output_bias = false;
   }
+  if (model_type == "qwen3") config.qk_norm = true;
+  if (model_type == "mistral") config.sliding_window = 4;  // shorter than the 8-token rows
+
   return config;
 }
 
-// A random score model with non-zero biases (when it has any) and a non-trivial score head.
+// A random score model with non-zero biases (when it has any), norm weights other than 1 (q/k
+// norms included) and a non-trivial score head.
 LlamaForScore random_score_model(const LlamaConfig& config, uint64_t seed) {
   LlamaForScore model(config);
   init_llama_weights(*model, config, 0.2, seed);
@@ -85,6 +90,7 @@ LlamaForScore random_score_model(const LlamaConfig& config, uint64_t seed) {
   torch::manual_seed(seed);
   for (auto& item : model->named_parameters()) {
     if (item.key().ends_with(".bias")) item.value().normal_(0.0, 0.2);
+    if (item.key().ends_with("norm.weight")) item.value().uniform_(0.5, 1.5);
   }
   model->eval();
   return model;
@@ -153,6 +159,21 @@ TEST_F(ScoreExport, FerryQwen2ScoreModelLoadsInTransformersWithTheSameScores) {
   const fs::path expected = write_expected(*model, root_ / "expected.safetensors");
   const CheckResult check = transformers_check(root_ / "rm", expected, "Qwen2ForSequenceClassification");
   EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// Qwen3 (q/k norms) and Mistral (a sliding window shorter than the rows) score models.
+TEST_F(ScoreExport, FerryQwen3AndMistralScoreModelsLoadInTransformersWithTheSameScores) {
+  for (const auto& [model_type, architecture] :
+       {std::pair<std::string, std::string>{"qwen3", "Qwen3ForSequenceClassification"},
+        std::pair<std::string, std::string>{"mistral", "MistralForSequenceClassification"}}) {
+    SCOPED_TRACE(model_type);
+    const LlamaConfig config = tiny_config(model_type);
+    LlamaForScore model = random_score_model(config, 13);
+    save_pretrained(*model, config, root_ / model_type);
+    const fs::path expected = write_expected(*model, root_ / (model_type + ".safetensors"));
+    const CheckResult check = transformers_check(root_ / model_type, expected, architecture);
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  }
 }
 
 // A reward-model checkpoint whose config.json says LlamaForCausalLM (as Ferry wrote before) is

@@ -1,5 +1,6 @@
-// config.json reading: every accepted rope form, GQA, qwen2 biases, defaults, and a ConfigError
-// naming the key for each bad or unsupported value. (Agreement with transformers itself is
+// config.json reading: every accepted rope form, GQA, the families (qwen2 biases, qwen3 q/k norms
+// and head_dim, mistral's sliding window), defaults, and a ConfigError naming the key for each bad
+// or unsupported value. (Agreement with transformers itself is
 // checked by tests/parity/io_safetensors_parity_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -123,6 +124,80 @@ TEST(IoHfConfig, Qwen2HasQkvBiasOnly) {
   EXPECT_EQ(c.max_position_embeddings, 32768);
 }
 
+// Qwen3Config: q/k norms on every layer, one attention_bias switch (q/k/v/o), no MLP bias, head_dim
+// 128 when absent (not hidden / heads), no BOS/EOS defaults; layer_types of full attention only.
+TEST(IoHfConfig, Qwen3HasQkNormsAndItsOwnHeadDim) {
+  LlamaConfig c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 32, "use_sliding_window": false,
+      "sliding_window": null, "max_window_layers": 28, "layer_types": ["full_attention", "full_attention"])");
+  EXPECT_EQ(c.model_type, "qwen3");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.attention_output_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_TRUE(c.eos_token_ids.empty());
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_EQ(parse(R"("model_type": "qwen3", "num_key_value_heads": 2)").head_dim, 128);
+  // Qwen2Config / Qwen3Config: 32 KV heads when the key is absent, no grouping when it is null.
+  EXPECT_EQ(parse(R"("model_type": "qwen3", "num_attention_heads": 64, "hidden_size": 4096)").num_key_value_heads, 32);
+  EXPECT_EQ(parse(R"("model_type": "qwen2", "num_attention_heads": 64, "hidden_size": 4096)").num_key_value_heads, 32);
+  EXPECT_EQ(parse(R"("model_type": "qwen3", "num_key_value_heads": null)").num_key_value_heads, 4);
+  c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "attention_bias": true, "mlp_bias": true)");
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_output_bias);
+  EXPECT_FALSE(c.mlp_bias);  // Qwen3MLP has no bias whatever the file says
+  EXPECT_FALSE(parse("").qk_norm);
+  EXPECT_FALSE(parse(R"("model_type": "qwen2", "num_key_value_heads": 2)").qk_norm);
+}
+
+// MistralConfig: no biases, max_position_embeddings 131072 and sliding_window 4096 when absent;
+// null means full attention (Mistral 7B v0.2 and later).
+TEST(IoHfConfig, MistralKeepsItsSlidingWindow) {
+  LlamaConfig c = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096, "head_dim": 32,
+      "attention_bias": true, "mlp_bias": true)");
+  EXPECT_EQ(c.model_type, "mistral");
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_EQ(parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": null)").sliding_window, 0);
+  EXPECT_EQ(parse(R"("model_type": "mistral", "num_key_value_heads": 2)").sliding_window, 4096);
+  EXPECT_EQ(parse(R"("model_type": "mistral", "num_attention_heads": 16, "hidden_size": 256)").num_key_value_heads, 8);
+  EXPECT_EQ(parse(R"("model_type": "mistral", "num_key_value_heads": 2, "head_dim": null)").head_dim, 16);
+  EXPECT_EQ(parse(R"("sliding_window": 8)").sliding_window, 0);  // LlamaConfig has none: ignored
+  const std::string error = error_of(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 0)");
+  EXPECT_NE(error.find("'sliding_window' must be a positive"), std::string::npos) << error;
+}
+
+// What is not supported says what is, naming the key.
+TEST(IoHfConfig, UnsupportedFamiliesListTheSupportedOnes) {
+  std::string error = error_of(R"("model_type": "qwen3_moe")");
+  EXPECT_NE(error.find("config.json: 'model_type' is 'qwen3_moe'"), std::string::npos) << error;
+  EXPECT_NE(error.find("supported: llama, mistral, qwen2, qwen3"), std::string::npos) << error;
+  error = error_of(R"("architectures": ["LlamaForTokenClassification"])");
+  EXPECT_NE(error.find("'architectures' names LlamaForTokenClassification"), std::string::npos) << error;
+  EXPECT_NE(error.find("Qwen3ForCausalLM"), std::string::npos) << error;
+  EXPECT_NE(error_of(R"("architectures": "LlamaForCausalLM")").find("'architectures' must be a list"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse(R"("model_type": "mistral", "num_key_value_heads": 2,
+                           "architectures": ["MistralForCausalLM"])"));
+  EXPECT_NO_THROW(
+      parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "architectures": ["Qwen3ForSequenceClassification"])"));
+  error = error_of(R"("model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": true)");
+  EXPECT_NE(error.find("'use_sliding_window' is true"), std::string::npos) << error;
+  error = error_of(R"("model_type": "qwen3", "num_key_value_heads": 2,
+                      "layer_types": ["full_attention", "sliding_attention"])");
+  EXPECT_NE(error.find("'layer_types' holds \"sliding_attention\""), std::string::npos) << error;
+  error = error_of(R"("model_type": "qwen2", "num_key_value_heads": 2, "layer_types": "full_attention")");
+  EXPECT_NE(error.find("'layer_types' must be a list"), std::string::npos) << error;
+}
+
 TEST(IoHfConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of(R"("model_type": "gpt2")").find("config.json: 'model_type' is 'gpt2'"), std::string::npos);
   EXPECT_NE(error_of(R"("rope_scaling": {"type": "yarn", "factor": 4})").find("'rope_scaling.type' is 'yarn'"), std::string::npos);
@@ -141,7 +216,9 @@ TEST(IoHfConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of(R"("tie_word_embeddings": "yes")").find("'tie_word_embeddings' must be true or false"), std::string::npos);
   EXPECT_NE(error_of(R"("eos_token_id": [1, "x"])").find("'eos_token_id'"), std::string::npos);
   EXPECT_NE(error_of(R"("torch_dtype": "int8")").find("'torch_dtype' is 'int8'"), std::string::npos);
-  EXPECT_NE(error_of(R"("model_type": "qwen2", "use_sliding_window": true)").find("'use_sliding_window'"), std::string::npos);
+  EXPECT_NE(error_of(R"("model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": true)")
+                .find("'use_sliding_window'"),
+            std::string::npos);
   EXPECT_NE(error_of(R"("vocab_size": 0)").find("'vocab_size' must be a positive integer"), std::string::npos);
   EXPECT_THROW(parse_hf_config(R"({"hidden_size": 64})", "c.json"), ConfigError);  // vocab_size missing
   EXPECT_THROW(parse_hf_config("{not json", "c.json"), ConfigError);
@@ -170,6 +247,63 @@ TEST(IoHfConfig, FormatParsesBackToTheSameConfig) {
   EXPECT_THROW(format_hf_config(c), UserError);
 }
 
+// Each family writes its own architectures and keys, and reads back as itself; a config the family
+// cannot describe is a UserError naming why.
+TEST(IoHfConfig, FamiliesFormatAndParseBack) {
+  LlamaConfig qwen3 =
+      parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
+               "pad_token_id": 0)");
+  std::string text = format_hf_config(qwen3);
+  EXPECT_NE(text.find("\"Qwen3ForCausalLM\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"use_sliding_window\": false"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"attention_bias\": false"), std::string::npos) << text;
+  LlamaConfig back = parse_hf_config(text, "written");
+  EXPECT_EQ(back.model_type, "qwen3");
+  EXPECT_TRUE(back.qk_norm);
+  EXPECT_EQ(back.head_dim, 32);
+  EXPECT_TRUE(back.tie_word_embeddings);
+  EXPECT_NE(format_hf_config(qwen3, HfHead::score).find("\"Qwen3ForSequenceClassification\""), std::string::npos);
+  qwen3.attention_bias = qwen3.attention_output_bias = true;
+  EXPECT_TRUE(parse_hf_config(format_hf_config(qwen3), "written").attention_output_bias);
+
+  LlamaConfig mistral = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096)");
+  text = format_hf_config(mistral);
+  EXPECT_NE(text.find("\"MistralForCausalLM\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"sliding_window\": 4096"), std::string::npos) << text;
+  EXPECT_EQ(text.find("attention_bias"), std::string::npos) << text;
+  EXPECT_EQ(parse_hf_config(text, "written").sliding_window, 4096);
+  mistral.sliding_window = 0;
+  text = format_hf_config(mistral);
+  EXPECT_NE(text.find("\"sliding_window\": null"), std::string::npos) << text;
+  EXPECT_EQ(parse_hf_config(text, "written").sliding_window, 0);
+  EXPECT_NE(format_hf_config(mistral, HfHead::score).find("\"MistralForSequenceClassification\""), std::string::npos);
+
+  const auto user_error = [](const LlamaConfig& c) {
+    try {
+      format_hf_config(c);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no UserError for model_type " << c.model_type;
+    return std::string();
+  };
+  LlamaConfig c = parse("");
+  c.qk_norm = true;
+  EXPECT_NE(user_error(c).find("only model_type qwen3"), std::string::npos);
+  c = parse("");
+  c.sliding_window = 64;
+  EXPECT_NE(user_error(c).find("only model_type mistral"), std::string::npos);
+  c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2)");
+  c.qk_norm = false;
+  EXPECT_NE(user_error(c).find("without q/k norms"), std::string::npos);
+  c = parse(R"("model_type": "mistral", "num_key_value_heads": 2)");
+  c.mlp_bias = true;
+  EXPECT_NE(user_error(c).find("MistralConfig has none"), std::string::npos);
+  c = parse("");
+  c.model_type = "gemma";
+  EXPECT_NE(user_error(c).find("supported: llama, mistral, qwen2, qwen3"), std::string::npos);
+}
+
 // Reward models: written as one-label sequence classifiers (transformers' keys), read back as
 // HfHead::score; a classifier with several labels is not a Ferry score model.
 TEST(IoHfConfig, ScoreHeadIsASequenceClassifierWithOneLabel) {
@@ -188,7 +322,7 @@ TEST(IoHfConfig, ScoreHeadIsASequenceClassifierWithOneLabel) {
   c.eos_token_ids.clear();
   EXPECT_THROW(format_hf_config(c, HfHead::score), UserError);
 
-  c = parse(R"("model_type": "qwen2")");
+  c = parse(R"("model_type": "qwen2", "num_key_value_heads": 2)");
   c.pad_token_id = 0;
   EXPECT_NE(format_hf_config(c, HfHead::score).find("\"Qwen2ForSequenceClassification\""), std::string::npos);
 

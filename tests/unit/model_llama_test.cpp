@@ -1,5 +1,6 @@
 // Llama model unit tests that need no files: parameter names, KV-cache decoding against the full
-// forward, left-padding invariance, tied heads, score head, load_state error reporting.
+// forward, left-padding invariance, tied heads, score head, load_state error reporting; Qwen3's q/k
+// norms (names, where they act) and Mistral's sliding window (against a per-query loop).
 // Agreement with transformers itself is checked in tests/parity/model_llama_parity_test.cpp.
 // Designated initializers below name only the options a test sets; the rest keep their defaults.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -61,6 +62,75 @@ TEST(ModelLlama, ParameterNamesMatchHuggingFace) {
   for (const auto& p : plain->parameters()) count += p.numel();
   EXPECT_EQ(count, tiny_config().num_parameters());
 }
+
+// Qwen3: self_attn.q_norm / k_norm of head_dim, initialised to 1, trained like any parameter.
+TEST(ModelLlama, QkNormsAreOrdinaryParametersOfHeadDim) {
+  LlamaConfig c = tiny_config();
+  c.qk_norm = true;
+  c.head_dim = 32;  // != hidden / heads
+  LlamaForCausalLM model = tiny_model(c);
+  const auto parameters = model->named_parameters();
+  for (const char* name : {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"}) {
+    ASSERT_TRUE(parameters.contains(name)) << name;
+    EXPECT_EQ(parameters[name].sizes(), torch::IntArrayRef({32})) << name;
+    EXPECT_TRUE(torch::equal(parameters[name], torch::ones({32}))) << name;
+  }
+  int64_t count = 0;
+  for (const auto& p : model->parameters()) count += p.numel();
+  EXPECT_EQ(count, c.num_parameters());
+  model->train();
+  model(torch::randint(0, c.vocab_size, {2, 5}, torch::kLong)).sum().backward();
+  EXPECT_GT(parameters["model.layers.0.self_attn.q_norm.weight"].grad().abs().sum().item<double>(), 0.0);
+  EXPECT_GT(parameters["model.layers.1.self_attn.k_norm.weight"].grad().abs().sum().item<double>(), 0.0);
+}
+
+// Mistral's sliding window: with one layer, the logits at position i are those of the window's
+// tokens alone (i - w + 1 .. i, at their positions), a per-query loop; a window as long as the
+// sequence changes nothing.
+TEST(ModelLlama, SlidingWindowSeesOnlyTheLastWindowKeys) {
+  torch::NoGradGuard no_grad;
+  LlamaConfig c = tiny_config();
+  c.num_hidden_layers = 1;
+  c.sliding_window = 4;
+  LlamaForCausalLM model = tiny_model(c, 11);
+  LlamaConfig full_config = c;
+  full_config.sliding_window = 0;
+  LlamaForCausalLM full = tiny_model(full_config, 11);
+  const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 10}, torch::kLong);
+  const torch::Tensor got = model(ids);  // (2, 10, V)
+  for (int64_t i = 0; i < 10; ++i) {
+    const int64_t first = std::max<int64_t>(0, i - c.sliding_window + 1);
+    const torch::Tensor positions = torch::arange(first, i + 1, torch::kLong).unsqueeze(0).expand({2, i + 1 - first});
+    const torch::Tensor alone = full(ids.narrow(1, first, i + 1 - first), torch::Tensor(), positions).select(1, -1);
+    EXPECT_LT((got.select(1, i) - alone).abs().max().item<double>(), 1e-5) << "position " << i;
+  }
+  EXPECT_GT((got - full(ids)).abs().max().item<double>(), 1e-3);  // the window did mask something
+  c.sliding_window = 10;
+  LlamaForCausalLM wide = tiny_model(c, 11);
+  EXPECT_LT((wide(ids) - full(ids)).abs().max().item<double>(), 1e-6);
+}
+
+// Decoding with a KV cache past the window (and through left padding) gives the full forward's
+// logits under the same window.
+TEST(ModelLlama, SlidingWindowKvCacheDecodingMatchesFullForward) {
+  torch::NoGradGuard no_grad;
+  LlamaConfig c = tiny_config();
+  c.sliding_window = 3;
+  LlamaForCausalLM model = tiny_model(c, 13);
+  const torch::Tensor ids =
+      torch::randint(1, c.vocab_size, {2, 11}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 2)}, 0);
+  torch::Tensor mask = torch::ones({2, 11}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(0, 2)}, 0);
+  const torch::Tensor full = model(ids, mask);
+  KvCache cache(c, 2, 11, torch::kFloat, torch::kCPU);
+  const torch::Tensor first = model(ids.narrow(1, 0, 5), mask.narrow(1, 0, 5), torch::Tensor(), &cache);
+  EXPECT_LT((first.narrow(1, 2, 3) - full.narrow(1, 2, 3)).abs().max().item<double>(), 1e-5);
+  for (int64_t t = 5; t < 11; ++t) {
+    const torch::Tensor step = model(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), torch::Tensor(), &cache);
+    EXPECT_LT((step.squeeze(1) - full.select(1, t)).abs().max().item<double>(), 1e-5) << "position " << t;
+  }
+}
+
 
 TEST(ModelLlama, KvCacheDecodingMatchesFullForward) {
   torch::NoGradGuard no_grad;

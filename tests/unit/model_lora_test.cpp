@@ -1,6 +1,7 @@
 // LoRA on a Llama model without files: adapter names, shapes and PEFT's initialisation, frozen
 // base weights, dropout only in training, merging (the merged model computes what base + adapters
-// computed), the adapter file names and merge of src/io/lora_adapter.h, and errors naming the key.
+// computed; Qwen3's q/k norms frozen and kept), the adapter file names and merge of
+// src/io/lora_adapter.h, and errors naming the key.
 // Agreement with peft itself is tests/parity/stages_sft_lora_parity_test.cpp.
 #include <gtest/gtest.h>
 
@@ -100,6 +101,44 @@ TEST(ModelLora, ZeroBLeavesTheModelUnchangedAndOnlyAdaptersStayTrainable) {
     trainable += item.value().requires_grad();
   }
   EXPECT_EQ(trainable, 2 * 7 * 2);
+}
+
+// Qwen3's q/k norms are base weights like any other: frozen under LoRA (the adapters sit on the
+// projections before them), untouched by the merge, and the merged model computes what base +
+// adapters computed.
+TEST(ModelLora, Qwen3NormsStayFrozenAndTheMergeStillMatches) {
+  LlamaConfig c = tiny_config();
+  c.model_type = "qwen3";
+  c.qk_norm = true;
+  c.head_dim = 32;
+  LlamaForCausalLM model(c);
+  init_llama_weights(*model, c, 0.2, 3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters()) {
+      if (item.key().find("_norm.weight") != std::string::npos) item.value().uniform_(0.5, 1.5);
+    }
+  }
+  apply_lora(*model->model, all_targets(), 2);
+  freeze_base_weights(*model);
+  randomize_b(*model);
+  model->train();
+  model->forward(input_ids()).sum().backward();
+  int64_t trainable = 0;
+  for (const auto& item : model->named_parameters()) {
+    const bool adapter = item.key().find("lora_") != std::string::npos;
+    EXPECT_EQ(item.value().requires_grad(), adapter) << item.key();
+    if (adapter) EXPECT_TRUE(item.value().grad().defined()) << item.key();
+    trainable += item.value().requires_grad();
+  }
+  EXPECT_EQ(trainable, 2 * 7 * 2);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor q_norm = model->named_parameters()["model.layers.1.self_attn.q_norm.weight"].clone();
+  const torch::Tensor adapted = model->forward(input_ids());
+  merge_lora(*model->model);
+  EXPECT_LE((model->forward(input_ids()) - adapted).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(model->named_parameters()["model.layers.1.self_attn.q_norm.weight"], q_norm));
 }
 
 TEST(ModelLora, MergedModelComputesWhatBasePlusAdaptersComputed) {

@@ -168,5 +168,30 @@ TEST(ChunkLayout, LlamaBiasesAndUntiedHead) {
   EXPECT_EQ(k_bias, 32);
 }
 
+// Qwen3: q_norm / k_norm of head_dim after o_proj (where the model registers them), counted in
+// num_parameters.
+TEST(ChunkLayout, Qwen3QkNorms) {
+  LlamaConfig c = small_gqa_tied();
+  c.qk_norm = true;
+  c.head_dim = 32;
+  const std::vector<TensorSpec> tensors = llama_parameter_tensors(c, 2);
+  std::vector<std::string> names;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    names.push_back(t.name);
+    total += t.numel;
+    if (t.name.ends_with("_norm.weight") && t.name.find("self_attn") != std::string::npos) {
+      EXPECT_EQ(t.numel, 32) << t.name;
+      EXPECT_EQ(t.group, llama_layer_group(t.name.find("layers.1.") != std::string::npos ? 1 : 0)) << t.name;
+    }
+  }
+  const auto at = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  ASSERT_LT(at("model.layers.1.self_attn.q_norm.weight"), static_cast<std::ptrdiff_t>(names.size()));
+  EXPECT_EQ(at("model.layers.1.self_attn.q_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 1);
+  EXPECT_EQ(at("model.layers.1.self_attn.k_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 2);
+  EXPECT_EQ(names.size(), 1u + 2 * 11 + 1);
+  EXPECT_EQ(total, c.num_parameters());
+}
+
 }  // namespace
 }  // namespace ferry::offload

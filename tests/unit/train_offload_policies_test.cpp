@@ -14,7 +14,9 @@
 //   auto           never exceeds its budget across a sweep of budgets, rejects an impossible one
 //                  with the planner's explanation;
 //   one budget     two demo-sized models: make_resident swaps them, both do not fit at once (a
-//                  clear error), and the weights survive the trips.
+//                  clear error), and the weights survive the trips;
+//   families       Qwen3's q/k norms and Mistral's sliding window under params with gradient
+//                  checkpointing give the losses and weights of `none`.
 // `none` is the reference: PlainEngine is tested against torch::optim::AdamW in
 // offload_engine_test.cpp, so agreeing with it ties every policy to torch.
 #include <gtest/gtest.h>
@@ -139,6 +141,28 @@ TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
   // The head and the first two layers go during backward; the first layer once the embedding's
   // gradient is complete, at the end, with it.
   EXPECT_EQ(b.chunks_finished_during_backward, 10 * 3);
+}
+
+// The families' switches under the engine: Qwen3's q/k norms are parameters like the others
+// (paged, stepped, checkpointed), and Mistral's sliding window (8 < the 24-token sequences) holds
+// inside recomputed layers: params with gradient checkpointing trains as none does.
+TEST(OffloadPolicies, Qwen3NormsAndASlidingWindowUnderParamsWithCheckpointingGiveTheLossesOfNone) {
+  RunSpec reference;
+  reference.shape = small_shape();
+  reference.shape.qk_norm = true;
+  reference.shape.head_dim = 32;  // != hidden / heads
+  reference.shape.sliding_window = 8;
+  reference.steps = 10;
+  RunSpec paged = reference;
+  paged.policy = OffloadPolicy::params;
+  paged.checkpointing = true;
+  const RunResult a = train(reference, "families_none");
+  const RunResult b = train(paged, "families_params_checkpointed");
+  EXPECT_LT(a.losses.back(), a.losses.front());
+  expect_trains_like(b, a, 1e-6);
+  const std::string q_norm = "model.layers.2.self_attn.q_norm.weight";
+  ASSERT_TRUE(b.weights.count(q_norm));
+  EXPECT_GT((b.weights.at(q_norm) - 1.0).abs().max().item<double>(), 1e-4);  // it was trained
 }
 
 TEST(OffloadPolicies, ACheckpointOfNoneResumesUnderParamsExactly) {
