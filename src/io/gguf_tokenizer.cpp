@@ -239,6 +239,11 @@ GgufVocab sentencepiece_vocab(const fs::path& dir, int64_t vocab_size, const std
   vocab.add_eos = config_bool(tokenizer_config, "add_eos_token", config_file).value_or(false);
   vocab.has_space_prefix_flag = true;
   vocab.add_space_prefix = model.add_dummy_prefix;
+  if (model.model_type != 2) {
+    vocab.warnings.push_back(file.string() + " is a SentencePiece " + (model.model_type == 1 ? "unigram" : "word/char") +
+                             " model; llama.cpp's 'llama' tokenizer merges pieces by score (as for SentencePiece "
+                             "BPE), which can split some text differently (llama.cpp's converter writes the same)");
+  }
   return vocab;
 }
 
