@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""llama.cpp itself (through llama-cpp-python) on a GGUF file from `ferry export --format gguf`:
+
+  - tokenization: llama.cpp's tokenizer, driven only by the file's tokenizer.* metadata, gives the
+    ids of the source tokenizer (sentencepiece for tokenizer.model, tokenizers for tokenizer.json)
+    for a set of texts, special tokens included;
+  - logits: llama.cpp's logits for a prompt equal transformers' on the source folder (fp32 export);
+  - greedy decoding: 12 argmax tokens from llama.cpp equal transformers' greedy tokens, and the text
+    `ferry generate --greedy` printed (FERRY_TEXT, a file; "-" to skip) is that text (or the start
+    of it, when Ferry stopped at a stop string).
+
+Usage: gguf_llama_cpp_check.py MODEL_DIR FILE.gguf FERRY_TEXT
+Exit 0: all equal; 1: a difference (printed); 77: llama_cpp is not installed.
+"""
+import pathlib
+import sys
+
+import numpy as np
+import torch
+
+try:
+    from llama_cpp import Llama
+except ImportError:
+    print("llama_cpp is not installed")
+    sys.exit(77)
+from transformers import AutoModelForCausalLM
+
+TEXTS = ["the cat", "What is 37 + 48 - 12?", "Hello world!\nSecond line,  two spaces.", "don't stop 12345",
+         "<|user|>\nsort 3 1 2<|end|>\n<|assistant|>\n", "<|im_start|>user\nhi<|im_end|>\n"]
+NEW_TOKENS = 12
+
+
+def source_tokenizer(model_dir):
+    """(encode(text) -> ids without BOS, decode(ids) -> text, bos id or None)."""
+    if (model_dir / "tokenizer.model").is_file():
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_file=str(model_dir / "tokenizer.model"))
+        return sp.encode, sp.decode, sp.bos_id(), sp.eos_id()
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    return (lambda t: tok.encode(t, add_special_tokens=False).ids), tok.decode, None, tok.token_to_id("<|im_end|>")
+
+
+def main() -> int:
+    model_dir, gguf, ferry_text = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    encode, decode, bos, eos = source_tokenizer(model_dir)
+    llm = Llama(model_path=gguf, n_ctx=128, logits_all=True, verbose=False, n_threads=2, seed=0)
+    errors = []
+
+    for text in TEXTS:
+        # special=True: control/user-defined tokens written in the text become their ids, as in the
+        # source tokenizers (SentencePiece user-defined pieces; tokenizers' added tokens).
+        got = llm.tokenize(text.encode(), add_bos=False, special=True)
+        want = encode(text)
+        if got != want:
+            errors.append(f"tokenize {text!r}: llama.cpp {got}, source {want}")
+
+    prompt = ([bos] if bos is not None else []) + encode(TEXTS[0])
+    llm.reset()
+    llm.eval(prompt)
+    llama_logits = np.array(llm.scores[: len(prompt)], dtype=np.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        hf_logits = model(torch.tensor([prompt])).logits[0].numpy()
+    diff = float(np.abs(llama_logits - hf_logits).max())
+    scale = float(np.abs(hf_logits).max())
+    print(f"logits: max |llama.cpp - transformers| = {diff:.2e} (logits up to {scale:.1f})")
+    if not diff <= 1e-3 * max(1.0, scale):
+        errors.append(f"logits differ by {diff}")
+
+    llama_ids = []
+    for _ in range(NEW_TOKENS):
+        next_id = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        llama_ids.append(next_id)
+        llm.eval([next_id])
+    with torch.no_grad():
+        hf_ids = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                                pad_token_id=0)[0, len(prompt):].tolist()
+    print(f"greedy: llama.cpp {llama_ids}, transformers {hf_ids}")
+    if llama_ids != hf_ids:
+        errors.append(f"greedy tokens differ: llama.cpp {llama_ids}, transformers {hf_ids}")
+    if ferry_text != "-":
+        printed = pathlib.Path(ferry_text).read_text()
+        printed = printed[:-1] if printed.endswith("\n") else printed  # the newline after the text
+        until_eos = llama_ids[: llama_ids.index(eos)] if eos in llama_ids else llama_ids
+        text = decode(until_eos)
+        print(f"ferry generate: {printed!r}; llama.cpp: {text!r}")
+        if not text.startswith(printed) or (not printed and text):
+            errors.append(f"ferry generate printed {printed!r}, llama.cpp's greedy text is {text!r}")
+    for e in errors:
+        print(e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
