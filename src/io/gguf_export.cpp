@@ -144,6 +144,13 @@ bool config_has_head_dim(const fs::path& config_json) {
   return root.is_object() && root.contains("head_dim") && !root["head_dim"].is_null();
 }
 
+// config.json's sliding_window (Mistral), 0 when absent or null.
+int64_t config_sliding_window(const fs::path& config_json) {
+  const nlohmann::json root = nlohmann::json::parse(read_file(config_json), nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object() || !root.contains("sliding_window") || !root["sliding_window"].is_number_integer()) return 0;
+  return root["sliding_window"].get<int64_t>();
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -187,10 +194,11 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                      "Ferry checkpoint (output.dir/step-N or output.dir/final)");
   }
   const LlamaConfig config = read_hf_config(in / "config.json");
-  std::string arch = config.model_type;
+  // Mistral is a Llama in llama.cpp (its converter registers MistralForCausalLM as LlamaModel).
+  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    throw UserError("GGUF export supports model_type llama, qwen2 and qwen3; '" + in.string() + "/config.json' says '" +
-                    arch + "'");
+    throw UserError("GGUF export supports model_type llama, mistral, qwen2 and qwen3; '" + in.string() +
+                    "/config.json' says '" + config.model_type + "'");
   }
   if (read_hf_head(in / "config.json") == HfHead::score) {
     throw UserError("'" + in.string() + "' is a sequence-classification (reward) model; GGUF export writes causal "
@@ -266,6 +274,11 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   const GgufVocab vocab = read_gguf_vocab(in, config.vocab_size, options.pre);
   summary.tokenizer = vocab.model == "llama" ? "llama (SentencePiece)" : "gpt2 (byte-level BPE, pre " + vocab.pre + ")";
   summary.warnings = vocab.warnings;
+  if (const int64_t window = config_sliding_window(in / "config.json");
+      config.model_type == "mistral" && window > 0 && window < config.max_position_embeddings) {
+    summary.warnings.push_back("config.json: sliding_window " + std::to_string(window) + " is not carried over: llama.cpp's "
+                               "llama architecture attends to the whole context (as its converter writes Mistral)");
+  }
 
   GgufWriter writer;
   writer.add_string("general.architecture", arch);

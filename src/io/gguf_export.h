@@ -2,7 +2,9 @@
 // as one GGUF v3 file that llama.cpp and Ollama load, converted the way llama.cpp's
 // convert_hf_to_gguf.py converts the same folder:
 //
-//   architecture  config.json model_type llama -> "llama", qwen2 -> "qwen2", qwen3 -> "qwen3"
+//   architecture  config.json model_type llama and mistral -> "llama" (as the converter does; a
+//                 Mistral sliding window is not carried over, with a warning), qwen2 -> "qwen2",
+//                 qwen3 -> "qwen3" (mistral and qwen3 once Ferry's config reader accepts them)
 //   metadata      general.{architecture, type "model", name, file_type, quantization_version 2,
 //                 alignment 32}; <arch>.{context_length (max_position_embeddings), embedding_length,
 //                 block_count, feed_forward_length, attention.head_count, attention.head_count_kv,
