@@ -4,7 +4,8 @@ gguf-py's GGUFReader (the reader llama.cpp's own tools use) and an independent P
 implementation of the conversion documented in src/io/gguf_export.h and src/io/gguf_tokenizer.h:
 
   - every metadata key, its GGUF value type and value (no key missing, none extra);
-  - every tensor: name, shape, ggml type and bytes, computed here from the safetensors with torch
+  - every tensor: name (from gguf-py's TensorNameMap, as the converter names it), shape, ggml type
+    and bytes, computed here from the safetensors with torch
     (LoRA merged as W + alpha / r * B @ A in fp32, llama's q/k rows permuted as llama.cpp's
     LlamaModel.permute, llama3 rope factors as LlamaModel.generate_extra_tensors) and converted
     with gguf-py's own gguf.quants.quantize (F16, BF16, Q8_0);
@@ -20,10 +21,12 @@ import math
 import pathlib
 import sys
 
+import gguf
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader, GGUFValueType as V
+from gguf import Keys as K
 from gguf.quants import quantize
 from safetensors.torch import load_file
 
@@ -55,29 +58,29 @@ def model_metadata(config, arch, ftype, name):
     f32 = lambda v: (V.FLOAT32, float(np.float32(v)))  # noqa: E731
     u32 = lambda v: (V.UINT32, int(v))  # noqa: E731
     meta = {
-        "general.architecture": (V.STRING, arch),
-        "general.type": (V.STRING, "model"),
-        "general.name": (V.STRING, name),
-        "general.alignment": u32(32),
-        "general.file_type": u32(FILE_TYPES[ftype]),
-        "general.quantization_version": u32(2),
-        f"{arch}.context_length": u32(config["max_position_embeddings"]),
-        f"{arch}.embedding_length": u32(config["hidden_size"]),
-        f"{arch}.block_count": u32(config["num_hidden_layers"]),
-        f"{arch}.feed_forward_length": u32(config["intermediate_size"]),
-        f"{arch}.attention.head_count": u32(config["num_attention_heads"]),
-        f"{arch}.attention.head_count_kv": u32(config.get("num_key_value_heads", config["num_attention_heads"])),
-        f"{arch}.attention.layer_norm_rms_epsilon": f32(config.get("rms_norm_eps", 1e-6)),
-        f"{arch}.rope.freq_base": f32(theta),
-        f"{arch}.rope.dimension_count": u32(head_dim),
-        f"{arch}.vocab_size": u32(config["vocab_size"]),
+        K.General.ARCHITECTURE: (V.STRING, arch),
+        K.General.TYPE: (V.STRING, "model"),
+        K.General.NAME: (V.STRING, name),
+        K.General.ALIGNMENT: u32(32),
+        K.General.FILE_TYPE: u32(FILE_TYPES[ftype]),
+        K.General.QUANTIZATION_VERSION: u32(2),
+        K.LLM.CONTEXT_LENGTH.format(arch=arch): u32(config["max_position_embeddings"]),
+        K.LLM.EMBEDDING_LENGTH.format(arch=arch): u32(config["hidden_size"]),
+        K.LLM.BLOCK_COUNT.format(arch=arch): u32(config["num_hidden_layers"]),
+        K.LLM.FEED_FORWARD_LENGTH.format(arch=arch): u32(config["intermediate_size"]),
+        K.Attention.HEAD_COUNT.format(arch=arch): u32(config["num_attention_heads"]),
+        K.Attention.HEAD_COUNT_KV.format(arch=arch): u32(config.get("num_key_value_heads", config["num_attention_heads"])),
+        K.Attention.LAYERNORM_RMS_EPS.format(arch=arch): f32(config.get("rms_norm_eps", 1e-6)),
+        K.Rope.FREQ_BASE.format(arch=arch): f32(theta),
+        K.Rope.DIMENSION_COUNT.format(arch=arch): u32(head_dim),
+        K.LLM.VOCAB_SIZE.format(arch=arch): u32(config["vocab_size"]),
     }
     if config.get("head_dim") is not None:
-        meta[f"{arch}.attention.key_length"] = u32(head_dim)
-        meta[f"{arch}.attention.value_length"] = u32(head_dim)
+        meta[K.Attention.KEY_LENGTH.format(arch=arch)] = u32(head_dim)
+        meta[K.Attention.VALUE_LENGTH.format(arch=arch)] = u32(head_dim)
     if rope.get("rope_type", rope.get("type")) == "linear":
-        meta[f"{arch}.rope.scaling.type"] = (V.STRING, "linear")
-        meta[f"{arch}.rope.scaling.factor"] = f32(rope["factor"])
+        meta[K.Rope.SCALING_TYPE.format(arch=arch)] = (V.STRING, "linear")
+        meta[K.Rope.SCALING_FACTOR.format(arch=arch)] = f32(rope["factor"])
     return meta
 
 
@@ -126,12 +129,12 @@ def sentencepiece_vocab(model_dir, n_vocab, tokenizer_config):
     add_bos = (tokenizer_config or {}).get("add_bos_token", True)
     add_eos = (tokenizer_config or {}).get("add_eos_token", False)
     meta = {
-        "tokenizer.ggml.model": (V.STRING, "llama"),
-        "tokenizer.ggml.pre": (V.STRING, "default"),
-        "tokenizer.ggml.tokens": (V.STRING, tokens),
-        "tokenizer.ggml.scores": (V.FLOAT32, [float(np.float32(s)) for s in scores]),
-        "tokenizer.ggml.token_type": (V.INT32, types),
-        "tokenizer.ggml.add_space_prefix": (V.BOOL, bool(proto.normalizer_spec.add_dummy_prefix)),
+        K.Tokenizer.MODEL: (V.STRING, "llama"),
+        K.Tokenizer.PRE: (V.STRING, "default"),
+        K.Tokenizer.LIST: (V.STRING, tokens),
+        K.Tokenizer.SCORES: (V.FLOAT32, [float(np.float32(s)) for s in scores]),
+        K.Tokenizer.TOKEN_TYPE: (V.INT32, types),
+        K.Tokenizer.ADD_PREFIX: (V.BOOL, bool(proto.normalizer_spec.add_dummy_prefix)),
     }
     return meta, ids, add_bos, add_eos
 
@@ -181,11 +184,11 @@ def bpe_vocab(model_dir, n_vocab, tokenizer_config, pre):
             if last:
                 template_eos = "eos" in ids and last == tokens[ids["eos"]]
     meta = {
-        "tokenizer.ggml.model": (V.STRING, "gpt2"),
-        "tokenizer.ggml.pre": (V.STRING, pre),
-        "tokenizer.ggml.tokens": (V.STRING, tokens),
-        "tokenizer.ggml.token_type": (V.INT32, types),
-        "tokenizer.ggml.merges": (V.STRING, merges),
+        K.Tokenizer.MODEL: (V.STRING, "gpt2"),
+        K.Tokenizer.PRE: (V.STRING, pre),
+        K.Tokenizer.LIST: (V.STRING, tokens),
+        K.Tokenizer.TOKEN_TYPE: (V.INT32, types),
+        K.Tokenizer.MERGES: (V.STRING, merges),
     }
     return meta, ids, template_bos if add_bos is None else add_bos, template_eos if add_eos is None else add_eos
 
@@ -214,16 +217,16 @@ def vocab_metadata(model_dir, n_vocab, pre):
         meta, ids, add_bos, add_eos = sentencepiece_vocab(model_dir, n_vocab, tokenizer_config)
     else:
         meta, ids, add_bos, add_eos = bpe_vocab(model_dir, n_vocab, tokenizer_config, pre)
-    keys = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "pad": "padding_token_id"}
+    keys = {"bos": K.Tokenizer.BOS_ID, "eos": K.Tokenizer.EOS_ID, "unk": K.Tokenizer.UNK_ID, "pad": K.Tokenizer.PAD_ID}
     for kind, i in ids.items():
-        meta["tokenizer.ggml." + keys[kind]] = (V.UINT32, i)
-    meta["tokenizer.ggml.add_bos_token"] = (V.BOOL, bool(add_bos))
-    meta["tokenizer.ggml.add_eos_token"] = (V.BOOL, bool(add_eos))
+        meta[keys[kind]] = (V.UINT32, i)
+    meta[K.Tokenizer.ADD_BOS] = (V.BOOL, bool(add_bos))
+    meta[K.Tokenizer.ADD_EOS] = (V.BOOL, bool(add_eos))
     template = (tokenizer_config or {}).get("chat_template")
     if template is None and (model_dir / "chat_template.jinja").is_file():
         template = (model_dir / "chat_template.jinja").read_text()
     if template:
-        meta["tokenizer.chat_template"] = (V.STRING, template)
+        meta[K.Tokenizer.CHAT_TEMPLATE] = (V.STRING, template)
     return meta
 
 
@@ -261,23 +264,15 @@ def llama3_rope_factors(config):
     return torch.tensor(rope_factors, dtype=torch.float32)
 
 
-BLOCK_NAMES = {
-    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-}
-
-
-def gguf_name(name):
-    fixed = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "lm_head.weight": "output.weight"}
-    if name in fixed:
-        return fixed[name]
-    parts = name.split(".")
-    assert parts[:2] == ["model", "layers"], name
-    module, suffix = ".".join(parts[3:-1]), parts[-1]
-    return f"blk.{parts[2]}.{BLOCK_NAMES[module]}.{suffix}"
+def gguf_name(name, arch, n_layers):
+    """The GGUF name gguf-py's own TensorNameMap (what convert_hf_to_gguf.py uses) gives `name`, checked
+    to be a tensor llama.cpp's `arch` has."""
+    model_arch = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}[arch]
+    mapped = gguf.get_tensor_name_map(model_arch, n_layers).get_type_and_name(name, try_suffixes=(".weight", ".bias"))
+    assert mapped is not None, f"gguf-py has no name for {name}"
+    tensor_type, new_name = mapped
+    assert tensor_type in gguf.MODEL_TENSORS[model_arch], f"{arch} has no {new_name}"
+    return new_name
 
 
 def expected_tensors(model_dir, config, arch):
@@ -303,7 +298,7 @@ def expected_tensors(model_dir, config, arch):
             continue
         if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
             tensor = permute(tensor, n_head, n_head if ".q_proj." in name else n_kv)
-        out[gguf_name(name)] = tensor
+        out[gguf_name(name, arch, config["num_hidden_layers"])] = tensor
     return out
 
 
