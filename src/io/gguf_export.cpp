@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -54,23 +53,21 @@ struct PlannedTensor {
   std::string hf_name;
   std::vector<int64_t> shape;
   RowPermutation permutation = RowPermutation::none;
-  int block = -1;     // -1: not in a block
-  int rank = 0;       // order within its block / among the global tensors
 };
 
-// The Hugging Face weights a config needs, with their GGUF names and shapes. Blocks and ranks give the file's tensor order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
+// The Hugging Face weights a config needs, with their GGUF names and shapes, in the file's order:
+// token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
 std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::string& arch) {
   const int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
   const bool permute = arch == "llama";
   std::vector<PlannedTensor> out;
-  out.push_back({"token_embd.weight", "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, RowPermutation::none, -1, 0});
+  out.push_back({"token_embd.weight", "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const std::string hf = "model.layers." + std::to_string(layer) + ".";
     const std::string blk = "blk." + std::to_string(layer) + ".";
-    int rank = 0;
     const auto add = [&](const std::string& gguf, const std::string& name, std::vector<int64_t> shape,
                          RowPermutation permutation = RowPermutation::none) {
-      out.push_back({blk + gguf, hf + name, std::move(shape), permutation, layer, rank++});
+      out.push_back({blk + gguf, hf + name, std::move(shape), permutation});
     };
     const RowPermutation q = permute ? RowPermutation::query : RowPermutation::none;
     const RowPermutation k = permute ? RowPermutation::key : RowPermutation::none;
@@ -95,11 +92,8 @@ std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::str
     add("ffn_down.weight", "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
     if (c.mlp_bias) add("ffn_down.bias", "mlp.down_proj.bias", {c.hidden_size});
   }
-  const int last = static_cast<int>(c.num_hidden_layers);
-  out.push_back({"output_norm.weight", "model.norm.weight", {c.hidden_size}, RowPermutation::none, last, 0});
-  if (!c.tie_word_embeddings) {
-    out.push_back({"output.weight", "lm_head.weight", {c.vocab_size, c.hidden_size}, RowPermutation::none, last, 1});
-  }
+  out.push_back({"output_norm.weight", "model.norm.weight", {c.hidden_size}});
+  if (!c.tie_word_embeddings) out.push_back({"output.weight", "lm_head.weight", {c.vocab_size, c.hidden_size}});
   return out;
 }
 
@@ -188,10 +182,12 @@ std::string default_gguf_name(const fs::path& checkpoint) {
 
 GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   const fs::path& in = options.checkpoint;
-  if (!fs::is_directory(in)) throw InputError("checkpoint folder '" + in.string() + "' does not exist or is not a folder");
+  if (!fs::is_directory(in)) {
+    throw InputError("checkpoint folder '" + in.string() + "' does not exist or is not a folder");
+  }
   if (!fs::exists(in / "config.json")) {
-    throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Hugging Face model folder or a "
-                     "Ferry checkpoint (output.dir/step-N or output.dir/final)");
+    throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Hugging Face model folder "
+                     "or a Ferry checkpoint (output.dir/step-N or output.dir/final)");
   }
   const LlamaConfig config = read_hf_config(in / "config.json");
   // Mistral is a Llama in llama.cpp (its converter registers MistralForCausalLM as LlamaModel).
@@ -239,10 +235,9 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   }
 
   // Match the checkpoint's weights against what the config needs, before anything is written.
-  std::vector<PlannedTensor> planned = expected_tensors(config, arch);
+  const std::vector<PlannedTensor> planned = expected_tensors(config, arch);
   std::set<std::string> used;
-  std::vector<PlannedTensor> present;
-  for (PlannedTensor& tensor : planned) {
+  for (const PlannedTensor& tensor : planned) {
     if (!weights.contains(tensor.hf_name)) {
       throw InputError("checkpoint '" + in.string() + "' has no weight '" + tensor.hf_name + "', which config.json (" +
                        arch + ", " + std::to_string(config.num_hidden_layers) + " layers) needs");
@@ -257,7 +252,6 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' is not floating point");
     }
     used.insert(tensor.hf_name);
-    present.push_back(tensor);
   }
   for (const auto& name : weights.names()) {
     if (used.count(name) || is_lora_tensor(name) || ignored_weight(name)) continue;
@@ -276,8 +270,9 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   summary.warnings = vocab.warnings;
   if (const int64_t window = config_sliding_window(in / "config.json");
       config.model_type == "mistral" && window > 0 && window < config.max_position_embeddings) {
-    summary.warnings.push_back("config.json: sliding_window " + std::to_string(window) + " is not carried over: llama.cpp's "
-                               "llama architecture attends to the whole context (as its converter writes Mistral)");
+    summary.warnings.push_back("config.json: sliding_window " + std::to_string(window) +
+                               " is not carried over: llama.cpp's llama architecture attends to the whole context (as "
+                               "its converter writes Mistral)");
   }
 
   GgufWriter writer;
@@ -310,16 +305,15 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
 
   const auto count = [&](GgmlType type) { ++summary.tensor_types[ggml_type_name(type)]; };
   if (config.rope_scaling.type == RopeScalingType::llama3) {
-    writer.add_tensor("rope_freqs.weight", {config.head_dim / 2}, GgmlType::f32, [&config] { return llama3_rope_factors(config); });
+    writer.add_tensor("rope_freqs.weight", {config.head_dim / 2}, GgmlType::f32,
+                      [&config] { return llama3_rope_factors(config); });
     count(GgmlType::f32);
   }
-  std::stable_sort(present.begin(), present.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
-    return std::pair(a.block, a.rank) < std::pair(b.block, b.rank);
-  });
-  for (const PlannedTensor& tensor : present) {
+  for (const PlannedTensor& tensor : planned) {
     const GgmlType type = tensor_type(options.type, tensor.shape);
     count(type);
-    const int64_t groups = tensor.permutation == RowPermutation::query ? config.num_attention_heads : config.num_key_value_heads;
+    const int64_t groups =
+        tensor.permutation == RowPermutation::query ? config.num_attention_heads : config.num_key_value_heads;
     writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, tensor, type, groups, lora_scaling] {
       at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
       if (adapted.count(tensor.hf_name)) {

@@ -119,7 +119,8 @@ void read_special_ids(const fs::path& dir, const std::optional<json>& tokenizer_
 
 std::string read_chat_template(const fs::path& dir, const std::optional<json>& tokenizer_config, GgufVocab& vocab) {
   const fs::path config_file = dir / "tokenizer_config.json";
-  if (tokenizer_config && tokenizer_config->contains("chat_template") && !(*tokenizer_config)["chat_template"].is_null()) {
+  if (tokenizer_config && tokenizer_config->contains("chat_template") &&
+      !(*tokenizer_config)["chat_template"].is_null()) {
     const json& entry = (*tokenizer_config)["chat_template"];
     if (entry.is_string()) return entry.get<std::string>();
     if (entry.is_array()) {
@@ -240,9 +241,10 @@ GgufVocab sentencepiece_vocab(const fs::path& dir, int64_t vocab_size, const std
   vocab.has_space_prefix_flag = true;
   vocab.add_space_prefix = model.add_dummy_prefix;
   if (model.model_type != 2) {
-    vocab.warnings.push_back(file.string() + " is a SentencePiece " + (model.model_type == 1 ? "unigram" : "word/char") +
-                             " model; llama.cpp's 'llama' tokenizer merges pieces by score (as for SentencePiece "
-                             "BPE), which can split some text differently (llama.cpp's converter writes the same)");
+    const std::string kind = model.model_type == 1 ? "unigram" : "word/char";
+    vocab.warnings.push_back(file.string() + " is a SentencePiece " + kind +
+                             " model; llama.cpp's 'llama' tokenizer merges pieces by score (as for SentencePiece BPE), "
+                             "which can split some text differently (llama.cpp's converter writes the same)");
   }
   return vocab;
 }
@@ -364,7 +366,9 @@ GgufVocab bpe_vocab(const fs::path& dir, int64_t vocab_size, const std::optional
     vocab.tokens[id.get<int64_t>()] = text;
     vocab.token_types[id.get<int64_t>()] = type;
   };
-  if (!model.contains("vocab") || !model["vocab"].is_object()) top.at("model.vocab").fail("must be an object {token: id}");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    top.at("model.vocab").fail("must be an object {token: id}");
+  }
   for (const auto& [text, id] : model["vocab"].items()) put(top.at("model.vocab").at(text), id, text, kNormal);
 
   std::map<std::string, int64_t> added_ids;  // content -> first id, for the special-token lookup
@@ -397,7 +401,9 @@ GgufVocab bpe_vocab(const fs::path& dir, int64_t vocab_size, const std::optional
   if (!model.contains("merges") || !model["merges"].is_array()) top.at("model.merges").fail("must be a list");
   const json& merges = model["merges"];
   vocab.merges.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) vocab.merges.push_back(merge_text(merges[i], top.at("model.merges").at(i)));
+  for (size_t i = 0; i < merges.size(); ++i) {
+    vocab.merges.push_back(merge_text(merges[i], top.at("model.merges").at(i)));
+  }
 
   vocab.pre = pre_override.empty() ? recognise_pre(steps) : pre_override;
   if (vocab.pre.empty()) {

@@ -10,7 +10,8 @@
 namespace ferry::io {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "GGUF is written little-endian; big-endian hosts are not supported");
+static_assert(std::endian::native == std::endian::little,
+              "GGUF is written little-endian; big-endian hosts are not supported");
 
 constexpr uint32_t kGgufVersion = 3;
 
@@ -116,7 +117,8 @@ void GgufWriter::add_int32_array(const std::string& key, const std::vector<int32
 void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
                             TensorProducer produce) {
   FERRY_CHECK(tensor_names_.insert(name).second, "GGUF tensor added twice: ", name);
-  FERRY_CHECK(!shape.empty() && shape.size() <= 4, "GGUF tensors have 1 to 4 dimensions; ", name, " has ", shape.size());
+  FERRY_CHECK(!shape.empty() && shape.size() <= 4, "GGUF tensors have 1 to 4 dimensions; ", name, " has ",
+              shape.size());
   int64_t elements = 1;
   for (const int64_t d : shape) {
     FERRY_CHECK(d > 0, "tensor ", name, " has an empty dimension");
@@ -140,7 +142,9 @@ uint64_t GgufWriter::write(const std::filesystem::path& path) const {
   for (const auto& tensor : tensors_) {
     put_string(header, tensor.name);
     put<uint32_t>(header, static_cast<uint32_t>(tensor.shape.size()));
-    for (auto d = tensor.shape.rbegin(); d != tensor.shape.rend(); ++d) put<uint64_t>(header, static_cast<uint64_t>(*d));
+    for (auto d = tensor.shape.rbegin(); d != tensor.shape.rend(); ++d) {  // ggml order: innermost first
+      put<uint64_t>(header, static_cast<uint64_t>(*d));
+    }
     put<uint32_t>(header, static_cast<uint32_t>(tensor.type));
     put<uint64_t>(header, tensor.offset);
   }

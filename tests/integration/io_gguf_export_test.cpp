@@ -102,7 +102,9 @@ TEST_F(IoGgufExportTest, NamesComeFromTheFolderOrTheFlag) {
   // A Ferry checkpoint folder ("<run>/final") is named after its run.
   const fs::path run = root_ / "demo-run" / "final";
   fs::create_directories(run);
-  for (const auto& entry : fs::directory_iterator(kModels / "llama_spm")) fs::copy(entry.path(), run / entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(kModels / "llama_spm")) {
+    fs::copy(entry.path(), run / entry.path().filename());
+  }
   auto r = ferry("export --format gguf --checkpoint " + quoted(run) + " --output " + quoted(root_ / "a.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'demo-run-final'"), std::string::npos) << r.output;
@@ -171,7 +173,8 @@ TEST_F(IoGgufExportTest, BadInputsNameTheFileAndField) {
   fs::copy_file(in / "./tokenizer.model", bad_config / "./tokenizer.model");
   std::ofstream(bad_config / "./tokenizer_config.json") << R"({"add_bos_token": "yes"})";
   message = export_error(bad_config);
-  EXPECT_NE(message.find("/tokenizer_config.json: 'add_bos_token' must be true or false"), std::string::npos) << message;
+  EXPECT_NE(message.find("/tokenizer_config.json: 'add_bos_token' must be true or false"), std::string::npos)
+      << message;
 
   // config.json says 3 layers, the weights hold 2: the missing weight is named.
   const fs::path missing = copy_model("missing_layer");
