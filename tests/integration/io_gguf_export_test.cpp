@@ -189,29 +189,36 @@ TEST_F(IoGgufExportTest, BadInputsNameTheFileAndField) {
   EXPECT_NE(message.find("has no weight 'model.layers.2.input_layernorm.weight'"), std::string::npos) << message;
 }
 
-// llama.cpp itself (llama-cpp-python, when installed) loads the f32 export: logits equal
-// transformers' on the source model and greedy tokens equal `ferry generate --greedy`.
+// llama.cpp itself (llama-cpp-python, when installed) loads f32 exports: its tokenizer gives the
+// source tokenizer's ids, its logits equal transformers' and its greedy tokens transformers' and
+// `ferry generate --greedy`'s (SentencePiece llama with llama3 rope; Qwen2 BPE; the LoRA checkpoint
+// with biases, linear rope and a Llama 3 tokenizer, compared with its merged Hugging Face export).
 TEST_F(IoGgufExportTest, LlamaCppRunsTheExport) {
   const auto probe = run_command(std::string("'") + FERRY_PYTHON + "' -c 'import llama_cpp'");
   if (probe.exit_code != 0) GTEST_SKIP() << "llama-cpp-python is not installed in the deps venv";
-  for (const std::string model : {"llama_spm", "qwen2_bpe"}) {
+  for (const std::string model : {"llama_spm", "qwen2_bpe", "llama_lora_bpe"}) {
     SCOPED_TRACE(model);
     const fs::path file = root_ / (model + ".gguf");
     auto r = ferry("export --format gguf --gguf-type f32 --checkpoint " + quoted(kModels / model) + " --output " +
                    quoted(file));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::string generated = "-";
-    if (model == "llama_spm") {  // `ferry generate` reads SentencePiece tokenizers
-      // stdout only: the generated text
-      r = run_command(std::string("'") + FERRY_BINARY + "' generate --model " + quoted(kModels / model) +
-                      " --prompt 'the cat' --greedy --max-new-tokens 12", /*with_stderr=*/false);
+    fs::path reference = kModels / model;  // what transformers loads
+    if (model == "llama_lora_bpe") {       // transformers needs the adapters merged (checked in io_export_test)
+      reference = root_ / "merged";
+      r = ferry("export --checkpoint " + quoted(kModels / model) + " --output " + quoted(reference));
       ASSERT_EQ(r.exit_code, 0) << r.output;
-      const fs::path text = root_ / "ferry_greedy.txt";
-      std::ofstream(text) << r.output;
-      generated = text.string();
     }
-    const auto check = python("gguf_llama_cpp_check.py", quoted(kModels / model) + " " + quoted(file) + " " +
-                                                             quoted(fs::path(generated)));
+    fs::path generated = "-";
+    if (model == "llama_spm") {  // `ferry generate` reads SentencePiece tokenizers; stdout only: the text
+      r = run_command(std::string("'") + FERRY_BINARY + "' generate --model " + quoted(kModels / model) +
+                          " --prompt 'the cat' --greedy --max-new-tokens 12",
+                      /*with_stderr=*/false);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      generated = root_ / "ferry_greedy.txt";
+      std::ofstream(generated) << r.output;
+    }
+    const auto check =
+        python("gguf_llama_cpp_check.py", quoted(reference) + " " + quoted(file) + " " + quoted(generated));
     EXPECT_EQ(check.exit_code, 0) << check.output;
   }
 }

@@ -5,9 +5,10 @@
     ids of the source tokenizer (sentencepiece for tokenizer.model, tokenizers for tokenizer.json)
     for a set of texts, special tokens included;
   - logits: llama.cpp's logits for a prompt equal transformers' on the source folder (fp32 export);
-  - greedy decoding: 12 argmax tokens from llama.cpp equal transformers' greedy tokens, and the text
-    `ferry generate --greedy` printed (FERRY_TEXT, a file; "-" to skip) is that text (or the start
-    of it, when Ferry stopped at a stop string).
+  - greedy decoding: 12 argmax tokens from llama.cpp after the prompt equal transformers' greedy
+    tokens; and 12 after TEXTS[0] ("the cat") with BOS: the text `ferry generate --greedy` printed
+    for that prompt (FERRY_TEXT, a file; "-" to skip) is their text (or its start, when Ferry stopped
+    at a stop string).
 
 Usage: gguf_llama_cpp_check.py MODEL_DIR FILE.gguf FERRY_TEXT
 Exit 0: all equal; 1: a difference (printed); 77: llama_cpp is not installed.
@@ -44,7 +45,8 @@ def source_tokenizer(model_dir):
 def main() -> int:
     model_dir, gguf, ferry_text = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     encode, decode, bos, eos = source_tokenizer(model_dir)
-    llm = Llama(model_path=gguf, n_ctx=128, logits_all=True, verbose=False, n_threads=2, seed=0)
+    # An fp32 KV cache (llama.cpp's default is f16), so the logits compare at fp32 precision.
+    llm = Llama(model_path=gguf, n_ctx=128, logits_all=True, verbose=False, n_threads=2, seed=0, type_k=0, type_v=0)
     errors = []
 
     for text in TEXTS:
@@ -55,7 +57,8 @@ def main() -> int:
         if got != want:
             errors.append(f"tokenize {text!r}: llama.cpp {got}, source {want}")
 
-    prompt = ([bos] if bos is not None else []) + encode(TEXTS[0])
+    # A prompt of ~40 tokens, so that rope (and llama3's low-frequency factors) turn far enough to matter.
+    prompt = ([bos] if bos is not None else []) + encode(" ".join(TEXTS[:4]))
     llm.reset()
     llm.eval(prompt)
     llama_logits = np.array(llm.scores[: len(prompt)], dtype=np.float32)
@@ -68,11 +71,16 @@ def main() -> int:
     if not diff <= 1e-3 * max(1.0, scale):
         errors.append(f"logits differ by {diff}")
 
-    llama_ids = []
-    for _ in range(NEW_TOKENS):
-        next_id = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        llama_ids.append(next_id)
-        llm.eval([next_id])
+    def llama_greedy(ids):
+        llm.reset()
+        llm.eval(ids)
+        out = []
+        for _ in range(NEW_TOKENS):
+            out.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+            llm.eval([out[-1]])
+        return out
+
+    llama_ids = llama_greedy(prompt)
     with torch.no_grad():
         hf_ids = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
                                 pad_token_id=0)[0, len(prompt):].tolist()
@@ -82,8 +90,8 @@ def main() -> int:
     if ferry_text != "-":
         printed = pathlib.Path(ferry_text).read_text()
         printed = printed[:-1] if printed.endswith("\n") else printed  # the newline after the text
-        until_eos = llama_ids[: llama_ids.index(eos)] if eos in llama_ids else llama_ids
-        text = decode(until_eos)
+        short = llama_greedy(([bos] if bos is not None else []) + encode(TEXTS[0]))
+        text = decode(short[: short.index(eos)] if eos in short else short)
         print(f"ferry generate: {printed!r}; llama.cpp: {text!r}")
         if not text.startswith(printed) or (not printed and text):
             errors.append(f"ferry generate printed {printed!r}, llama.cpp's greedy text is {text!r}")
