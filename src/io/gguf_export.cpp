@@ -170,9 +170,8 @@ fs::path gguf_output_file(const fs::path& output) {
 }
 
 std::string default_gguf_name(const fs::path& checkpoint) {
-  fs::path dir = checkpoint.lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();  // "run/final/" -> "run/final"
-  fs::path absolute = fs::absolute(dir).lexically_normal();
+  fs::path absolute = fs::absolute(checkpoint).lexically_normal();
+  if (absolute.filename().empty()) absolute = absolute.parent_path();  // "run/final/", "." -> no trailing "/"
   const std::string name = absolute.filename().string();
   const bool ferry_name = name == "final" || (name.starts_with("step-") && name.size() > 5);
   const std::string parent = absolute.parent_path().filename().string();

@@ -203,6 +203,7 @@ TEST(GgufExport, OutputFileAndDefaultName) {
   EXPECT_EQ(default_gguf_name("runs/demo/final"), "demo-final");
   EXPECT_EQ(default_gguf_name("runs/demo/step-200/"), "demo-step-200");
   EXPECT_EQ(default_gguf_name("models/TinyLlama-1.1B"), "TinyLlama-1.1B");
+  EXPECT_EQ(default_gguf_name("."), fs::current_path().filename().string());
   EXPECT_EQ(parse_gguf_file_type("q8_0"), GgufFileType::q8_0);
   EXPECT_THROW(parse_gguf_file_type("q4_0"), ferry::UserError);
 }
