@@ -1,5 +1,7 @@
-// `ferry export`: a checkpoint to a Hugging Face model folder (LoRA merged or as a PEFT adapter).
-// The work is io::export_hf_model (src/io/hf_export.h); this file parses flags and reports.
+// `ferry export`: a checkpoint to a Hugging Face model folder (LoRA merged or as a PEFT adapter), or
+// with --format gguf to one GGUF file for llama.cpp / Ollama (LoRA merged). The work is
+// io::export_hf_model (src/io/hf_export.h) and io::export_gguf_model (src/io/gguf_export.h); this
+// file parses flags and reports.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -8,6 +10,7 @@
 #include "src/cli/commands.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/io/gguf_export.h"
 #include "src/io/hf_export.h"
 
 namespace ferry::cli {
@@ -16,11 +19,15 @@ namespace {
 struct ExportArgs {
   std::string checkpoint;
   std::string output;
+  std::string format = "hf";
   std::string lora;
   int64_t max_shard_size_mb = 0;
+  std::string gguf_type = "f16";
+  std::string gguf_name;
+  std::string gguf_pre;
 };
 
-void run_export(const ExportArgs& args) {
+void run_hf_export(const ExportArgs& args) {
   constexpr int64_t kMaxShardMiB = int64_t{1} << 30;  // 1 PiB: anything above is a typo
   if (args.max_shard_size_mb < 0 || args.max_shard_size_mb > kMaxShardMiB) {
     throw UserError("--max-shard-size-mb must be 0 (one file) or a size in MiB up to " + std::to_string(kMaxShardMiB) +
@@ -42,17 +49,64 @@ void run_export(const ExportArgs& args) {
   }
 }
 
+void run_gguf_export(const ExportArgs& args) {
+  if (args.lora == "adapter") {
+    throw UserError("--lora adapter goes with --format hf; a GGUF file holds the model with the adapters merged");
+  }
+  if (args.max_shard_size_mb != 0) throw UserError("--max-shard-size-mb goes with --format hf; GGUF is one file");
+  io::GgufExportOptions options;
+  options.checkpoint = args.checkpoint;
+  options.output = args.output;
+  options.type = io::parse_gguf_file_type(args.gguf_type);
+  options.name = args.gguf_name;
+  options.pre = args.gguf_pre;
+  const io::GgufExportSummary summary = io::export_gguf_model(options);
+  for (const auto& warning : summary.warnings) std::cerr << "warning: " << warning << "\n";
+  std::cout << "exported " << summary.tensors << " tensors (";
+  bool first = true;
+  for (const auto& [type, count] : summary.tensor_types) {
+    std::cout << (first ? "" : ", ") << count << " " << type;
+    first = false;
+  }
+  std::cout << ") as GGUF " << summary.architecture << " '" << summary.name << "'"
+            << (summary.lora_merged ? " with LoRA merged" : "") << " to " << summary.file.string() << " ("
+            << format_bytes_approx(summary.file_bytes) << ")\n"
+            << "tokenizer: " << summary.tokenizer << ", " << summary.vocab_size << " tokens\n";
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
-  auto* command = app.add_subcommand("export", "Write a checkpoint as a Hugging Face model folder");
+  auto* command = app.add_subcommand(
+      "export", "Write a checkpoint as a Hugging Face model folder, or as one GGUF file for llama.cpp / Ollama");
   command->add_option("--checkpoint", args->checkpoint, "checkpoint folder (output.dir/step-N or final)")->required();
-  command->add_option("--output", args->output, "folder to write")->required();
-  command->add_option("--lora", args->lora, "merged (default) or adapter (PEFT format)")
+  command->add_option("--output", args->output,
+                      "hf: folder to write; gguf: a file ending in .gguf, or a folder that gets model.gguf")
+      ->required();
+  command->add_option("--format", args->format, "hf (default): Hugging Face folder; gguf: one GGUF v3 file")
+      ->check(CLI::IsMember({"hf", "gguf"}));
+  command->add_option("--lora", args->lora, "hf: merged (default) or adapter (PEFT format); gguf: always merged")
       ->check(CLI::IsMember({"merged", "adapter"}));
-  command->add_option("--max-shard-size-mb", args->max_shard_size_mb, "split weights into shards of this size (0: one file)");
-  command->callback([args] { run_export(*args); });
+  command->add_option("--max-shard-size-mb", args->max_shard_size_mb,
+                      "hf: split weights into shards of this size (0: one file)");
+  command->add_option("--gguf-type", args->gguf_type,
+                      "gguf: tensor type of the matrices: f16 (default), bf16, q8_0 or f32; norms and biases stay f32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  command->add_option("--gguf-name", args->gguf_name, "gguf: general.name (default: the checkpoint folder's name)");
+  command->add_option("--gguf-pre", args->gguf_pre,
+                      "gguf: llama.cpp pre-tokenizer name for a BPE tokenizer Ferry does not recognise "
+                      "(e.g. llama-bpe, qwen2, smollm, gpt-2)");
+  command->callback([args, command] {
+    if (args->format == "gguf") {
+      run_gguf_export(*args);
+      return;
+    }
+    for (const char* flag : {"--gguf-type", "--gguf-name", "--gguf-pre"}) {
+      if (command->get_option(flag)->count() > 0) throw UserError(std::string(flag) + " goes with --format gguf");
+    }
+    run_hf_export(*args);
+  });
 }
 
 }  // namespace ferry::cli

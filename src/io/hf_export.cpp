@@ -15,32 +15,9 @@ namespace ferry::io {
 namespace fs = std::filesystem;
 namespace {
 
-// LoRA weights are named "...q_proj.lora_A.weight" (PEFT) or sit in a PEFT adapter folder.
-bool has_lora(const fs::path& checkpoint, const HfWeights& weights) {
-  if (fs::exists(checkpoint / "adapter_config.json") || fs::exists(checkpoint / "adapter_model.safetensors")) return true;
-  for (const auto& name : weights.names()) {
-    if (name.find("lora_A") != std::string::npos || name.find("lora_B") != std::string::npos) return true;
-  }
-  return false;
-}
-
 bool same_folder(const fs::path& a, const fs::path& b) {
   std::error_code ec;
   return fs::exists(b) && fs::equivalent(a, b, ec);
-}
-
-// A checkpoint with LoRA must hold the base weights and the adapters together (what train-sft
-// writes); a PEFT adapter folder alone has nothing to merge into.
-void check_lora_checkpoint(const fs::path& in, const HfWeights& weights) {
-  const auto& names = weights.names();
-  if (std::none_of(names.begin(), names.end(), [](const std::string& n) { return is_lora_tensor(n); })) {
-    throw InputError("checkpoint '" + in.string() + "' has adapter files but its weights hold no lora_A/lora_B "
-                     "tensors; export needs a Ferry checkpoint with base weights and adapters (output.dir/step-N)");
-  }
-  if (!fs::exists(in / kAdapterConfigFile)) {
-    throw InputError("checkpoint '" + in.string() + "' has LoRA weights but no " + kAdapterConfigFile +
-                     " (rank and alpha are needed to apply them)");
-  }
 }
 
 // --lora adapter: adapter_config.json + adapter_model.safetensors (PEFT names) + side files.
@@ -66,6 +43,29 @@ HfExportSummary export_lora_adapter(const fs::path& in, const fs::path& out, con
 
 }  // namespace
 
+// LoRA weights are named "...q_proj.lora_A.weight" (PEFT) or sit in a PEFT adapter folder.
+bool checkpoint_has_lora(const fs::path& checkpoint, const HfWeights& weights) {
+  if (fs::exists(checkpoint / "adapter_config.json") || fs::exists(checkpoint / "adapter_model.safetensors")) return true;
+  for (const auto& name : weights.names()) {
+    if (name.find("lora_A") != std::string::npos || name.find("lora_B") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A checkpoint with LoRA must hold the base weights and the adapters together (what train-sft
+// writes); a PEFT adapter folder alone has nothing to merge into.
+void check_lora_checkpoint(const fs::path& in, const HfWeights& weights) {
+  const auto& names = weights.names();
+  if (std::none_of(names.begin(), names.end(), [](const std::string& n) { return is_lora_tensor(n); })) {
+    throw InputError("checkpoint '" + in.string() + "' has adapter files but its weights hold no lora_A/lora_B "
+                     "tensors; export needs a Ferry checkpoint with base weights and adapters (output.dir/step-N)");
+  }
+  if (!fs::exists(in / kAdapterConfigFile)) {
+    throw InputError("checkpoint '" + in.string() + "' has LoRA weights but no " + kAdapterConfigFile +
+                     " (rank and alpha are needed to apply them)");
+  }
+}
+
 const std::vector<std::string>& hf_side_files() {
   static const std::vector<std::string> files{"tokenizer.model",         "tokenizer.json", "tokenizer_config.json",
                                               "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
@@ -86,7 +86,7 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
 
   const LlamaConfig config = read_hf_config(in / "config.json");
   const HfWeights weights(in);
-  const bool lora = has_lora(in, weights);
+  const bool lora = checkpoint_has_lora(in, weights);
   if (options.lora == LoraExport::adapter && !lora) {
     throw UserError("--lora adapter: checkpoint '" + in.string() + "' has no LoRA weights to save as an adapter; "
                     "export the full model with --lora merged (the default)");

@@ -29,6 +29,15 @@ struct HfExportSummary {
   bool score_model = false;              // written as *ForSequenceClassification (reward model)
 };
 
+class HfWeights;
+
+// True when a checkpoint folder has LoRA adapters: `*lora_A*` / `*lora_B*` weights, or PEFT
+// adapter files (also used by the GGUF export, src/io/gguf_export.h).
+bool checkpoint_has_lora(const std::filesystem::path& checkpoint, const HfWeights& weights);
+// InputError unless such a checkpoint holds base weights and adapters together, with
+// adapter_config.json (a bare PEFT adapter folder has nothing to merge into).
+void check_lora_checkpoint(const std::filesystem::path& checkpoint, const HfWeights& weights);
+
 // Files copied unchanged when the checkpoint has them.
 const std::vector<std::string>& hf_side_files();
 

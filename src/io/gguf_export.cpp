@@ -1,0 +1,336 @@
+// The GGUF export (see gguf_export.h): config.json -> metadata, weights -> llama.cpp's names,
+// layout and types, tokenizer files -> tokenizer.* keys, all into one GgufWriter.
+#include "src/io/gguf_export.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/io/ggml_quantize.h"
+#include "src/io/gguf_tokenizer.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_config.h"
+#include "src/io/hf_export.h"
+#include "src/io/lora_adapter.h"
+
+namespace ferry::io {
+namespace fs = std::filesystem;
+namespace {
+
+// llama_ftype values for general.file_type.
+uint32_t file_type_id(GgufFileType type) {
+  switch (type) {
+    case GgufFileType::f32: return 0;
+    case GgufFileType::f16: return 1;
+    case GgufFileType::q8_0: return 7;
+    case GgufFileType::bf16: return 32;
+  }
+  return 0;
+}
+
+// The ggml type of one tensor (see "types" in gguf_export.h).
+GgmlType tensor_type(GgufFileType file_type, const std::vector<int64_t>& shape) {
+  if (file_type == GgufFileType::f32 || shape.size() < 2) return GgmlType::f32;
+  switch (file_type) {
+    case GgufFileType::f16: return GgmlType::f16;
+    case GgufFileType::bf16: return GgmlType::bf16;
+    case GgufFileType::q8_0: return shape.back() % kQ8_0BlockSize == 0 ? GgmlType::q8_0 : GgmlType::f16;
+    case GgufFileType::f32: break;
+  }
+  return GgmlType::f32;
+}
+
+enum class RowPermutation { none, query, key };
+
+// One weight as llama.cpp names it, and how to convert it.
+struct PlannedTensor {
+  std::string gguf_name;
+  std::string hf_name;
+  std::vector<int64_t> shape;
+  RowPermutation permutation = RowPermutation::none;
+};
+
+// The Hugging Face weights a config needs, with their GGUF names and shapes, in the file's order:
+// token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
+std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::string& arch) {
+  const int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
+  const bool permute = arch == "llama";
+  std::vector<PlannedTensor> out;
+  out.push_back({"token_embd.weight", "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const std::string hf = "model.layers." + std::to_string(layer) + ".";
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    const auto add = [&](const std::string& gguf, const std::string& name, std::vector<int64_t> shape,
+                         RowPermutation permutation = RowPermutation::none) {
+      out.push_back({blk + gguf, hf + name, std::move(shape), permutation});
+    };
+    const RowPermutation q = permute ? RowPermutation::query : RowPermutation::none;
+    const RowPermutation k = permute ? RowPermutation::key : RowPermutation::none;
+    add("attn_norm.weight", "input_layernorm.weight", {c.hidden_size});
+    add("attn_q.weight", "self_attn.q_proj.weight", {q_rows, c.hidden_size}, q);
+    if (c.attention_bias) add("attn_q.bias", "self_attn.q_proj.bias", {q_rows}, q);
+    add("attn_k.weight", "self_attn.k_proj.weight", {kv_rows, c.hidden_size}, k);
+    if (c.attention_bias) add("attn_k.bias", "self_attn.k_proj.bias", {kv_rows}, k);
+    add("attn_v.weight", "self_attn.v_proj.weight", {kv_rows, c.hidden_size});
+    if (c.attention_bias) add("attn_v.bias", "self_attn.v_proj.bias", {kv_rows});
+    if (arch == "qwen3") {  // Qwen3's per-head RMSNorm of queries and keys
+      add("attn_q_norm.weight", "self_attn.q_norm.weight", {c.head_dim});
+      add("attn_k_norm.weight", "self_attn.k_norm.weight", {c.head_dim});
+    }
+    add("attn_output.weight", "self_attn.o_proj.weight", {c.hidden_size, q_rows});
+    if (c.attention_output_bias) add("attn_output.bias", "self_attn.o_proj.bias", {c.hidden_size});
+    add("ffn_norm.weight", "post_attention_layernorm.weight", {c.hidden_size});
+    add("ffn_gate.weight", "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size});
+    if (c.mlp_bias) add("ffn_gate.bias", "mlp.gate_proj.bias", {c.intermediate_size});
+    add("ffn_up.weight", "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size});
+    if (c.mlp_bias) add("ffn_up.bias", "mlp.up_proj.bias", {c.intermediate_size});
+    add("ffn_down.weight", "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
+    if (c.mlp_bias) add("ffn_down.bias", "mlp.down_proj.bias", {c.hidden_size});
+  }
+  out.push_back({"output_norm.weight", "model.norm.weight", {c.hidden_size}});
+  if (!c.tie_word_embeddings) out.push_back({"output.weight", "lm_head.weight", {c.vocab_size, c.hidden_size}});
+  return out;
+}
+
+// HF's rotate-half row order -> llama.cpp's interleaved pairs, per group of rows (LlamaModel.permute).
+at::Tensor permute_rows(const at::Tensor& w, int64_t groups) {
+  const std::vector<int64_t> sizes = w.sizes().vec();
+  std::vector<int64_t> split{groups, 2, w.size(0) / groups / 2};
+  split.insert(split.end(), sizes.begin() + 1, sizes.end());
+  return w.reshape(split).transpose(1, 2).reshape(sizes).contiguous();
+}
+
+// llama3 rope: one factor per rotary frequency, computed in float32 as convert_hf_to_gguf.py
+// computes them (LlamaModel.generate_extra_tensors), op for op.
+at::Tensor llama3_rope_factors(const LlamaConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  const at::Tensor exponent = at::arange(0, c.head_dim, 2, at::kFloat) / c.head_dim;
+  const at::Tensor freqs = at::reciprocal(at::pow(c.rope_theta, exponent));  // 1.0 / base ** exponent
+  const auto f32 = [](double v) { return static_cast<float>(v); };
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const float low_wavelen = f32(old_context / s.low_freq_factor), high_wavelen = f32(old_context / s.high_freq_factor);
+  const float two_pi = f32(2.0 * M_PI);
+  at::Tensor factors = at::empty({freqs.numel()}, at::kFloat);
+  const float* freq = freqs.data_ptr<float>();
+  float* out = factors.data_ptr<float>();
+  for (int64_t i = 0; i < freqs.numel(); ++i) {
+    const float wavelen = (1.0f / freq[i]) * two_pi;  // 2 * math.pi / freq
+    if (wavelen < high_wavelen) {
+      out[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      out[i] = f32(s.factor);
+    } else {
+      const float smooth = ((1.0f / wavelen) * f32(old_context) - f32(s.low_freq_factor)) /
+                           f32(s.high_freq_factor - s.low_freq_factor);
+      out[i] = 1.0f / ((1.0f - smooth) / f32(s.factor) + smooth);
+    }
+  }
+  return factors;
+}
+
+bool config_has_head_dim(const fs::path& config_json) {
+  const nlohmann::json root = nlohmann::json::parse(read_file(config_json), nullptr, /*allow_exceptions=*/false);
+  return root.is_object() && root.contains("head_dim") && !root["head_dim"].is_null();
+}
+
+// config.json's sliding_window (Mistral), 0 when absent or null.
+int64_t config_sliding_window(const fs::path& config_json) {
+  const nlohmann::json root = nlohmann::json::parse(read_file(config_json), nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object() || !root.contains("sliding_window") || !root["sliding_window"].is_number_integer()) return 0;
+  return root["sliding_window"].get<int64_t>();
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Weights Ferry's checkpoints or transformers may carry that llama.cpp does not use.
+bool ignored_weight(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
+
+}  // namespace
+
+GgufFileType parse_gguf_file_type(const std::string& name) {
+  if (name == "f32") return GgufFileType::f32;
+  if (name == "f16") return GgufFileType::f16;
+  if (name == "bf16") return GgufFileType::bf16;
+  if (name == "q8_0") return GgufFileType::q8_0;
+  throw UserError("--gguf-type must be f32, f16, bf16 or q8_0, got '" + name + "'");
+}
+
+fs::path gguf_output_file(const fs::path& output) {
+  if (output.extension() == ".gguf" && !fs::is_directory(output)) return output;
+  return output / "model.gguf";
+}
+
+std::string default_gguf_name(const fs::path& checkpoint) {
+  fs::path absolute = fs::absolute(checkpoint).lexically_normal();
+  if (absolute.filename().empty()) absolute = absolute.parent_path();  // "run/final/", "." -> no trailing "/"
+  const std::string name = absolute.filename().string();
+  const bool ferry_name = name == "final" || (name.starts_with("step-") && name.size() > 5);
+  const std::string parent = absolute.parent_path().filename().string();
+  if (ferry_name && !parent.empty()) return parent + "-" + name;
+  return name.empty() ? "model" : name;
+}
+
+GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
+  const fs::path& in = options.checkpoint;
+  if (!fs::is_directory(in)) {
+    throw InputError("checkpoint folder '" + in.string() + "' does not exist or is not a folder");
+  }
+  if (!fs::exists(in / "config.json")) {
+    throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Hugging Face model folder "
+                     "or a Ferry checkpoint (output.dir/step-N or output.dir/final)");
+  }
+  const LlamaConfig config = read_hf_config(in / "config.json");
+  // Mistral is a Llama in llama.cpp (its converter registers MistralForCausalLM as LlamaModel).
+  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    throw UserError("GGUF export supports model_type llama, mistral, qwen2 and qwen3; '" + in.string() +
+                    "/config.json' says '" + config.model_type + "'");
+  }
+  if (read_hf_head(in / "config.json") == HfHead::score) {
+    throw UserError("'" + in.string() + "' is a sequence-classification (reward) model; GGUF export writes causal "
+                    "language models (export it with --format hf instead)");
+  }
+  if (config.rope_scaling.type == RopeScalingType::llama3 && arch != "llama") {
+    throw UserError("'" + in.string() + "/config.json': llama3 rope scaling with model_type " + arch +
+                    " has no llama.cpp equivalent (llama.cpp applies llama3 frequency factors to the llama "
+                    "architecture only)");
+  }
+  if (config.head_dim % 2 != 0) {
+    throw InputError("'" + in.string() + "/config.json': head_dim " + std::to_string(config.head_dim) +
+                     " is odd; rotary embeddings need an even head_dim");
+  }
+
+  const HfWeights weights(in);
+  if (weights.contains("score.weight")) {
+    throw UserError("'" + in.string() + "' has a score head (score.weight): a reward model or critic; GGUF export "
+                    "writes causal language models (export it with --format hf instead)");
+  }
+  const bool lora = checkpoint_has_lora(in, weights);
+  double lora_scaling = 0.0;
+  std::set<std::string> adapted;  // base weights with a LoRA pair
+  if (lora) {
+    check_lora_checkpoint(in, weights);
+    lora_scaling = read_adapter_config(in / kAdapterConfigFile).scaling();
+    for (const auto& name : weights.names()) {
+      if (!is_lora_tensor(name)) continue;
+      const std::string projection = name.substr(0, name.size() - std::string(".lora_A.weight").size());
+      const bool is_a = name.ends_with(".lora_A.weight");
+      const std::string partner = projection + (is_a ? ".lora_B.weight" : ".lora_A.weight");
+      if (!weights.contains(partner)) throw InputError("LoRA weight '" + name + "' has no '" + partner + "'");
+      if (!weights.contains(projection + ".weight")) {
+        throw InputError("LoRA weight '" + name + "' has no base weight '" + projection + ".weight'");
+      }
+      adapted.insert(projection + ".weight");
+    }
+  }
+
+  // Match the checkpoint's weights against what the config needs, before anything is written.
+  const std::vector<PlannedTensor> planned = expected_tensors(config, arch);
+  std::set<std::string> used;
+  for (const PlannedTensor& tensor : planned) {
+    if (!weights.contains(tensor.hf_name)) {
+      throw InputError("checkpoint '" + in.string() + "' has no weight '" + tensor.hf_name + "', which config.json (" +
+                       arch + ", " + std::to_string(config.num_hidden_layers) + " layers) needs");
+    }
+    const std::vector<int64_t>& shape = weights.info(tensor.hf_name).shape;
+    if (shape != tensor.shape) {
+      throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' has shape " +
+                       shape_text(shape) + ", config.json implies " + shape_text(tensor.shape));
+    }
+    const at::ScalarType dtype = weights.info(tensor.hf_name).dtype;
+    if (!at::isFloatingType(dtype)) {
+      throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' is not floating point");
+    }
+    used.insert(tensor.hf_name);
+  }
+  for (const auto& name : weights.names()) {
+    if (used.count(name) || is_lora_tensor(name) || ignored_weight(name)) continue;
+    if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: llama.cpp reuses token_embd
+    throw InputError("checkpoint '" + in.string() + "': weight '" + name + "' has no place in a GGUF " + arch +
+                     " model (GGUF export writes Llama / Qwen2 / Qwen3 decoders)");
+  }
+
+  GgufExportSummary summary;
+  summary.architecture = arch;
+  summary.lora_merged = lora;
+  summary.vocab_size = config.vocab_size;
+  summary.name = options.name.empty() ? default_gguf_name(in) : options.name;
+  const GgufVocab vocab = read_gguf_vocab(in, config.vocab_size, options.pre);
+  summary.tokenizer = vocab.model == "llama" ? "llama (SentencePiece)" : "gpt2 (byte-level BPE, pre " + vocab.pre + ")";
+  summary.warnings = vocab.warnings;
+  if (const int64_t window = config_sliding_window(in / "config.json");
+      config.model_type == "mistral" && window > 0 && window < config.max_position_embeddings) {
+    summary.warnings.push_back("config.json: sliding_window " + std::to_string(window) +
+                               " is not carried over: llama.cpp's llama architecture attends to the whole context (as "
+                               "its converter writes Mistral)");
+  }
+
+  GgufWriter writer;
+  writer.add_string("general.architecture", arch);
+  writer.add_string("general.type", "model");
+  writer.add_string("general.name", summary.name);
+  writer.add_uint32("general.alignment", kGgufAlignment);
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  writer.add_uint32(arch + ".context_length", u32(config.max_position_embeddings));
+  writer.add_uint32(arch + ".embedding_length", u32(config.hidden_size));
+  writer.add_uint32(arch + ".block_count", u32(config.num_hidden_layers));
+  writer.add_uint32(arch + ".feed_forward_length", u32(config.intermediate_size));
+  writer.add_uint32(arch + ".attention.head_count", u32(config.num_attention_heads));
+  writer.add_uint32(arch + ".attention.head_count_kv", u32(config.num_key_value_heads));
+  writer.add_float32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(config.rms_norm_eps));
+  writer.add_float32(arch + ".rope.freq_base", static_cast<float>(config.rope_theta));
+  writer.add_uint32(arch + ".rope.dimension_count", u32(config.head_dim));
+  if (config_has_head_dim(in / "config.json")) {
+    writer.add_uint32(arch + ".attention.key_length", u32(config.head_dim));
+    writer.add_uint32(arch + ".attention.value_length", u32(config.head_dim));
+  }
+  writer.add_uint32(arch + ".vocab_size", u32(config.vocab_size));
+  if (config.rope_scaling.type == RopeScalingType::linear) {
+    writer.add_string(arch + ".rope.scaling.type", "linear");
+    writer.add_float32(arch + ".rope.scaling.factor", static_cast<float>(config.rope_scaling.factor));
+  }
+  writer.add_uint32("general.file_type", file_type_id(options.type));
+  writer.add_uint32("general.quantization_version", 2);
+  add_gguf_vocab(writer, vocab);
+
+  const auto count = [&](GgmlType type) { ++summary.tensor_types[ggml_type_name(type)]; };
+  if (config.rope_scaling.type == RopeScalingType::llama3) {
+    writer.add_tensor("rope_freqs.weight", {config.head_dim / 2}, GgmlType::f32,
+                      [&config] { return llama3_rope_factors(config); });
+    count(GgmlType::f32);
+  }
+  for (const PlannedTensor& tensor : planned) {
+    const GgmlType type = tensor_type(options.type, tensor.shape);
+    count(type);
+    const int64_t groups =
+        tensor.permutation == RowPermutation::query ? config.num_attention_heads : config.num_key_value_heads;
+    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, tensor, type, groups, lora_scaling] {
+      at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
+      if (adapted.count(tensor.hf_name)) {
+        const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());
+        const TensorMap parts{{tensor.hf_name, value},
+                              {projection + ".lora_A.weight", weights.tensor(projection + ".lora_A.weight")},
+                              {projection + ".lora_B.weight", weights.tensor(projection + ".lora_B.weight")}};
+        value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
+      }
+      if (tensor.permutation != RowPermutation::none) value = permute_rows(value, groups);
+      return to_ggml(value, type);
+    });
+  }
+
+  summary.file = gguf_output_file(options.output);
+  summary.tensors = writer.tensor_count();
+  summary.file_bytes = writer.write(summary.file);
+  return summary;
+}
+
+}  // namespace ferry::io

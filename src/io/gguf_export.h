@@ -1,0 +1,83 @@
+// `ferry export --format gguf`: a checkpoint (Hugging Face model folder, LoRA adapters merged first)
+// as one GGUF v3 file that llama.cpp and Ollama load, converted the way llama.cpp's
+// convert_hf_to_gguf.py converts the same folder:
+//
+//   architecture  config.json model_type llama and mistral -> "llama" (as the converter does; a
+//                 Mistral sliding window is not carried over, with a warning), qwen2 -> "qwen2",
+//                 qwen3 -> "qwen3" (mistral and qwen3 once Ferry's config reader accepts them)
+//   metadata      general.{architecture, type "model", name, file_type, quantization_version 2,
+//                 alignment 32}; <arch>.{context_length (max_position_embeddings), embedding_length,
+//                 block_count, feed_forward_length, attention.head_count, attention.head_count_kv,
+//                 attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count (head_dim),
+//                 vocab_size}; attention.key_length / value_length when config.json gives head_dim;
+//                 linear rope: rope.scaling.type "linear" + rope.scaling.factor; llama3 rope (llama
+//                 only): a `rope_freqs.weight` tensor of head_dim / 2 frequency factors, computed
+//                 as the converter computes them; the tokenizer (src/io/gguf_tokenizer.h)
+//   tensor names  model.embed_tokens -> token_embd, model.norm -> output_norm, lm_head -> output
+//                 (absent with tied embeddings), model.layers.N.{input_layernorm -> attn_norm,
+//                 post_attention_layernorm -> ffn_norm, self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output},
+//                 self_attn.{q,k}_norm -> attn_{q,k}_norm, mlp.{gate,up,down}_proj -> ffn_{gate,up,down}}
+//                 as blk.N.*, with .weight / .bias kept
+//   permutation   llama only (as LlamaModel.permute): the rows of q_proj (n_head groups) and k_proj
+//                 (n_kv_head groups) and their biases go from Hugging Face's rotate-half order to
+//                 llama.cpp's interleaved pairs: reshape(groups, 2, head_dim/2, ...) -> swap axes 1, 2.
+//                 qwen2 / qwen3 weights are written as they are (llama.cpp runs them in NEOX mode).
+//   types         --gguf-type f32: everything F32. f16 / bf16: matrices F16 / BF16, 1-D tensors
+//                 (norms, biases, rope_freqs) F32. q8_0: matrices Q8_0, except a matrix whose rows are
+//                 not a multiple of 32 values, which is F16 (the converter's fallback); 1-D F32.
+//                 general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0).
+//
+// Tensors are converted and written one at a time from the mapped safetensors (a LoRA-adapted
+// weight is merged just before it is written), so memory holds one converted tensor, never a second
+// copy of the model. The file is written to a temporary name and renamed into place.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/io/gguf_writer.h"
+
+namespace ferry::io {
+
+enum class GgufFileType { f32, f16, bf16, q8_0 };
+
+// "f32" -> GgufFileType::f32, ...; UserError for anything else.
+GgufFileType parse_gguf_file_type(const std::string& name);
+
+struct GgufExportOptions {
+  std::filesystem::path checkpoint;  // folder with config.json, safetensors weights and the tokenizer
+  std::filesystem::path output;      // a "*.gguf" file, or a folder: <output>/model.gguf
+  GgufFileType type = GgufFileType::f16;
+  std::string name;                  // general.name; empty: from the checkpoint folder (see below)
+  std::string pre;                   // tokenizer.ggml.pre override for BPE tokenizers (--gguf-pre)
+};
+
+struct GgufExportSummary {
+  std::filesystem::path file;                  // the file written
+  std::string architecture;                    // "llama", "qwen2", "qwen3"
+  std::string name;                            // general.name
+  int64_t tensors = 0;
+  uint64_t file_bytes = 0;
+  std::map<std::string, int64_t> tensor_types;  // "F16" -> count
+  bool lora_merged = false;
+  std::string tokenizer;                       // "llama (SentencePiece)" / "gpt2 (byte-level BPE, pre qwen2)"
+  int64_t vocab_size = 0;
+  std::vector<std::string> warnings;
+};
+
+// `<output>` when it ends in ".gguf", else `<output>/model.gguf`.
+std::filesystem::path gguf_output_file(const std::filesystem::path& output);
+
+// general.name when none is given: the checkpoint folder's name, with its parent's in front for
+// Ferry's own checkpoint names ("runs/demo/final" -> "demo-final", ".../step-200" -> "<run>-step-200").
+std::string default_gguf_name(const std::filesystem::path& checkpoint);
+
+// Throws InputError for a missing or corrupt checkpoint or tokenizer, a weight that is missing,
+// unexpected or of the wrong shape (naming it); ConfigError for a bad config.json; UserError for a
+// model llama.cpp cannot run as exported (a reward model / critic, llama3 rope outside llama).
+GgufExportSummary export_gguf_model(const GgufExportOptions& options);
+
+}  // namespace ferry::io
