@@ -22,6 +22,7 @@
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
+#include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "stages/sft.h"
 
@@ -160,7 +161,7 @@ TEST(SftLoraExport, PeftLoadsTheAdapterAndTransformersTheMergedModelWithFerrysLo
   // The trained model as Ferry resumes it from the last checkpoint: base + adapters, not merged.
   LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
   prepare_lora(*model, config);
-  stage_trained_model("policy", *model, model->config(), config, "").load(step);
+  stage_trained_model("policy", *model, model->config(), config, Tokenizer(config.tokenizer.path)).load(step);
   model->eval();
   double largest_b = 0;
   for (const auto& [name, t] : lora_state(*model)) {

@@ -111,8 +111,8 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
   std::vector<TokenizedSample> train_samples(samples().begin(), samples().begin() + 32);
   SftBatchSource source(train_samples, {}, data);
   SftObjective objective("policy", *run.model);
-  const TrainedModel trained =
-      stage_trained_model("policy", *run.model, shape, config, std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model");
+  const Tokenizer tokenizer(std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model");
+  const TrainedModel trained = stage_trained_model("policy", *run.model, shape, config, tokenizer);
   std::ostringstream console;
   Trainer trainer(config, *run.engine, source, objective, trained, &console);
   trainer.on_step = [&](int64_t step, double loss) {
