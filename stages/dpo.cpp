@@ -11,6 +11,7 @@
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -182,7 +183,7 @@ void run_dpo(const Config& given) {
   const at::ScalarType dtype = weight_dtype(config.train.precision);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
   LlamaForCausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
@@ -194,7 +195,8 @@ void run_dpo(const Config& given) {
   }
 
   PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-dpo", std::cout);
-  std::cout << "train-dpo: " << data.eval.size() << " eval pairs; loss " << enum_name(config.dpo.loss_type)
+  std::cout << "train-dpo: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
+            << "train-dpo: " << data.eval.size() << " eval pairs; loss " << enum_name(config.dpo.loss_type)
             << " (beta " << config.dpo.beta << "); reference: "
             << (reference == ReferenceSource::none         ? "none (reference-free loss)"
                 : reference == ReferenceSource::lora_off   ? "the policy with its LoRA adapters off"

@@ -16,6 +16,7 @@
 #include "stages/stage_common.h"
 #include "src/rl/answer_match.h"
 #include "src/rl/rewards.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/train/device_choice.h"
 
 namespace ferry {
@@ -24,7 +25,7 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
     : device(training_device(config.train.device)),
       dtype(weight_dtype(config.train.precision)),
       tokenizer(tokenizer_path(config)),
-      chat_template(load_chat_template(config.tokenizer.chat_template)) {
+      chat_template(resolve_chat_template(config.tokenizer.chat_template, tokenizer)) {
   if (config.train.precision == Precision::fp16) {
     throw ConfigError(std::string("train.precision: ") + command +
                       " runs in fp32 or bf16 (no fp16 loss scaling for its updates); set train.precision=bf16");
@@ -32,6 +33,7 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   loaded = load_causal_lm(config, dtype);
   check_tokenizer_fits(tokenizer, loaded.shape);
+  std::cout << command << ": chat template " << chat_template.name << " (" << chat_template.source << ")\n";
   const DataConfig& d = config.data;
   prompts = load_prompt_file(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples},
                              std::cout);

@@ -6,6 +6,7 @@
 #include "src/core/error.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -46,7 +47,7 @@ void run_rm(const Config& given) {
                       "set lora.export=merged");
   }
   const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
   // Built on the host (the engine places it); a causal LM's lm_head is dropped and the score head drawn.
   LlamaForScore model = score_model_from_pretrained(config.model.path, dtype, c10::kCPU, /*from_causal_lm=*/true,
                                                     static_cast<uint64_t>(config.train.seed));
@@ -56,7 +57,8 @@ void run_rm(const Config& given) {
   check_tokenizer_fits(tokenizer, shape);
 
   PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-rm", std::cout);
-  std::cout << "train-rm: " << data.eval.size() << " eval pairs; model " << shape.num_parameters() << " parameters on "
+  std::cout << "train-rm: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
+            << "train-rm: " << data.eval.size() << " eval pairs; model " << shape.num_parameters() << " parameters on "
             << device.str() << " in " << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, *model->model, config);
   if (config.lora.rank > 0) model->score->weight.set_requires_grad(true);

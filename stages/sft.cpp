@@ -9,6 +9,7 @@
 #include "src/data/token_batch.h"
 #include "src/model/lora.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -95,7 +96,7 @@ void run_sft(const Config& given) {
   LoadedCausalLm loaded = load_causal_lm(config, dtype);
   LlamaForCausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
-  const ChatTemplate chat_template = load_chat_template(config.tokenizer.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
   const DataConfig& d = config.data;
   if (d.train_file.empty()) throw ConfigError("data.train_file: SFT needs a training jsonl of {\"messages\": [...]}");
   SftDataset train = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);
@@ -105,7 +106,8 @@ void run_sft(const Config& given) {
   } else if (d.eval_fraction > 0) {
     eval = split_off_eval(train.samples, d.eval_fraction, static_cast<uint64_t>(config.train.seed));
   }
-  std::cout << "train-sft: " << d.train_file << ": " << train.stats.summary() << "\n"
+  std::cout << "train-sft: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
+            << "train-sft: " << d.train_file << ": " << train.stats.summary() << "\n"
             << "train-sft: " << eval.size() << " eval samples; model " << loaded.shape.num_parameters()
             << " parameters on " << device.str() << " in " << enum_name(config.train.precision) << "\n";
 

@@ -29,6 +29,7 @@
 #include "src/rl/answer_match.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry::cli {
@@ -55,7 +56,7 @@ void run_eval(const EvalArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = load_chat_template(args.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
 
   std::vector<EvalItem> items;
   read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
@@ -113,7 +114,9 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--model", args->model, "model folder (Hugging Face layout with tokenizer.model)")->required();
   command->add_option("--prompts", args->prompts_file, "jsonl of {\"messages\": [...], \"gt_answer\": ...}");
   command->add_option("--output", args->output_file, "jsonl to write every answer and whether it was correct");
-  command->add_option("--chat-template", args->chat_template, "chat template: demo, llama2, chatml or a .yaml file");
+  command->add_option("--chat-template", args->chat_template,
+                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
+                      "or auto (recognised from the model folder's chat template)");
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most per answer");
   command->add_option("--batch-size", args->batch_size, "prompts generated together");
   command->add_option("--limit", args->limit, "score only the first N prompts (0: all)");

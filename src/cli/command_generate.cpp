@@ -32,6 +32,7 @@
 #include "src/generate/stop_strings.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry::cli {
@@ -117,7 +118,7 @@ void run_generate(const GenerateArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = load_chat_template(args.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
   const std::vector<PromptItem> items = read_prompts(args, tokenizer, chat_template);
 
   GenerateOptions options = loaded.generate_options(chat_template);
@@ -174,7 +175,9 @@ void add_generate_command(CLI::App& app) {
   prompt->excludes(prompts);
   command->add_option("--output", args->output_file, "jsonl to write results to (with --prompts)");
   command->add_flag("--chat", args->chat, "wrap the prompt in the model's chat template");
-  command->add_option("--chat-template", args->chat_template, "chat template: demo, llama2, chatml or a .yaml file");
+  command->add_option("--chat-template", args->chat_template,
+                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
+                      "or auto (recognised from the model folder's chat template)");
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");
   command->add_flag("--greedy", args->greedy, "greedy decoding");
   command->add_option("--temperature", args->temperature, "sampling temperature");

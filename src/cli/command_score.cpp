@@ -26,6 +26,7 @@
 #include "src/data/token_batch.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/stage_common.h"
 
@@ -92,7 +93,7 @@ void run_score(const ScoreArgs& args) {
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   LlamaForScore model = score_model_from_pretrained(args.model, cuda ? at::kBFloat16 : at::kFloat, device);
   const Tokenizer tokenizer(args.model);
-  const ChatTemplate chat_template = load_chat_template(args.chat_template);
+  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
   const int64_t pad = stage_pad_id(model->config(), tokenizer);
 
   std::vector<ScoreItem> items;
@@ -157,7 +158,9 @@ void add_score_command(CLI::App& app) {
   command->add_option("--data", args->data_file, "jsonl of preference pairs, {\"messages\"} or {\"prompt\", \"response\"}")
       ->required();
   command->add_option("--output", args->output_file, "jsonl to write every line back with its reward(s)");
-  command->add_option("--chat-template", args->chat_template, "chat template: demo, llama2, chatml or a .yaml file");
+  command->add_option("--chat-template", args->chat_template,
+                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
+                      "or auto (recognised from the model folder's chat template)");
   command->add_option("--max-length", args->max_length, "tokens per prompt + response at most (longer responses are cut)");
   command->add_option("--batch-size", args->batch_size, "responses scored together");
   command->add_option("--limit", args->limit, "score only the first N lines (0: all)");

@@ -32,13 +32,15 @@ struct ModelConfig {
 };
 
 struct TokenizerConfig {
-  std::string path;                  // tokenizer.model; empty: <model.path>/tokenizer.model
-  std::string chat_template = "demo";  // the template also decides BOS (its `bos` key)
+  std::string path;                    // tokenizer.model or tokenizer.json; empty: model.path's folder
+  std::string chat_template = "auto";  // the template also decides BOS (its `bos` key)
 
   template <class V>
   void visit(V& v) {
-    v("path", path, "SentencePiece tokenizer.model; empty means <model.path>/tokenizer.model");
-    v("chat_template", chat_template, "shipped template name (demo, llama2, chatml) or a .yaml/.json file");
+    v("path", path, "SentencePiece tokenizer.model or Hugging Face tokenizer.json; empty means the model.path folder's");
+    v("chat_template", chat_template,
+      "auto (recognised from the tokenizer folder's chat template), a shipped template name (configs/templates) "
+      "or a .yaml/.json file");
   }
 };
 

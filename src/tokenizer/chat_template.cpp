@@ -12,6 +12,7 @@
 #include "src/core/text.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/utf8.h"
 
 namespace ferry {
 namespace {
@@ -26,6 +27,25 @@ enum class PieceKind {
 };
 
 using Emit = std::function<void(std::string_view text, PieceKind kind)>;
+
+// Python's str.isspace(), which Jinja's `trim` filter (str.strip()) uses: Unicode White_Space
+// and the four information separators U+001C..U+001F.
+bool is_python_space(char32_t c) { return utf8::is_white_space(c) || (c >= 0x1C && c <= 0x1F); }
+
+// `text` without leading and trailing Python whitespace. Text that is not valid UTF-8 (which a
+// Python string cannot hold) loses ASCII whitespace only.
+std::string_view trim_python_space(std::string_view text) {
+  size_t begin = 0, end = text.size(), length = 0;
+  if (utf8::find_invalid(text) != std::string_view::npos) {
+    auto ascii_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F); };
+    while (begin < end && ascii_space(text[begin])) ++begin;
+    while (end > begin && ascii_space(text[end - 1])) --end;
+    return text.substr(begin, end - begin);
+  }
+  while (begin < end && is_python_space(utf8::decode(text, begin, &length))) begin += length;
+  while (end > begin && is_python_space(utf8::decode_before(text, end, &length))) end -= length;
+  return text.substr(begin, end - begin);
+}
 
 std::string location(const std::string& source, const YAML::Node& node) {
   if (node.Mark().line >= 0) return source + ":" + std::to_string(node.Mark().line + 1);
@@ -71,6 +91,8 @@ const std::vector<std::string>& chat_template_keys() {
                                              "assistant_suffix",
                                              "generation_prefix",
                                              "default_system",
+                                             "always_system",
+                                             "trim",
                                              "stop_strings",
                                              "bos",
                                              "system_in_first_user",
@@ -114,6 +136,10 @@ ChatTemplate parse_chat_template(std::string_view text, const std::string& sourc
       tmpl.generation_prefix = read_string(value, where, key);
     } else if (key == "default_system") {
       tmpl.default_system = read_string(value, where, key);
+    } else if (key == "always_system") {
+      tmpl.always_system = read_bool(value, where, key);
+    } else if (key == "trim") {
+      tmpl.trim = read_bool(value, where, key);
     } else if (key == "stop_strings") {
       tmpl.stop_strings = read_string_list(value, where, key);
     } else if (key == "bos") {
@@ -158,14 +184,15 @@ ChatTemplate load_chat_template(const std::string& name_or_path) {
 static void render(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt, const Emit& emit) {
   check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
   size_t next = 0;
-  const std::string* system = t.default_system.empty() ? nullptr : &t.default_system;
+  const std::string* system = t.default_system.empty() && !t.always_system ? nullptr : &t.default_system;
   if (conversation[0].role == ChatRole::system) {
     system = &conversation[0].content;
     next = 1;
   }
+  auto content = [&](const std::string& text) { return t.trim ? trim_python_space(text) : std::string_view(text); };
   auto emit_system = [&] {
     emit(t.system_prefix, PieceKind::marker);
-    emit(*system, PieceKind::content);
+    emit(content(*system), PieceKind::content);
     emit(t.system_suffix, PieceKind::marker);
   };
   if (system && !t.system_in_first_user) emit_system();
@@ -173,11 +200,11 @@ static void render(const ChatTemplate& t, const Conversation& conversation, bool
   for (size_t i = next; i < conversation.size(); i += 2) {
     emit(t.user_prefix, PieceKind::marker);
     if (system && t.system_in_first_user && first_round) emit_system();
-    emit(conversation[i].content, PieceKind::content);
+    emit(content(conversation[i].content), PieceKind::content);
     emit(t.user_suffix, PieceKind::marker);
     if (i + 1 < conversation.size()) {
       emit(t.assistant_prefix, PieceKind::marker);
-      emit(conversation[i + 1].content, PieceKind::answer);
+      emit(content(conversation[i + 1].content), PieceKind::answer);
       emit(t.assistant_suffix, PieceKind::answer_marker);
     } else {  // a generation prompt: the model writes the answer
       emit(t.generation_prefix.value_or(t.assistant_prefix), PieceKind::marker);

@@ -69,6 +69,12 @@ struct ChatTemplate {
   std::optional<std::string> generation_prefix;
   // Used when a conversation has no system message (empty: none).
   std::string default_system;
+  // Render the system block even when there is no system message and default_system is empty
+  // (Llama 3.1/3.2: system_prefix holds the "Cutting Knowledge Date" header every prompt has).
+  bool always_system = false;
+  // Strip leading and trailing whitespace from every message's content, as the `| trim` filter in
+  // Llama 3's Jinja templates does (Python's str.strip(): Unicode whitespace).
+  bool trim = false;
   // Generation stops at any of these (EOS always stops it).
   std::vector<std::string> stop_strings;
   // Prepend the tokenizer's BOS id.
@@ -101,8 +107,9 @@ struct ChatTemplate {
 // defaults to the file's stem.
 ChatTemplate parse_chat_template(std::string_view text, const std::string& source);
 
-// Loads a shipped template by name ("demo", "llama2", "chatml") or a .yaml/.yml/.json file
-// (see find_chat_template). Throws ConfigError.
+// Loads a shipped template by name ("demo", "llama3", "qwen2.5", ...) or a .yaml/.yml/.json file
+// (see find_chat_template). Throws ConfigError. For `auto`, see resolve_chat_template
+// (chat_template_family.h).
 ChatTemplate load_chat_template(const std::string& name_or_path);
 
 // The keys a template file may have, for documentation and suggestions.

@@ -66,6 +66,17 @@ std::vector<std::string> chat_template_search_dirs() {
   return dirs;
 }
 
+std::vector<std::string> shipped_chat_template_names() {
+  std::vector<std::string> known;
+  for (const auto& dir : chat_template_search_dirs()) {
+    for (auto& name : template_names_in(dir)) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
+    }
+  }
+  std::sort(known.begin(), known.end());
+  return known;
+}
+
 std::string find_chat_template(const std::string& name_or_path) {
   std::error_code ec;
   if (is_file_path(name_or_path)) {
@@ -77,19 +88,20 @@ std::string find_chat_template(const std::string& name_or_path) {
   }
   if (name_or_path.empty() || name_or_path.find('/') != std::string::npos) {
     throw ConfigError("chat template '" + name_or_path +
-                      "': give a shipped template name (demo, llama2, chatml) or a .yaml/.json file");
+                      "': give a shipped template name (" + join(shipped_chat_template_names(), ", ") +
+                      ") or a .yaml/.json file");
+  }
+  if (name_or_path == "auto") {  // resolve_chat_template handles it where a tokenizer is at hand
+    throw ConfigError("chat template 'auto' is recognised from a tokenizer folder's chat template, and there is none "
+                      "here; name a shipped template (" + join(shipped_chat_template_names(), ", ") +
+                      ") or a .yaml/.json file");
   }
   const auto dirs = chat_template_search_dirs();
   for (const auto& dir : dirs) {
     const fs::path candidate = fs::path(dir) / (name_or_path + ".yaml");
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
-  std::vector<std::string> known;
-  for (const auto& dir : dirs) {
-    for (auto& name : template_names_in(dir)) {
-      if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
-    }
-  }
+  const std::vector<std::string> known = shipped_chat_template_names();
   throw ConfigError("unknown chat template '" + name_or_path + "'" + did_you_mean(name_or_path, known) +
                     "; known templates: " + (known.empty() ? std::string("none found") : join(known, ", ")) +
                     " (looked in " + join(dirs, ", ") + "; set FERRY_TEMPLATES to a folder of <name>.yaml files)");

@@ -16,4 +16,7 @@ std::string find_chat_template(const std::string& name_or_path);
 // The folders searched for template names, in order (those that do not exist are included).
 std::vector<std::string> chat_template_search_dirs();
 
+// The names of the templates found there (<name>.yaml), sorted, for messages.
+std::vector<std::string> shipped_chat_template_names();
+
 }  // namespace ferry

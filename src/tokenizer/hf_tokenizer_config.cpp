@@ -73,6 +73,7 @@ HfTokenizerConfig read_hf_tokenizer_config(const std::string& folder) {
     out.pad_token = token_text(config, "pad_token", out.source);
     out.unk_token = token_text(config, "unk_token", out.source);
     out.chat_template = chat_template_text(config, out.source);
+    if (out.chat_template) out.chat_template_source = out.source;
     if (const auto it = config.find("add_bos_token"); it != config.end() && !it->is_null()) {
       if (!it->is_boolean()) throw InputError(out.source + ": add_bos_token must be true or false");
       out.add_bos_token = it->get<bool>();
@@ -80,7 +81,10 @@ HfTokenizerConfig read_hf_tokenizer_config(const std::string& folder) {
   }
   // Newer transformers save the template beside the config as chat_template.jinja.
   const fs::path jinja = fs::path(folder) / "chat_template.jinja";
-  if (!out.chat_template && fs::exists(jinja, ec)) out.chat_template = read_file(jinja.string());
+  if (!out.chat_template && fs::exists(jinja, ec)) {
+    out.chat_template = read_file(jinja.string());
+    out.chat_template_source = jinja.string();
+  }
   const fs::path model_config = fs::path(folder) / "config.json";
   if (fs::exists(model_config, ec)) {
     const nlohmann::json config = read_json_file(model_config);

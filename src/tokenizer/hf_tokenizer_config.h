@@ -15,6 +15,9 @@ struct HfTokenizerConfig {
   // The Jinja template; of a list of named templates, the one named "default"; else the
   // folder's chat_template.jinja.
   std::optional<std::string> chat_template;
+  // The file chat_template was read from (tokenizer_config.json or chat_template.jinja), for
+  // messages.
+  std::string chat_template_source;
   std::optional<bool> add_bos_token;
   // config.json's bos/eos/pad_token_id (the first of a list), used when the texts are absent.
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;

@@ -220,10 +220,63 @@ TEST(ChatTemplate, ChatmlRendersImStartBlocks) {
   EXPECT_FALSE(t.bos);
 }
 
+TEST(ChatTemplate, TrimStripsPythonWhitespaceAroundEveryMessage) {
+  const ChatTemplate t = parse_chat_template(
+      "system_prefix: \"S:\"\nuser_prefix: \"U:\"\nassistant_prefix: \"A:\"\nassistant_suffix: \"|\"\ntrim: true\n", "t.yaml");
+  EXPECT_TRUE(t.trim);
+  // Python's str.strip(): ASCII whitespace, U+001C..U+001F, U+00A0, U+3000, U+2028; not U+200B.
+  const Conversation conversation{{ChatRole::system, " \t s \n"},
+                                  {ChatRole::user, "\x1c\u00a0u  v\u3000"},
+                                  {ChatRole::assistant, "\n\u2028a\u200b\r\n"}};
+  EXPECT_EQ(t.render_text(conversation), "S:sU:u  vA:a\u200b|");
+  EXPECT_EQ(t.render_text({{ChatRole::user, "   "}, {ChatRole::assistant, " \n "}}), "U:A:|");
+  // The mask follows the trimmed text: the answer is its content only.
+  const auto out = t.apply({{ChatRole::user, " x "}, {ChatRole::assistant, "  4  "}}, demo_tokenizer());
+  const Tokenizer& tok = demo_tokenizer();
+  const auto answer = cat({tok.encode("4"), tok.encode("|")});
+  EXPECT_EQ(out.ids, cat({{1}, tok.encode("U:"), tok.encode("x"), tok.encode("A:"), answer}));
+  EXPECT_EQ(std::count(out.loss_mask.begin(), out.loss_mask.end(), 1), static_cast<long>(answer.size()));
+  // Without trim, whitespace stays.
+  EXPECT_EQ(shipped("chatml").render_text({{ChatRole::user, " u "}, {ChatRole::assistant, " a\n"}}),
+            "<|im_start|>user\n u <|im_end|>\n<|im_start|>assistant\n a\n<|im_end|>\n");
+}
+
+TEST(ChatTemplate, AlwaysSystemRendersTheSystemBlockWithoutASystemMessage) {
+  const ChatTemplate t = shipped("llama3.1");
+  EXPECT_TRUE(t.always_system);
+  const std::string header =
+      "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+  EXPECT_EQ(t.render_text({{ChatRole::user, "Hi"}}, true),
+            header + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(t.render_text({{ChatRole::system, " Be brief. "}, {ChatRole::user, "Hi"}, {ChatRole::assistant, "Hello"}}),
+            header + "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|>");
+  // Llama 3 (3.0) has no system block without a system message.
+  EXPECT_EQ(shipped("llama3").render_text({{ChatRole::user, "Hi"}}, true),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  const ChatTemplate off = parse_chat_template("assistant_suffix: x\nalways_system: false\ntrim: false\n", "t.yaml");
+  EXPECT_FALSE(off.always_system);
+  EXPECT_FALSE(off.trim);
+  EXPECT_CONTAINS(error_message<ConfigError>([] { parse_chat_template("assistant_suffix: x\ntrim: maybe\n", "t.yaml"); }),
+                  "trim: expected true or false");
+}
+
+TEST(ChatTemplate, MistralPutsTheSystemMessageInTheFirstTurnOnly) {
+  const ChatTemplate t = shipped("mistral");
+  EXPECT_EQ(t.render_text({{ChatRole::system, "S"}, {ChatRole::user, "U1"}, {ChatRole::assistant, "A1"},
+                           {ChatRole::user, "U2"}},
+                          true),
+            "[INST] S\n\nU1 [/INST] A1</s>[INST] U2 [/INST]");
+  EXPECT_TRUE(t.bos);
+  EXPECT_EQ(t.tokenization, TemplateTokenization::whole);
+}
+
 // --- Finding and parsing template files ------------------------------------------------------
 
 TEST(ChatTemplate, ShippedNamesResolve) {
-  for (const std::string name : {"demo", "llama2", "chatml"}) {
+  for (const std::string name : {"demo", "llama2", "chatml", "llama3", "llama3.1", "llama3.2", "qwen2", "qwen2.5",
+                                 "smollm2", "mistral"}) {
     const ChatTemplate t = load_chat_template(name);
     EXPECT_EQ(t.name, name);
     EXPECT_TRUE(fs::exists(t.source)) << t.source;

@@ -1,0 +1,158 @@
+// Shipped chat templates against the real Hugging Face ones (tests/parity/tokenizer_chat_templates_ref.py):
+// for every Jinja template in configs/templates/jinja (Llama 3 / 3.1 / 3.2, Qwen2, Qwen2.5, SmolLM2,
+// Mistral v0.2) and a model folder like the family's (trained byte-level BPE tokenizer.json, or a
+// SentencePiece tokenizer.model for Mistral) holding that template:
+//   - `auto` recognises the folder's template as the right shipped one;
+//   - the rendered text (the BOS token's text in front where the template writes BOS) equals
+//     transformers' apply_chat_template, with and without a system message, one and three rounds,
+//     whitespace around and inside messages, generation prompts;
+//   - the ids equal the Python tokenizer's encoding of transformers' text, and the loss mask is 1
+//     exactly on the tokens overlapping each answer and its end marker, found in that text;
+//   - rewrites of each template (whitespace, newlines, `-` markers, edited strings) are recognised
+//     exactly when transformers renders them the same.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <set>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry {
+namespace {
+
+const nlohmann::json& cases() {
+  static const nlohmann::json json =
+      nlohmann::json::parse(read_file(std::string(FERRY_FIXTURES_DIR) + "/tokenizer_chat_templates/cases.json"));
+  return json;
+}
+
+Conversation to_conversation(const nlohmann::json& messages) {
+  Conversation out;
+  for (const auto& m : messages) out.push_back({chat_role_from_string(m["role"].get<std::string>()), m["content"]});
+  return out;
+}
+
+// One Jinja template's model folder by the Jinja file's stem (fixed here: tests are listed before
+// the fixtures exist; FixtureCoversEveryShippedJinjaTemplate keeps the list complete).
+class ChatTemplateParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  const nlohmann::json& folder() const {
+    for (const auto& f : cases()["folders"]) {
+      if (f["model"] == GetParam()) return f;
+    }
+    throw std::runtime_error("no folder '" + GetParam() + "' in cases.json");
+  }
+};
+
+TEST_P(ChatTemplateParity, AutoRecognisesTheFoldersTemplate) {
+  const auto& f = folder();
+  const Tokenizer tokenizer(f["folder"].get<std::string>());
+  ASSERT_TRUE(tokenizer.hf_config().chat_template.has_value());
+  const ChatTemplate tmpl = resolve_chat_template("auto", tokenizer);
+  EXPECT_EQ(tmpl.name, f["template"].get<std::string>());
+  EXPECT_EQ(tmpl.source, load_chat_template(f["template"].get<std::string>()).source);
+}
+
+TEST_P(ChatTemplateParity, TextIdsMasksAndRoundsEqualTransformers) {
+  const auto& f = folder();
+  const Tokenizer tokenizer(f["folder"].get<std::string>());
+  const ChatTemplate tmpl = load_chat_template(f["template"].get<std::string>());
+  // BOS is a token, not text: its text stands in front where the template writes BOS as text.
+  const std::string bos_text = tmpl.bos ? tokenizer.id_to_piece(tokenizer.bos_id()) : "";
+  for (const auto& c : f["cases"]) {
+    const Conversation conversation = to_conversation(c["messages"]);
+    const bool generation_prompt = c["generation_prompt"].get<bool>();
+    SCOPED_TRACE(c["note"].get<std::string>() + ": " + c["text"].get<std::string>());
+    EXPECT_EQ(bos_text + tmpl.render_text(conversation, generation_prompt), c["ferry_text"].get<std::string>());
+    const auto ids = c["ids"].get<std::vector<int64_t>>();
+    if (generation_prompt) {
+      EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer), ids);
+      continue;
+    }
+    const TokenizedConversation tokenized = tmpl.apply(conversation, tokenizer);
+    EXPECT_EQ(tokenized.ids, ids);
+    EXPECT_EQ(tokenized.loss_mask, c["mask"].get<std::vector<uint8_t>>());
+    EXPECT_EQ(tokenized.round_ends, c["round_ends"].get<std::vector<size_t>>());
+  }
+}
+
+TEST_P(ChatTemplateParity, RewritesAreRecognisedExactlyWhenTheyRenderTheSame) {
+  const auto& f = folder();
+  int same = 0, different = 0;
+  for (const auto& v : f["variants"]) {
+    const auto match = recognise_chat_template(v["text"].get<std::string>());
+    const bool renders_same = v["same"].get<bool>();
+    EXPECT_EQ(match.has_value(), renders_same) << v["name"].get<std::string>();
+    if (match) EXPECT_EQ(match->template_name, f["template"].get<std::string>()) << v["name"].get<std::string>();
+    ++(renders_same ? same : different);
+  }
+  // The rewrites must exercise both outcomes, or the test would not check the normal form.
+  EXPECT_GE(same, 3);
+  EXPECT_GE(different, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateParity,
+                         ::testing::Values("Meta-Llama-3-8B-Instruct", "Llama-3.1-8B-Instruct", "Llama-3.2-1B-Instruct",
+                                           "Qwen2-7B-Instruct", "Qwen2.5-0.5B", "Qwen2.5-7B-Instruct",
+                                           "SmolLM2-1.7B-Instruct", "Mistral-7B-Instruct-v0.2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+                           return name;
+                         });
+
+TEST(ChatTemplateParity, FixtureCoversEveryShippedJinjaTemplate) {
+  std::set<std::string> in_fixture;
+  for (const auto& f : cases()["folders"]) in_fixture.insert(f["model"].get<std::string>());
+  std::set<std::string> shipped;
+  for (const auto& entry : fs::recursive_directory_iterator(std::string(FERRY_SOURCE_DIR) + "/configs/templates/jinja")) {
+    if (entry.path().extension() == ".jinja") shipped.insert(entry.path().stem().string());
+  }
+  EXPECT_EQ(in_fixture, shipped);
+  EXPECT_EQ(in_fixture.size(), 8u);  // the INSTANTIATE list above
+}
+
+TEST(ChatTemplateParity, AutoWithAnEditedTemplateIsAConfigErrorNamingTheFile) {
+  // The Qwen2.5 folder's template with another default system prompt: a near miss must not map.
+  const fs::path dir = fs::temp_directory_path() / ("ferry_chat_template_edit_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto& folders = cases()["folders"];
+  const auto qwen = std::find_if(folders.begin(), folders.end(), [](const auto& f) { return f["model"] == "Qwen2.5-7B-Instruct"; });
+  ASSERT_NE(qwen, folders.end());
+  fs::copy((*qwen)["folder"].get<std::string>(), dir, fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(read_file((dir / "tokenizer_config.json").string()));
+  std::string jinja = config["chat_template"].get<std::string>();
+  const std::string prompt = "You are Qwen, created by Alibaba Cloud.";
+  for (size_t at = jinja.find(prompt); at != std::string::npos; at = jinja.find(prompt, at + 1)) {
+    jinja.replace(at, prompt.size(), "You are Qwen, made by Alibaba Cloud.");
+  }
+  config["chat_template"] = jinja;
+  write_file_atomic(dir / "tokenizer_config.json", config.dump());
+  const Tokenizer tokenizer(dir.string());
+  try {
+    resolve_chat_template("auto", tokenizer);
+    ADD_FAILURE() << "an edited template was recognised";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find((dir / "tokenizer_config.json").string()), std::string::npos) << message;
+    EXPECT_NE(message.find("not one Ferry recognises"), std::string::npos) << message;
+    EXPECT_NE(message.find("closest is qwen2.5"), std::string::npos) << message;
+    EXPECT_NE(message.find("made by Alibaba"), std::string::npos) << message;
+    EXPECT_NE(message.find("tokenizer.chat_template"), std::string::npos) << message;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ferry
