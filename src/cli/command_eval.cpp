@@ -39,7 +39,7 @@ struct EvalArgs {
   std::string model;
   std::string prompts_file = "data/prompts_eval.jsonl";
   std::string output_file;
-  std::string chat_template = "demo";
+  std::string chat_template;  // empty: default_chat_template_name
   int64_t max_new_tokens = 32;
   int64_t batch_size = 32;
   int64_t limit = 0;
@@ -56,7 +56,8 @@ void run_eval(const EvalArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
+  const ChatTemplate chat_template = resolve_chat_template(
+      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
 
   std::vector<EvalItem> items;
   read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
@@ -116,7 +117,8 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--output", args->output_file, "jsonl to write every answer and whether it was correct");
   command->add_option("--chat-template", args->chat_template,
                       "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template)");
+                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
+                      "template, else demo");
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most per answer");
   command->add_option("--batch-size", args->batch_size, "prompts generated together");
   command->add_option("--limit", args->limit, "score only the first N prompts (0: all)");

@@ -44,7 +44,7 @@ struct GenerateArgs {
   std::string prompts_file;
   std::string output_file;
   bool chat = false;
-  std::string chat_template = "demo";
+  std::string chat_template;  // empty: default_chat_template_name
   int64_t max_new_tokens = 128;
   bool greedy = false;
   double temperature = 1.0;
@@ -118,7 +118,8 @@ void run_generate(const GenerateArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
+  const ChatTemplate chat_template = resolve_chat_template(
+      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
   const std::vector<PromptItem> items = read_prompts(args, tokenizer, chat_template);
 
   GenerateOptions options = loaded.generate_options(chat_template);
@@ -177,7 +178,8 @@ void add_generate_command(CLI::App& app) {
   command->add_flag("--chat", args->chat, "wrap the prompt in the model's chat template");
   command->add_option("--chat-template", args->chat_template,
                       "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template)");
+                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
+                      "template, else demo");
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");
   command->add_flag("--greedy", args->greedy, "greedy decoding");
   command->add_option("--temperature", args->temperature, "sampling temperature");

@@ -37,7 +37,7 @@ struct ScoreArgs {
   std::string model;
   std::string data_file;
   std::string output_file;
-  std::string chat_template = "demo";
+  std::string chat_template;  // empty: default_chat_template_name
   int64_t max_length = 512;
   int64_t batch_size = 32;
   int64_t limit = 0;
@@ -93,7 +93,8 @@ void run_score(const ScoreArgs& args) {
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   LlamaForScore model = score_model_from_pretrained(args.model, cuda ? at::kBFloat16 : at::kFloat, device);
   const Tokenizer tokenizer(args.model);
-  const ChatTemplate chat_template = resolve_chat_template(args.chat_template, tokenizer, "--chat-template");
+  const ChatTemplate chat_template = resolve_chat_template(
+      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
   const int64_t pad = stage_pad_id(model->config(), tokenizer);
 
   std::vector<ScoreItem> items;
@@ -160,7 +161,8 @@ void add_score_command(CLI::App& app) {
   command->add_option("--output", args->output_file, "jsonl to write every line back with its reward(s)");
   command->add_option("--chat-template", args->chat_template,
                       "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template)");
+                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
+                      "template, else demo");
   command->add_option("--max-length", args->max_length, "tokens per prompt + response at most (longer responses are cut)");
   command->add_option("--batch-size", args->batch_size, "responses scored together");
   command->add_option("--limit", args->limit, "score only the first N lines (0: all)");

@@ -216,6 +216,10 @@ std::optional<KnownJinjaTemplate> recognise_chat_template(std::string_view jinja
   return std::nullopt;
 }
 
+std::string default_chat_template_name(const Tokenizer& tokenizer) {
+  return tokenizer.hf_config().chat_template ? "auto" : "demo";
+}
+
 ChatTemplate resolve_chat_template(const std::string& name_or_path, const Tokenizer& tokenizer,
                                    const std::string& setting) {
   if (name_or_path != "auto") return load_chat_template(name_or_path);

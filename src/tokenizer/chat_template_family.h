@@ -48,4 +48,9 @@ std::optional<KnownJinjaTemplate> recognise_chat_template(std::string_view jinja
 ChatTemplate resolve_chat_template(const std::string& name_or_path, const Tokenizer& tokenizer,
                                    const std::string& setting = "tokenizer.chat_template");
 
+// What the command-line tools (generate, eval, score) use when --chat-template is not given:
+// "auto" when the tokenizer folder has a chat template of its own (a Hugging Face model), else
+// "demo" (the template Ferry's demo models are trained with, which they carry no Jinja for).
+std::string default_chat_template_name(const Tokenizer& tokenizer);
+
 }  // namespace ferry

@@ -135,6 +135,13 @@ TEST(ChatTemplateFamily, AutoPicksTheTemplateFromTokenizerConfigOrChatTemplateJi
   EXPECT_EQ(resolve_chat_template("chatml", Tokenizer(with_config.string())).name, "chatml");
 }
 
+TEST(ChatTemplateFamily, CommandLineDefaultIsTheFoldersOwnTemplateElseDemo) {
+  const fs::path with_config = folder_with("cli_default", jinja("llama3/Meta-Llama-3-8B-Instruct.jinja"));
+  EXPECT_EQ(default_chat_template_name(Tokenizer(with_config.string())), "auto");
+  EXPECT_EQ(default_chat_template_name(Tokenizer(kSource + "/data/tokenizer.model")), "demo");
+  EXPECT_EQ(default_chat_template_name(Tokenizer(folder_with("cli_none", std::nullopt).string())), "demo");
+}
+
 TEST(ChatTemplateFamily, AutoWithoutATemplateSaysToNameOne) {
   const std::string demo = config_error([] { resolve_chat_template("auto", Tokenizer(kSource + "/data/tokenizer.model")); });
   EXPECT_CONTAINS(demo, "tokenizer.chat_template is auto");
