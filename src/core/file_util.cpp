@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/core/atomic_file_writer.h"
 #include "src/core/error.h"
 
 namespace ferry {
@@ -29,33 +30,9 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& path) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  const auto tmp = temporary_sibling(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError("cannot write '" + tmp.string() + "': " + std::strerror(errno));
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      std::filesystem::remove(tmp, ec);
-      throw InputError("cannot write '" + tmp.string() + "': " + why);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError("cannot flush '" + tmp.string() + "': " + std::strerror(errno));
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw InputError("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
-  }
+  AtomicFileWriter out(path, content.size());
+  out.write(content.data(), content.size());
+  out.commit();
 }
 
 }  // namespace ferry

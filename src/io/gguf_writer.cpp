@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "src/core/error.h"
-#include "src/io/atomic_file_writer.h"
+#include "src/core/atomic_file_writer.h"
 
 namespace ferry::io {
 namespace {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "src/core/error.h"
-#include "src/io/atomic_file_writer.h"
+#include "src/core/atomic_file_writer.h"
 #include "src/io/mapped_file.h"
 
 namespace ferry::io {
@@ -260,7 +260,7 @@ void save_safetensors(const std::filesystem::path& file, const TensorMap& tensor
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
 
-  AtomicFileWriter out(file);
+  AtomicFileWriter out(file, 8 + header_text.size() + offset);
   const uint64_t header_size = header_text.size();
   out.write(&header_size, 8);
   out.write(header_text.data(), header_text.size());

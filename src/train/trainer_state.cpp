@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/core/file_util.h"
 #include "src/io/safetensors.h"
 
 namespace ferry {
@@ -31,10 +32,7 @@ void save_trainer_state(const std::filesystem::path& dir, const TrainerState& st
                               {"good_steps", state.loss_scaler.good_steps},
                               {"skipped_steps", state.loss_scaler.skipped_steps}}}};
   const std::filesystem::path file = dir / kTrainerStateFile;
-  std::ofstream out(file);
-  out << json.dump(2) << "\n";
-  out.close();
-  if (!out) throw UserError("cannot write " + file.string() + " (disk full or not writable?)");
+  write_file_atomic(file, json.dump(2) + "\n");
 
   io::TensorMap rng{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};
   if (at::globalContext().hasCUDA()) {
