@@ -31,7 +31,7 @@ RlRun::~RlRun() = default;
 
 bool RlRun::resume(int64_t total_rollouts) {
   total_ = total_rollouts;
-  const auto folder = resolve_resume(output_, config_.train.resume);
+  const auto folder = resolve_resume(output_, config_.train.resume, std::cout);
   if (!folder) return false;
   const TrainerState trainer = load_trainer_state(*folder);
   state = load_ppo_state(*folder);
@@ -64,7 +64,7 @@ void RlRun::save(const DataCursor& cursor) {
   trainer.seed = config_.train.seed;
   if (before_save_) before_save_(state);
   const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
-  write_folder_atomic(checkpoint_folder(output_, rollout), [&](const fs::path& folder) {
+  write_checkpoint_atomic(output_, rollout, [&](const fs::path& folder) {
     for (const RlTrainedModel& m : models_) {
       engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::read, [&] { m.io.save(folder / m.folder); });
     }

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
 
 #include "src/core/error.h"
+#include "src/core/file_util.h"
 
 namespace fs = std::filesystem;
 
@@ -14,6 +18,8 @@ namespace ferry {
 namespace {
 
 constexpr std::string_view kTempMarker = ".tmp-";
+constexpr const char* kManifestFormat = "ferry-checkpoint-manifest";
+constexpr int kManifestVersion = 1;
 
 bool is_temporary(const std::string& name) { return name.find(kTempMarker) != std::string::npos; }
 
@@ -39,6 +45,14 @@ void write_folder_atomic(const fs::path& target, const std::function<void(const 
   fs::create_directories(temp);
   try {
     write(temp);
+  } catch (const InputError& e) {  // e.g. a full disk: say that nothing saved before was touched
+    std::error_code ignored;
+    fs::remove_all(temp, ignored);
+    const std::vector<int64_t> steps = list_checkpoints(parent);
+    throw InputError(std::string(e.what()) + "\n'" + target.string() + "' was not saved; " +
+                     (steps.empty() ? std::string("nothing saved before was changed")
+                                    : "the checkpoints saved before are intact (newest: " +
+                                          checkpoint_folder(parent, steps.back()).string() + ")"));
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(temp, ignored);
@@ -83,12 +97,17 @@ void prune_checkpoints(const fs::path& output_dir, int64_t keep_last) {
   }
 }
 
-std::optional<fs::path> resolve_resume(const fs::path& output_dir, const std::string& resume) {
+std::optional<fs::path> resolve_resume(const fs::path& output_dir, const std::string& resume, std::ostream& notes) {
   if (resume.empty()) return std::nullopt;
   if (resume == "auto") {
     const auto steps = list_checkpoints(output_dir);
-    if (steps.empty()) return std::nullopt;
-    return checkpoint_folder(output_dir, steps.back());
+    for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+      const fs::path folder = checkpoint_folder(output_dir, *step);
+      const std::optional<std::string> why = incomplete_checkpoint_reason(folder);
+      if (!why) return folder;
+      notes << "train.resume=auto: skipping " << folder.string() << ", not a complete checkpoint: " << *why << "\n";
+    }
+    return std::nullopt;
   }
   const fs::path path(resume);
   if (!fs::is_directory(path)) {
@@ -98,7 +117,58 @@ std::optional<fs::path> resolve_resume(const fs::path& output_dir, const std::st
   if (is_temporary(path.filename().string())) {
     throw InputError("train.resume: '" + resume + "' is an incomplete checkpoint left by an interrupted save");
   }
+  if (!fs::exists(path / kCheckpointManifestFile)) {
+    notes << "note: " << path.string() << " has no " << kCheckpointManifestFile
+          << " (saved before checkpoints had one?); its files are not checked\n";
+    return path;
+  }
+  if (const std::optional<std::string> why = incomplete_checkpoint_reason(path)) {
+    throw InputError("train.resume: '" + resume + "' is not a complete checkpoint: " + *why +
+                     " (resume from another step-N folder, or `auto` for the newest complete one)");
+  }
   return path;
+}
+
+void write_checkpoint_atomic(const fs::path& output_dir, int64_t step,
+                             const std::function<void(const fs::path& folder)>& write) {
+  write_folder_atomic(checkpoint_folder(output_dir, step), [&](const fs::path& folder) {
+    write(folder);
+    nlohmann::ordered_json files = nlohmann::ordered_json::object();
+    std::vector<std::pair<std::string, uintmax_t>> sizes;
+    for (const auto& entry : fs::recursive_directory_iterator(folder)) {
+      if (entry.is_regular_file()) sizes.emplace_back(entry.path().lexically_relative(folder).generic_string(), entry.file_size());
+    }
+    std::sort(sizes.begin(), sizes.end());
+    for (const auto& [name, size] : sizes) files[name] = size;
+    const nlohmann::ordered_json manifest{{"format", kManifestFormat}, {"version", kManifestVersion}, {"files", files}};
+    write_file_atomic(folder / kCheckpointManifestFile, manifest.dump(2) + "\n");
+  });
+}
+
+std::optional<std::string> incomplete_checkpoint_reason(const fs::path& folder) {
+  const fs::path file = folder / kCheckpointManifestFile;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::string("it has no ") + kCheckpointManifestFile + ", which a save writes last";
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_file(file));
+  } catch (const std::exception& e) {
+    return file.string() + " cannot be read: " + e.what();
+  }
+  if (!manifest.is_object() || manifest.value("format", "") != kManifestFormat || !manifest.contains("files") ||
+      !manifest["files"].is_object()) {
+    return file.string() + " is not a Ferry checkpoint manifest";
+  }
+  for (const auto& [name, size] : manifest["files"].items()) {
+    const fs::path path = folder / name;
+    if (!size.is_number_unsigned()) return file.string() + ": the size of '" + name + "' is not a number";
+    if (!fs::is_regular_file(path, ec)) return "'" + name + "' is missing";
+    const uintmax_t actual = fs::file_size(path, ec);
+    if (ec || actual != size.get<uintmax_t>()) {
+      return "'" + name + "' has " + std::to_string(actual) + " bytes, the manifest says " + size.dump();
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace ferry

@@ -99,7 +99,7 @@ void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& sca
   state.loss_scaler = scaler.state();
   state.seed = config_.train.seed;
   const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
-  write_folder_atomic(checkpoint_folder(output, step), [&](const fs::path& folder) {
+  write_checkpoint_atomic(output, step, [&](const fs::path& folder) {
     engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
     engine_.save_state(folder);
     save_trainer_state(folder, state);
@@ -115,7 +115,7 @@ TrainResult Trainer::run() {
   LossScaler scaler(t.precision == Precision::fp16, t.fp16_initial_scale);
 
   int64_t step = 0;
-  if (const auto resume = resolve_resume(output, t.resume)) {
+  if (const auto resume = resolve_resume(output, t.resume, console_)) {
     const TrainerState state = load_trainer_state(*resume);
     engine_.with_weights(model_.name, ParameterEngine::WeightAccess::write, [&] { model_.load(*resume); });
     engine_.load_state(*resume);

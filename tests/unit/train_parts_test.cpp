@@ -1,10 +1,12 @@
 // Training-loop parts: schedule shapes, fp16 loss scaling, atomic checkpoint folders (with an
-// injected failure mid-save), pruning, resume resolution, and the stop signal.
+// injected failure mid-save), manifests that keep incomplete checkpoints from being resumed,
+// pruning, resume resolution, and the stop signal.
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "src/core/error.h"
@@ -54,6 +56,7 @@ class CheckpointFolders : public ::testing::Test {
     fs::remove_all(dir);
   }
   void TearDown() override { fs::remove_all(dir); }
+  std::ostringstream notes;
   static void write_marker(const fs::path& folder, const std::string& text) { std::ofstream(folder / "state.txt") << text; }
   static std::string read_marker(const fs::path& folder) {
     std::ifstream in(folder / "state.txt");
@@ -65,8 +68,8 @@ class CheckpointFolders : public ::testing::Test {
 };
 
 TEST_F(CheckpointFolders, FailureMidSaveLeavesPreviousCheckpointsIntact) {
-  write_folder_atomic(checkpoint_folder(dir, 10), [](const fs::path& f) { write_marker(f, "ten"); });
-  EXPECT_THROW(write_folder_atomic(checkpoint_folder(dir, 20),
+  write_checkpoint_atomic(dir, 10, [](const fs::path& f) { write_marker(f, "ten"); });
+  EXPECT_THROW(write_checkpoint_atomic(dir, 20,
                                    [](const fs::path& f) {
                                      write_marker(f, "half");
                                      throw std::runtime_error("injected failure while saving");
@@ -74,7 +77,7 @@ TEST_F(CheckpointFolders, FailureMidSaveLeavesPreviousCheckpointsIntact) {
                std::runtime_error);
   EXPECT_EQ(list_checkpoints(dir), std::vector<int64_t>{10});
   EXPECT_FALSE(fs::exists(checkpoint_folder(dir, 20)));
-  EXPECT_EQ(read_marker(*resolve_resume(dir, "auto")), "ten");
+  EXPECT_EQ(read_marker(*resolve_resume(dir, "auto", notes)), "ten");
   // Nothing temporary is left behind.
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
@@ -82,15 +85,51 @@ TEST_F(CheckpointFolders, FailureMidSaveLeavesPreviousCheckpointsIntact) {
 }
 
 TEST_F(CheckpointFolders, KilledSaveIsIgnoredAndCleanedUp) {
-  write_folder_atomic(checkpoint_folder(dir, 1), [](const fs::path& f) { write_marker(f, "one"); });
+  write_checkpoint_atomic(dir, 1, [](const fs::path& f) { write_marker(f, "one"); });
   // What a process killed mid-save leaves: a temporary folder with partial content.
   fs::create_directories(dir / ".step-2.tmp-999999");
   write_marker(dir / ".step-2.tmp-999999", "partial");
   EXPECT_EQ(list_checkpoints(dir), std::vector<int64_t>{1});
-  EXPECT_EQ(resolve_resume(dir, "auto")->filename(), "step-1");
-  EXPECT_THROW(resolve_resume(dir, (dir / ".step-2.tmp-999999").string()), InputError);
+  EXPECT_EQ(resolve_resume(dir, "auto", notes)->filename(), "step-1");
+  EXPECT_THROW(resolve_resume(dir, (dir / ".step-2.tmp-999999").string(), notes), InputError);
   prune_checkpoints(dir, 0);
   EXPECT_FALSE(fs::exists(dir / ".step-2.tmp-999999"));
+}
+
+// A step-N folder made incomplete after its save (a partial copy, a deleted or truncated file) is
+// skipped by `auto` with a note saying why, and refused when named.
+TEST_F(CheckpointFolders, IncompleteCheckpointsAreSkippedByAutoAndSayWhy) {
+  for (int64_t step : {1, 2, 3, 4}) {
+    write_checkpoint_atomic(dir, step, [&](const fs::path& f) {
+      write_marker(f, "step " + std::to_string(step));
+      fs::create_directories(f / "policy");
+      std::ofstream(f / "policy" / "model.bin") << std::string(100, 'x');
+    });
+  }
+  const std::string manifest = (checkpoint_folder(dir, 1) / kCheckpointManifestFile).string();
+  EXPECT_NE(std::ifstream(manifest).peek(), EOF);
+  fs::resize_file(checkpoint_folder(dir, 4) / "policy" / "model.bin", 60);  // truncated
+  fs::remove(checkpoint_folder(dir, 3) / "state.txt");                      // a file missing
+  fs::remove(checkpoint_folder(dir, 2) / kCheckpointManifestFile);          // copied without the manifest
+  EXPECT_EQ(read_marker(*resolve_resume(dir, "auto", notes)), "step 1");
+  const std::string said = notes.str();
+  EXPECT_NE(said.find("skipping " + checkpoint_folder(dir, 4).string()), std::string::npos) << said;
+  EXPECT_NE(said.find("'policy/model.bin' has 60 bytes, the manifest says 100"), std::string::npos) << said;
+  EXPECT_NE(said.find("'state.txt' is missing"), std::string::npos) << said;
+  EXPECT_NE(said.find("has no checkpoint_manifest.json"), std::string::npos) << said;
+  try {
+    resolve_resume(dir, checkpoint_folder(dir, 4).string(), notes);
+    FAIL() << "a truncated checkpoint was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a complete checkpoint"), std::string::npos) << e.what();
+  }
+  // Named explicitly, a folder without a manifest (saved before manifests) is taken with a note.
+  notes.str("");
+  EXPECT_EQ(read_marker(*resolve_resume(dir, checkpoint_folder(dir, 2).string(), notes)), "step 2");
+  EXPECT_NE(notes.str().find("its files are not checked"), std::string::npos) << notes.str();
+  // All incomplete: start fresh.
+  fs::remove(checkpoint_folder(dir, 1) / "state.txt");
+  EXPECT_FALSE(resolve_resume(dir, "auto", notes).has_value());
 }
 
 TEST_F(CheckpointFolders, ReplacingAFolderKeepsTheNewContent) {
@@ -101,7 +140,7 @@ TEST_F(CheckpointFolders, ReplacingAFolderKeepsTheNewContent) {
 
 TEST_F(CheckpointFolders, PruneKeepsNewest) {
   for (int64_t step : {5, 10, 15, 20}) {
-    write_folder_atomic(checkpoint_folder(dir, step), [](const fs::path& f) { write_marker(f, "x"); });
+    write_checkpoint_atomic(dir, step, [](const fs::path& f) { write_marker(f, "x"); });
   }
   fs::create_directories(dir / "step-abc");  // not a checkpoint name: left alone
   prune_checkpoints(dir, 2);
@@ -110,10 +149,10 @@ TEST_F(CheckpointFolders, PruneKeepsNewest) {
 }
 
 TEST_F(CheckpointFolders, ResumeSettings) {
-  EXPECT_FALSE(resolve_resume(dir, "").has_value());
-  EXPECT_FALSE(resolve_resume(dir, "auto").has_value());  // nothing yet: start fresh
+  EXPECT_FALSE(resolve_resume(dir, "", notes).has_value());
+  EXPECT_FALSE(resolve_resume(dir, "auto", notes).has_value());  // nothing yet: start fresh
   try {
-    resolve_resume(dir, "/no/such/checkpoint");
+    resolve_resume(dir, "/no/such/checkpoint", notes);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("/no/such/checkpoint"), std::string::npos);
