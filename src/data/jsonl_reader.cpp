@@ -9,20 +9,41 @@
 #include "src/core/error.h"
 
 namespace ferry {
+namespace {
+
+// Reads one line (without its '\n') into `line`, keeping at most `limit` bytes of it; returns the
+// line's whole length, or -1 at the end of the file.
+int64_t read_line_bounded(std::streambuf& in, std::string& line, int64_t limit) {
+  line.clear();
+  int c = in.sbumpc();
+  if (c == std::char_traits<char>::eof()) return -1;
+  int64_t length = 0;
+  while (c != std::char_traits<char>::eof() && c != '\n') {
+    if (length++ < limit) line.push_back(static_cast<char>(c));
+    c = in.sbumpc();
+  }
+  return length;
+}
+
+}  // namespace
 
 JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
-                      const std::function<void(int64_t, const nlohmann::json&)>& on_line) {
-  std::ifstream in(path);
+                      const std::function<void(int64_t, const nlohmann::json&)>& on_line, int64_t max_line_bytes) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read data file '" + path + "': " + std::strerror(errno));
   JsonlStats stats;
   std::string text;
   int64_t line_number = 0;
-  while (std::getline(in, text)) {
+  for (int64_t length; (length = read_line_bounded(*in.rdbuf(), text, max_line_bytes)) >= 0;) {
     ++line_number;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++stats.lines;
     std::string problem;
     try {
+      if (length > max_line_bytes) {
+        throw InputError(detail::concat("the line is ", length, " bytes, more than the ", max_line_bytes,
+                                        " a data line may have (is this a JSON Lines file, one object per line?)"));
+      }
       const nlohmann::json object = nlohmann::json::parse(text);
       if (!object.is_object()) throw InputError("expected a JSON object, got " + std::string(object.type_name()));
       on_line(line_number, object);

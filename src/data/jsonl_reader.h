@@ -1,7 +1,9 @@
 // Streams a jsonl file one JSON object per line, with the line number, so that every data error
 // can name file:line. Blank lines are skipped. Malformed lines either stop the run (InputError
 // "file:line: ...") or, with skip_bad_lines, are counted and skipped; the same policy applies
-// to errors the per-line callback throws (a missing field, a wrong role).
+// to errors the per-line callback throws (a missing field, a wrong role). A line longer than
+// kMaxJsonlLineBytes is such an error too, found without holding more than that limit in memory
+// (a file without line breaks, or a runaway line, never exhausts memory).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 namespace ferry {
+
+// The longest data line read: far more than any conversation a model's context holds.
+inline constexpr int64_t kMaxJsonlLineBytes = int64_t{16} << 20;
 
 struct JsonlStats {
   int64_t lines = 0;    // non-blank lines read
@@ -22,6 +27,7 @@ struct JsonlStats {
 // InputError thrown by `on_line` gets the "file:line: " prefix added. Throws InputError when the
 // file cannot be read.
 JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
-                      const std::function<void(int64_t line, const nlohmann::json& object)>& on_line);
+                      const std::function<void(int64_t line, const nlohmann::json& object)>& on_line,
+                      int64_t max_line_bytes = kMaxJsonlLineBytes);
 
 }  // namespace ferry

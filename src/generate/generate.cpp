@@ -63,6 +63,16 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   at::Generator& generator = options.generator != nullptr ? *options.generator : own_generator;
   const double temperature = options.sampling.greedy ? 1.0 : options.sampling.temperature;
 
+  // The KV cache is sized for every position up front: past the positions the model was trained
+  // for it would only buy memory (an absurd max_new_tokens would exhaust it) for text it never learnt.
+  const int64_t positions = model.config().max_position_embeddings;
+  if (prompt_length + options.max_new_tokens > positions) {
+    throw UserError(detail::concat("generate: the prompt (", prompt_length, " tokens with padding) plus max_new_tokens (",
+                                   options.max_new_tokens, ") needs ", prompt_length + options.max_new_tokens,
+                                   " positions, more than the model's max_position_embeddings (", positions,
+                                   "); lower max_new_tokens (generation.max_new_tokens, --max-new-tokens) or shorten "
+                                   "the prompt (data.max_length)"));
+  }
   KvCache cache(model.config(), batch, prompt_length + options.max_new_tokens, weight.scalar_type(), device);
   torch::Tensor hidden = model.model(prompt_ids, mask, torch::Tensor(), &cache).select(1, -1);  // (B, C)
   torch::Tensor running = torch::ones({batch}, torch::TensorOptions().dtype(torch::kBool).device(device));

@@ -7,8 +7,11 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "src/core/error.h"
 #include "src/data/epoch_order.h"
+#include "src/data/jsonl_reader.h"
 #include "src/data/sft_dataset.h"
 #include "src/data/token_batch.h"
 #include "src/tokenizer/chat_template.h"
@@ -93,6 +96,27 @@ TEST_F(SftData, SkipBadLinesCountsThem) {
   EXPECT_EQ(d.stats.jsonl.skipped, 2);
   EXPECT_CONTAINS(d.stats.summary(), "2 bad lines skipped");
   EXPECT_CONTAINS(d.stats.jsonl.first_skipped_error, ":2:");
+}
+
+// A runaway line (100 MB here) is an error naming file:line, read without holding it in memory; a
+// small limit shows the same through read_jsonl, and skipping counts it like any bad line.
+TEST_F(SftData, OverlongLinesAreBadLinesNotMemory) {
+  const std::string huge = "{\"messages\": [{\"role\": \"user\", \"content\": \"" + std::string(100'000'000, 'a') + "\"}]}";
+  const auto path = write("huge.jsonl", std::string(kGood) + "\n" + huge + "\n" + kGood + "\n");
+  try {
+    load_sft_dataset(path, tokenizer, chat, 512, false);
+    ADD_FAILURE() << "no error for a 100 MB line";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), path + ":2: the line is " + std::to_string(huge.size()) + " bytes, more than the 16777216");
+  }
+  const SftDataset skipped = load_sft_dataset(path, tokenizer, chat, 512, true);
+  EXPECT_EQ(skipped.stats.samples, 2);
+  EXPECT_EQ(skipped.stats.jsonl.skipped, 1);
+  int64_t read = 0;
+  const JsonlStats small = read_jsonl(path, true, [&](int64_t, const nlohmann::json&) { ++read; }, 100);
+  EXPECT_EQ(read, 2);  // kGood fits in 100 bytes
+  EXPECT_EQ(small.skipped, 1);
+  std::filesystem::remove(path);
 }
 
 TEST_F(SftData, MissingFileIsAnInputError) {

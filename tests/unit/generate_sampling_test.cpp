@@ -204,6 +204,16 @@ TEST_F(GenerateLoop, BadRequestsAreUserErrors) {
   EXPECT_THROW(generate(*model_, batch_.input_ids, torch::zeros_like(batch_.attention_mask), {.max_new_tokens = 2}),
                InputError);
   EXPECT_THROW(generate(*model_, torch::full({1, 2}, 99, torch::kLong), torch::Tensor(), {.max_new_tokens = 2}), InputError);
+  // Past the model's positions: a clear error before any memory is taken, not a huge KV cache.
+  try {
+    generate(*model_, batch_.input_ids, batch_.attention_mask, {.max_new_tokens = 1'000'000'000});
+    ADD_FAILURE() << "no error for max_new_tokens beyond max_position_embeddings";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_position_embeddings (" + std::to_string(config_.max_position_embeddings)),
+              std::string::npos) << e.what();
+  }
+  const int64_t room = config_.max_position_embeddings - batch_.input_ids.size(1);
+  EXPECT_NO_THROW(generate(*model_, batch_.input_ids, batch_.attention_mask, {.max_new_tokens = room}));
 }
 
 }  // namespace
