@@ -12,7 +12,9 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/nf4_internal.h"
 #include "kernels/cpu/thread_pool.h"
 #include "src/core/error.h"
 
@@ -109,6 +111,7 @@ struct LoadF16 {
 // gives 15: the binary search moves right on every comparison with a NaN.
 inline uint8_t nf4_code_of(float s) {
   if (std::isnan(s)) return 15;
+  // A linear count (the compiler keeps it branch-free); a binary search measured 2.5x slower.
   int code = 0;
   for (int j = 0; j < 15; ++j) code += kMidpoints.mid[j] < s;
   return uint8_t(code);
@@ -204,21 +207,6 @@ void dequantize_blocks(const uint8_t* packed, const float* absmax, int64_t n, in
       const int code = (i & 1) ? byte & 0xf : byte >> 4;
       out(i, kNf4Code[code] * scale);
     }
-  }
-}
-
-void dequantize_range(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
-                      int64_t block_begin, int64_t block_end, void* out, Nf4ValueType type) {
-  switch (type) {
-    case Nf4ValueType::f32:
-      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreF32{static_cast<float*>(out)});
-      break;
-    case Nf4ValueType::bf16:
-      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreBF16{static_cast<uint16_t*>(out)});
-      break;
-    case Nf4ValueType::f16:
-      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreF16{static_cast<uint16_t*>(out)});
-      break;
   }
 }
 
@@ -337,8 +325,34 @@ inline uint8_t lut_code(const uint8_t* lut, float s) {
 
 }  // namespace
 
+namespace nf4_detail {
+
+void dequantize_range_scalar(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
+                             int64_t block_begin, int64_t block_end, void* out, Nf4ValueType type) {
+  switch (type) {
+    case Nf4ValueType::f32:
+      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreF32{static_cast<float*>(out)});
+      break;
+    case Nf4ValueType::bf16:
+      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreBF16{static_cast<uint16_t*>(out)});
+      break;
+    case Nf4ValueType::f16:
+      dequantize_blocks(packed, absmax, n, blocksize, block_begin, block_end, StoreF16{static_cast<uint16_t*>(out)});
+      break;
+  }
+}
+
+}  // namespace nf4_detail
+
 const float* nf4_code() { return kNf4Code; }
 const float* nf4_dynamic_code() { return kDynamicCode; }
+
+namespace {
+// AVX2 for the avx2 and avx512 levels (no AVX-512 path: the AVX2 one is memory-bound already).
+nf4_detail::DequantizeRange range_kernel_for(SimdLevel level) {
+  return level >= SimdLevel::avx2 ? nf4_detail::dequantize_range_avx2 : nf4_detail::dequantize_range_scalar;
+}
+}  // namespace
 
 bool nf4_valid_blocksize(int64_t blocksize) {
   return blocksize >= 32 && blocksize <= 4096 && std::has_single_bit(uint64_t(blocksize));
@@ -367,7 +381,16 @@ void nf4_dequantize_reference(const uint8_t* packed, const float* absmax, int64_
   check_blocks("nf4_dequantize", n, blocksize);
   if (n == 0) return;
   FERRY_CHECK(packed && absmax && out, "nf4_dequantize: a null buffer");
-  dequantize_range(packed, absmax, n, blocksize, 0, nf4_blocks(n, blocksize), out, out_type);
+  nf4_detail::dequantize_range_scalar(packed, absmax, n, blocksize, 0, nf4_blocks(n, blocksize), out, out_type);
+}
+
+void nf4_dequantize_at(SimdLevel level, const uint8_t* packed, const float* absmax, int64_t n,
+                       int64_t blocksize, void* out, Nf4ValueType out_type) {
+  FERRY_CHECK(cpu_supports(level), "this CPU cannot run the ", simd_level_name(level), " path");
+  check_blocks("nf4_dequantize", n, blocksize);
+  if (n == 0) return;
+  FERRY_CHECK(packed && absmax && out, "nf4_dequantize: a null buffer");
+  range_kernel_for(level)(packed, absmax, n, blocksize, 0, nf4_blocks(n, blocksize), out, out_type);
 }
 
 void nf4_dequantize(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
@@ -375,8 +398,9 @@ void nf4_dequantize(const uint8_t* packed, const float* absmax, int64_t n, int64
   check_blocks("nf4_dequantize", n, blocksize);
   if (n == 0) return;
   FERRY_CHECK(packed && absmax && out, "nf4_dequantize: a null buffer");
+  const nf4_detail::DequantizeRange kernel = range_kernel_for(best_simd_level());
   for_block_ranges(n, blocksize, pool, [&](int64_t begin, int64_t end) {
-    dequantize_range(packed, absmax, n, blocksize, begin, end, out, out_type);
+    kernel(packed, absmax, n, blocksize, begin, end, out, out_type);
   });
 }
 

@@ -33,11 +33,14 @@
 //
 // nf4_quantize_reference / nf4_dequantize_reference are the definitions (plain loops);
 // nf4_quantize / nf4_dequantize split the same per-block work across a ThreadPool, bit-identical
-// to them for any thread count (blocks are independent). The quant-state bookkeeping a loader of bnb
+// to them for any thread count (blocks are independent); nf4_dequantize runs the AVX2 path
+// (nf4_avx2.cpp) where the CPU has it, bit-identical too. The quant-state bookkeeping a loader of bnb
 // checkpoints needs is in nf4_state.h.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
 
 namespace ferry::kernels {
 
@@ -73,6 +76,10 @@ void nf4_dequantize(const uint8_t* packed, const float* absmax, int64_t n, int64
                     void* out, Nf4ValueType out_type, ThreadPool* pool = nullptr);
 void nf4_dequantize_reference(const uint8_t* packed, const float* absmax, int64_t n,
                               int64_t blocksize, void* out, Nf4ValueType out_type);
+// One SIMD path (scalar, or AVX2 for avx2 and avx512), on the calling thread, for tests. Throws
+// InternalError if this CPU cannot run `level`.
+void nf4_dequantize_at(SimdLevel level, const uint8_t* packed, const float* absmax, int64_t n,
+                       int64_t blocksize, void* out, Nf4ValueType out_type);
 
 // torch's fp32 summation order for `x.mean()` of a contiguous 1-D fp32 CPU tensor, which is what
 // bnb's offset is: ATen's cascade sum (SumKernel.cpp: 4 interleaved accumulators per SIMD lane,

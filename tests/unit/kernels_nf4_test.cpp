@@ -111,6 +111,36 @@ TEST(Nf4, ThreadedEqualsReferenceBitwise) {
   }
 }
 
+TEST(Nf4, EverySimdPathEqualsReferenceBitwise) {
+  // Random codes and scales that reach bf16/fp16 subnormals and fp16 overflow, NaN and inf scales.
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 4097, 100003}) {
+    for (int64_t blocksize : {32, 64, 128, 4096}) {
+      std::vector<uint8_t> packed(size_t(nf4_packed_bytes(n)));
+      for (auto& b : packed) b = uint8_t(rng());
+      std::vector<float> absmax(size_t(nf4_blocks(n, blocksize)));
+      for (size_t b = 0; b < absmax.size(); ++b) {
+        const float magnitude[] = {1.0f, 3e-39f, 2e-7f, 7e4f, 1e30f};
+        absmax[b] = magnitude[b % 5] * std::exp(float(rng() % 1000) / 500.0f);
+      }
+      if (absmax.size() > 6) {
+        absmax[5] = std::numeric_limits<float>::quiet_NaN();
+        absmax[6] = std::numeric_limits<float>::infinity();
+      }
+      for (SimdLevel level : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512}) {
+        if (!cpu_supports(level)) continue;
+        for (Nf4ValueType type : kTypes) {
+          std::vector<uint8_t> want(static_cast<size_t>(n * nf4_value_bytes(type)), 1), got(want.size(), 2);
+          nf4_dequantize_reference(packed.data(), absmax.data(), n, blocksize, want.data(), type);
+          nf4_dequantize_at(level, packed.data(), absmax.data(), n, blocksize, got.data(), type);
+          ASSERT_EQ(want, got) << simd_level_name(level) << " n " << n << " blocksize " << blocksize << " type "
+                               << int(type);
+        }
+      }
+    }
+  }
+}
+
 TEST(Nf4, RoundTripWithinHalfTheLargestCodeGap) {
   // The largest gap between NF4 codes is -1 to -0.6962: every value dequantises within half of it
   // times its block's absmax, and the block's largest |x| comes back exactly.
