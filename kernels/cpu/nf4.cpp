@@ -166,21 +166,6 @@ void quantize_blocks(const Load& x, int64_t n, int64_t blocksize, int64_t block_
   }
 }
 
-void quantize_range(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize,
-                    int64_t block_begin, int64_t block_end, uint8_t* packed, float* absmax) {
-  switch (type) {
-    case Nf4ValueType::f32:
-      quantize_blocks(LoadF32{static_cast<const float*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
-      break;
-    case Nf4ValueType::bf16:
-      quantize_blocks(LoadBF16{static_cast<const uint16_t*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
-      break;
-    case Nf4ValueType::f16:
-      quantize_blocks(LoadF16{static_cast<const uint16_t*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
-      break;
-  }
-}
-
 struct StoreF32 {
   float* p;
   void operator()(int64_t i, float v) const { p[i] = v; }
@@ -327,6 +312,21 @@ inline uint8_t lut_code(const uint8_t* lut, float s) {
 
 namespace nf4_detail {
 
+void quantize_range_scalar(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize,
+                           int64_t block_begin, int64_t block_end, uint8_t* packed, float* absmax) {
+  switch (type) {
+    case Nf4ValueType::f32:
+      quantize_blocks(LoadF32{static_cast<const float*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
+      break;
+    case Nf4ValueType::bf16:
+      quantize_blocks(LoadBF16{static_cast<const uint16_t*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
+      break;
+    case Nf4ValueType::f16:
+      quantize_blocks(LoadF16{static_cast<const uint16_t*>(x)}, n, blocksize, block_begin, block_end, packed, absmax);
+      break;
+  }
+}
+
 void dequantize_range_scalar(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
                              int64_t block_begin, int64_t block_end, void* out, Nf4ValueType type) {
   switch (type) {
@@ -342,6 +342,8 @@ void dequantize_range_scalar(const uint8_t* packed, const float* absmax, int64_t
   }
 }
 
+const float* nf4_midpoints() { return kMidpoints.mid; }
+
 }  // namespace nf4_detail
 
 const float* nf4_code() { return kNf4Code; }
@@ -351,6 +353,9 @@ namespace {
 // AVX2 for the avx2 and avx512 levels (no AVX-512 path: the AVX2 one is memory-bound already).
 nf4_detail::DequantizeRange range_kernel_for(SimdLevel level) {
   return level >= SimdLevel::avx2 ? nf4_detail::dequantize_range_avx2 : nf4_detail::dequantize_range_scalar;
+}
+nf4_detail::QuantizeRange quantize_kernel_for(SimdLevel level) {
+  return level >= SimdLevel::avx2 ? nf4_detail::quantize_range_avx2 : nf4_detail::quantize_range_scalar;
 }
 }  // namespace
 
@@ -363,7 +368,16 @@ void nf4_quantize_reference(const void* x, Nf4ValueType type, int64_t n, int64_t
   check_blocks("nf4_quantize", n, blocksize);
   if (n == 0) return;
   FERRY_CHECK(x && packed && absmax, "nf4_quantize: a null buffer");
-  quantize_range(x, type, n, blocksize, 0, nf4_blocks(n, blocksize), packed, absmax);
+  nf4_detail::quantize_range_scalar(x, type, n, blocksize, 0, nf4_blocks(n, blocksize), packed, absmax);
+}
+
+void nf4_quantize_at(SimdLevel level, const void* x, Nf4ValueType type, int64_t n, int64_t blocksize,
+                     uint8_t* packed, float* absmax) {
+  FERRY_CHECK(cpu_supports(level), "this CPU cannot run the ", simd_level_name(level), " path");
+  check_blocks("nf4_quantize", n, blocksize);
+  if (n == 0) return;
+  FERRY_CHECK(x && packed && absmax, "nf4_quantize: a null buffer");
+  quantize_kernel_for(level)(x, type, n, blocksize, 0, nf4_blocks(n, blocksize), packed, absmax);
 }
 
 void nf4_quantize(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize, uint8_t* packed,
@@ -371,8 +385,9 @@ void nf4_quantize(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize
   check_blocks("nf4_quantize", n, blocksize);
   if (n == 0) return;
   FERRY_CHECK(x && packed && absmax, "nf4_quantize: a null buffer");
+  const nf4_detail::QuantizeRange kernel = quantize_kernel_for(best_simd_level());
   for_block_ranges(n, blocksize, pool, [&](int64_t begin, int64_t end) {
-    quantize_range(x, type, n, blocksize, begin, end, packed, absmax);
+    kernel(x, type, n, blocksize, begin, end, packed, absmax);
   });
 }
 

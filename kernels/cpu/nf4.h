@@ -33,8 +33,8 @@
 //
 // nf4_quantize_reference / nf4_dequantize_reference are the definitions (plain loops);
 // nf4_quantize / nf4_dequantize split the same per-block work across a ThreadPool, bit-identical
-// to them for any thread count (blocks are independent); nf4_dequantize runs the AVX2 path
-// (nf4_avx2.cpp) where the CPU has it, bit-identical too. The quant-state bookkeeping a loader of bnb
+// to them for any thread count (blocks are independent); both run the AVX2 paths (nf4_avx2.cpp)
+// where the CPU has them, bit-identical too. The quant-state bookkeeping a loader of bnb
 // checkpoints needs is in nf4_state.h.
 #pragma once
 
@@ -69,6 +69,9 @@ void nf4_quantize(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize
                   float* absmax, ThreadPool* pool = nullptr);
 void nf4_quantize_reference(const void* x, Nf4ValueType type, int64_t n, int64_t blocksize,
                             uint8_t* packed, float* absmax);
+// One SIMD path on the calling thread, for tests (as nf4_dequantize_at below).
+void nf4_quantize_at(SimdLevel level, const void* x, Nf4ValueType type, int64_t n, int64_t blocksize,
+                     uint8_t* packed, float* absmax);
 
 // Dequantises packed/absmax (plain fp32 absmax; unnest a double-quantised one first) into
 // out[0, n) of `out_type`. `pool` == nullptr: default_thread_pool(); small tensors run inline.

@@ -141,6 +141,52 @@ TEST(Nf4, EverySimdPathEqualsReferenceBitwise) {
   }
 }
 
+TEST(Nf4, EverySimdQuantisePathEqualsReferenceBitwise) {
+  // Random blocks, plus blocks of exact midpoints (ties), NaN, inf, subnormal and zero blocks.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  const float* code = nf4_code();
+  for (int64_t n : {1, 16, 31, 32, 33, 63, 64, 65, 4097, 100003}) {
+    for (int64_t blocksize : {32, 64, 128, 4096}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t block = i / blocksize, j = i % blocksize;
+        float v = normal(rng) * std::exp(normal(rng));
+        switch (block % 6) {
+          case 1: v = j == 0 ? 2.5f : 2.5f * (code[j % 15] + code[j % 15 + 1]) / 2; break;  // ties
+          case 2: v = j == 3 ? std::numeric_limits<float>::quiet_NaN() : v; break;
+          case 3: v = j == 5 ? -std::numeric_limits<float>::infinity() : v; break;
+          case 4: v *= 1e-39f; break;
+          case 5: v = 0.0f; break;
+          default: break;
+        }
+        x[size_t(i)] = v;
+      }
+      for (Nf4ValueType type : kTypes) {
+        std::vector<uint8_t> bytes(static_cast<size_t>(n * nf4_value_bytes(type)));
+        for (int64_t i = 0; i < n; ++i) {
+          if (type == Nf4ValueType::f32) {
+            std::memcpy(bytes.data() + 4 * i, &x[size_t(i)], 4);
+          } else {
+            const uint16_t h = type == Nf4ValueType::bf16 ? float_to_bf16(x[size_t(i)]) : float_to_fp16(x[size_t(i)]);
+            std::memcpy(bytes.data() + 2 * i, &h, 2);
+          }
+        }
+        const Quantised want = quantise(bytes, type, n, blocksize);
+        for (SimdLevel level : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512}) {
+          if (!cpu_supports(level)) continue;
+          Quantised got{std::vector<uint8_t>(want.packed.size(), 0xaa), std::vector<float>(want.absmax.size(), -1)};
+          nf4_quantize_at(level, bytes.data(), type, n, blocksize, got.packed.data(), got.absmax.data());
+          ASSERT_EQ(want.packed, got.packed) << simd_level_name(level) << " n " << n << " blocksize " << blocksize
+                                             << " type " << int(type);
+          ASSERT_TRUE(same_bytes(want.absmax.data(), got.absmax.data(), want.absmax.size() * 4))
+              << simd_level_name(level) << " n " << n << " blocksize " << blocksize << " type " << int(type);
+        }
+      }
+    }
+  }
+}
+
 TEST(Nf4, RoundTripWithinHalfTheLargestCodeGap) {
   // The largest gap between NF4 codes is -1 to -0.6962: every value dequantises within half of it
   // times its block's absmax, and the block's largest |x| comes back exactly.
