@@ -89,9 +89,15 @@ void nf4_dequantize(const uint8_t* packed, const float* absmax, int64_t n, int64
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = grid_for((n + 1) / 2);
   switch (type) {
-    case ElementType::f32: nf4_dequantize_kernel<ElementType::f32><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out); break;
-    case ElementType::bf16: nf4_dequantize_kernel<ElementType::bf16><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out); break;
-    case ElementType::f16: nf4_dequantize_kernel<ElementType::f16><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out); break;
+    case ElementType::f32:
+      nf4_dequantize_kernel<ElementType::f32><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out);
+      break;
+    case ElementType::bf16:
+      nf4_dequantize_kernel<ElementType::bf16><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out);
+      break;
+    case ElementType::f16:
+      nf4_dequantize_kernel<ElementType::f16><<<grid, kThreads, 0, s>>>(packed, absmax, n, blocksize, out);
+      break;
   }
   check_launch("nf4_dequantize");
 }
