@@ -25,7 +25,7 @@
 //   code = number of midpoints (c[j] + c[j+1]) / 2 strictly below clamp(s, -1, 1)
 //          (torch.bucketize: a value exactly on a midpoint takes the lower code)
 //   dequantised = c[code] * absmax in fp32, then rounded to nearest-even to bf16 / fp16
-// So the last block's stored absmax is never 0 (1e-38f) while a full all-zero block stores 0.
+// So a partial last block's stored absmax is never 0 (1e-38f) while a full all-zero block stores 0.
 // Non-finite input (bnb's behaviour, which these kernels reproduce): a NaN makes its block's absmax
 // NaN and every code of the block 15; an inf makes the absmax inf, the inf itself code 15 (inf * 0
 // is NaN, for -inf too) and every finite value of the block code 7. Dequantised, such blocks are NaN
