@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
-# CUDA tests (tests/gpu: model and generation, RMSNorm kernel, offload policies against the CPU),
+# CUDA tests (tests/gpu: model and generation, RMSNorm and NF4 dequant kernels, offload policies against the CPU),
 # short train-sft / train-rm / train-dpo / train-ppo / train-grpo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
 # offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
 #
