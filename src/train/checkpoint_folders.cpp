@@ -89,6 +89,8 @@ void prune_checkpoints(const fs::path& output_dir, int64_t keep_last) {
   for (const auto& entry : fs::directory_iterator(output_dir)) {
     const std::string name = entry.path().filename().string();
     if (entry.is_directory() && name.starts_with(".") && is_temporary(name)) fs::remove_all(entry.path(), ec);
+    // A file a killed process was writing ("config.yaml.tmp-<pid>-<n>"; AtomicFileWriter).
+    if (entry.is_regular_file() && is_temporary(name)) fs::remove(entry.path(), ec);
   }
   if (keep_last <= 0) return;
   const auto steps = list_checkpoints(output_dir);

@@ -41,7 +41,8 @@ std::optional<std::string> incomplete_checkpoint_reason(const std::filesystem::p
 // are ignored.
 std::vector<int64_t> list_checkpoints(const std::filesystem::path& output_dir);
 
-// Deletes all but the newest `keep_last` checkpoints (0 keeps all), and leftover temporary folders.
+// Deletes all but the newest `keep_last` checkpoints (0 keeps all), and the temporary folders and
+// files a killed run left in output_dir.
 void prune_checkpoints(const std::filesystem::path& output_dir, int64_t keep_last);
 
 // train.resume: "" -> none; "auto" -> the newest complete checkpoint in output_dir, or none (each

@@ -92,8 +92,10 @@ TEST_F(CheckpointFolders, KilledSaveIsIgnoredAndCleanedUp) {
   EXPECT_EQ(list_checkpoints(dir), std::vector<int64_t>{1});
   EXPECT_EQ(resolve_resume(dir, "auto", notes)->filename(), "step-1");
   EXPECT_THROW(resolve_resume(dir, (dir / ".step-2.tmp-999999").string(), notes), InputError);
+  std::ofstream(dir / "config.yaml.tmp-999999-0") << "half a file";  // a killed atomic file write
   prune_checkpoints(dir, 0);
   EXPECT_FALSE(fs::exists(dir / ".step-2.tmp-999999"));
+  EXPECT_FALSE(fs::exists(dir / "config.yaml.tmp-999999-0"));
 }
 
 // A step-N folder made incomplete after its save (a partial copy, a deleted or truncated file) is
