@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/nf4_internal.h"
+#include "kernels/cpu/nf4_code_book.h"
 #include "kernels/cpu/thread_pool.h"
 #include "src/core/error.h"
 
@@ -22,12 +23,7 @@ namespace ferry::kernels {
 namespace {
 
 // bnb get_4bit_type("nf4"), as fp32.
-constexpr float kNf4Code[16] = {
-    -0x1p+0f, -0x1.647362p-1f, -0x1.0cd66p-1f, -0x1.94654p-2f,
-    -0x1.23449ap-2f, -0x1.7a6a7ep-3f, -0x1.74f0e2p-4f, 0.0f,
-    0x1.45f5fep-4f, 0x1.4995c6p-3f, 0x1.f809bap-3f, 0x1.5a0674p-2f,
-    0x1.c3497p-2f, 0x1.200f56p-1f, 0x1.722766p-1f, 0x1p+0f,
-};
+constexpr float kNf4Code[16] = {FERRY_NF4_CODE_BOOK};
 
 // bnb create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), as fp32 (sorted).
 constexpr float kDynamicCode[256] = {

@@ -4,18 +4,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/nf4_code_book.h"
 #include "kernels/cuda/nf4_dequant.h"
 
 namespace ferry::kernels::cuda {
 namespace {
 
-// bnb's NF4 code book (kernels/cpu/nf4.cpp kNf4Code), in constant memory.
-__constant__ float kNf4Code[16] = {
-    -0x1p+0f,        -0x1.647362p-1f, -0x1.0cd66p-1f,  -0x1.94654p-2f,
-    -0x1.23449ap-2f, -0x1.7a6a7ep-3f, -0x1.74f0e2p-4f, 0.0f,
-    0x1.45f5fep-4f,  0x1.4995c6p-3f,  0x1.f809bap-3f,  0x1.5a0674p-2f,
-    0x1.c3497p-2f,   0x1.200f56p-1f,  0x1.722766p-1f,  0x1p+0f,
-};
+// bnb's NF4 code book, in constant memory.
+__constant__ float kNf4Code[16] = {FERRY_NF4_CODE_BOOK};
 
 // The conversions of kernels/cpu/half_convert.h, in the same integer arithmetic, so NaN, subnormal
 // and overflow cases round identically (CUDA's __float2bfloat16 encodes NaN as 0x7fff).
