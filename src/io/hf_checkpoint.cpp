@@ -10,6 +10,7 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/core/folder_file.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
@@ -63,7 +64,7 @@ HfWeights::HfWeights(const fs::path& model_dir) : model_dir_(model_dir) {
   const fs::path single = model_dir / kHfWeightsFile;
   const fs::path index_path = model_dir / kHfWeightsIndexFile;
   if (fs::exists(single)) {
-    files_.emplace_back(single);
+    files_.emplace_back(checked_folder_file(model_dir, single));
     for (const auto& name : files_.back().names()) file_of_.emplace(name, 0);
   } else if (fs::exists(index_path)) {
     const auto weight_map = read_weight_map(index_path);
@@ -77,7 +78,7 @@ HfWeights::HfWeights(const fs::path& model_dir) : model_dir_(model_dir) {
                          std::to_string(names.size() - 1) + " others), but " + shard.string() +
                          " is missing; the download or copy is incomplete");
       }
-      files_.emplace_back(shard);
+      files_.emplace_back(checked_folder_file(model_dir, shard));
       const SafetensorsFile& opened = files_.back();
       for (const auto& name : names) {
         if (!opened.contains(name)) {

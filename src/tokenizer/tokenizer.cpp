@@ -8,6 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/core/folder_file.h"
 #include "src/tokenizer/bpe_tokenizer.h"
 
 namespace ferry {
@@ -31,7 +32,8 @@ std::string resolve_model_path(const std::string& path) {
   if (!fs::is_directory(path, ec)) return path;
   const fs::path model = fs::path(path) / "tokenizer.model";
   const fs::path json = fs::path(path) / "tokenizer.json";
-  if (!file_exists(model) && file_exists(json)) return json.string();
+  if (!file_exists(model) && file_exists(json)) return checked_folder_file(path, json).string();
+  if (file_exists(model)) checked_folder_file(path, model);
   return model.string();
 }
 
@@ -60,7 +62,12 @@ void Tokenizer::load_sentencepiece() {
   processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   // Read it ourselves so a missing or unreadable file gets Ferry's message, then parse from memory.
   const std::string bytes = read_file(path_);
-  const auto status = processor_->LoadFromSerializedProto(bytes);
+  sentencepiece::util::Status status;
+  try {
+    status = processor_->LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {  // the library's trie builder throws on some bad models
+    throw InputError("tokenizer file '" + path_ + "' is not a valid SentencePiece model (" + e.what() + ")");
+  }
   if (!status.ok() || processor_->GetPieceSize() <= 0) {
     throw InputError("tokenizer file '" + path_ + "' is not a valid SentencePiece model (" +
                      (status.ok() ? std::string("empty vocabulary") : status.ToString()) +

@@ -104,6 +104,39 @@ TEST_F(IoHfCheckpointTest, OversizedTensorGetsItsOwnShardAndResavingCleansUp) {
   expect_same(load_hf_weights(dir_));
 }
 
+// Weights that are links: inside the folder, or a Hugging Face cache snapshot's blob, are read;
+// a link to anywhere else is refused, naming the link and its target.
+TEST_F(IoHfCheckpointTest, LinksOutsideTheFolderAreRefused) {
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  save_safetensors(elsewhere / "weights.safetensors", tensors_);
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model);
+  fs::create_symlink(elsewhere / "weights.safetensors", model / kHfWeightsFile);
+  try {
+    load_hf_weights(model);
+    ADD_FAILURE() << "a link out of the folder was followed";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find((model / kHfWeightsFile).string() + "' is a link to '" +
+                           (elsewhere / "weights.safetensors").string() + "', outside the model folder"),
+              std::string::npos) << message;
+  }
+  // A link inside the folder is fine.
+  fs::create_directories(model / "store");
+  fs::rename(elsewhere / "weights.safetensors", model / "store" / "weights.safetensors");
+  fs::remove(model / kHfWeightsFile);
+  fs::create_symlink("store/weights.safetensors", model / kHfWeightsFile);
+  expect_same(load_hf_weights(model));
+  // The hub cache: models--x/snapshots/<rev>/model.safetensors -> ../../blobs/<hash>.
+  const fs::path repo = dir_ / "models--org--name";
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(repo / "snapshots" / "abc123");
+  fs::rename(model / "store" / "weights.safetensors", repo / "blobs" / "0f3e");
+  fs::create_symlink("../../blobs/0f3e", repo / "snapshots" / "abc123" / kHfWeightsFile);
+  expect_same(load_hf_weights(repo / "snapshots" / "abc123"));
+}
+
 TEST_F(IoHfCheckpointTest, MissingShard) {
   save_hf_weights(dir_, tensors_, 128);
   fs::remove(dir_ / "model-00002-of-00002.safetensors");

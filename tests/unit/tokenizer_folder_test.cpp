@@ -103,6 +103,23 @@ TEST(TokenizerFolder, ASpecialTokenTheVocabularyLacksIsAnErrorNamingTheConfig) {
   }
 }
 
+// A model folder whose tokenizer file is a link to somewhere else is refused, naming both; a file
+// named directly (tokenizer.path: data/tokenizer.model) is what the user chose and is read.
+TEST(TokenizerFolder, ATokenizerLinkOutOfTheFolderIsRefused) {
+  const fs::path dir = bpe_folder("linked");
+  fs::remove(dir / "tokenizer.json");
+  fs::create_symlink(kDemoModel, dir / "tokenizer.model");
+  try {
+    const Tokenizer tokenizer(dir.string());
+    ADD_FAILURE() << "a link out of the folder was followed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("' is a link to '" + fs::weakly_canonical(kDemoModel).string() +
+                                         "', outside the model folder"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Tokenizer(kDemoModel).kind(), TokenizerKind::sentencepiece);
+}
+
 TEST(TokenizerFolder, AFolderWithNeitherFileSaysWhatItLooksFor) {
   const fs::path dir = bpe_folder("empty");
   fs::remove(dir / "tokenizer.json");
