@@ -44,12 +44,17 @@ JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
         throw InputError(detail::concat("the line is ", length, " bytes, more than the ", max_line_bytes,
                                         " a data line may have (is this a JSON Lines file, one object per line?)"));
       }
-      const nlohmann::json object = nlohmann::json::parse(text);
+      nlohmann::json object;
+      try {
+        object = nlohmann::json::parse(text);
+      } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range (406)
+        throw InputError(std::string("invalid JSON: ") + e.what());
+      }
       if (!object.is_object()) throw InputError("expected a JSON object, got " + std::string(object.type_name()));
       on_line(line_number, object);
       continue;
-    } catch (const nlohmann::json::parse_error& e) {
-      problem = std::string("invalid JSON: ") + e.what();
+    } catch (const nlohmann::json::exception& e) {  // a value of the wrong type the reader did not check
+      problem = std::string("unexpected value: ") + e.what();
     } catch (const InputError& e) {
       problem = e.what();
     }
