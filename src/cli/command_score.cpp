@@ -37,7 +37,7 @@ struct ScoreArgs {
   std::string model;
   std::string data_file;
   std::string output_file;
-  std::string chat_template;  // empty: default_chat_template_name
+  std::string chat_template;  // empty: the folder's own template, else demo
   int64_t max_length = 512;
   int64_t batch_size = 32;
   int64_t limit = 0;
@@ -93,8 +93,7 @@ void run_score(const ScoreArgs& args) {
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   LlamaForScore model = score_model_from_pretrained(args.model, cuda ? at::kBFloat16 : at::kFloat, device);
   const Tokenizer tokenizer(args.model);
-  const ChatTemplate chat_template = resolve_chat_template(
-      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
+  const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
   const int64_t pad = stage_pad_id(model->config(), tokenizer);
 
   std::vector<ScoreItem> items;

@@ -54,17 +54,16 @@ void AtomicFileWriter::discard() noexcept {
 }
 
 void AtomicFileWriter::fail_write(int error, size_t left_in_this_write) {
+  discard();  // frees what this file took before measuring what is free
   std::string message = "cannot write '" + path_.string() + "': " + std::strerror(error);
   if (error == ENOSPC || error == EDQUOT) {
     const uint64_t needed = std::max<uint64_t>(expected_size_ > written_ ? expected_size_ - written_ : 0,
                                                left_in_this_write);
-    discard();  // frees what this file took before measuring what is free
     const int64_t free = free_bytes(path_.parent_path());
     message += " (the file still needed " + std::string(expected_size_ > 0 ? "" : "at least ") + bytes_text(needed);
     if (free >= 0) message += "; " + bytes_text(static_cast<uint64_t>(free)) + " free there now";
     message += "): free disk space or point the output elsewhere";
   }
-  discard();
   throw InputError(message);
 }
 

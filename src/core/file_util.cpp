@@ -1,7 +1,6 @@
 // Reading files with clear errors, and atomic writes (temp + fsync + rename).
 #include "src/core/file_util.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>

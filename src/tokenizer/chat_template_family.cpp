@@ -220,6 +220,11 @@ std::string default_chat_template_name(const Tokenizer& tokenizer) {
   return tokenizer.hf_config().chat_template ? "auto" : "demo";
 }
 
+ChatTemplate resolve_command_line_chat_template(const std::string& flag_value, const Tokenizer& tokenizer) {
+  return resolve_chat_template(flag_value.empty() ? default_chat_template_name(tokenizer) : flag_value, tokenizer,
+                               "--chat-template");
+}
+
 ChatTemplate resolve_chat_template(const std::string& name_or_path, const Tokenizer& tokenizer,
                                    const std::string& setting) {
   if (name_or_path != "auto") return load_chat_template(name_or_path);

@@ -53,4 +53,8 @@ ChatTemplate resolve_chat_template(const std::string& name_or_path, const Tokeni
 // "demo" (the template Ferry's demo models are trained with, which they carry no Jinja for).
 std::string default_chat_template_name(const Tokenizer& tokenizer);
 
+// A command-line tool's --chat-template: resolve_chat_template of its value, or of
+// default_chat_template_name when it was not given (empty).
+ChatTemplate resolve_command_line_chat_template(const std::string& flag_value, const Tokenizer& tokenizer);
+
 }  // namespace ferry
