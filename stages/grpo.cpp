@@ -39,7 +39,7 @@ void run_grpo(const Config& given) {
   const ChatTemplate& chat_template = start.chat_template;
   const LoadedCausalLm& loaded = start.loaded;
   LlamaForCausalLM& policy = start.loaded.model;
-  const std::vector<RolloutPrompt>& prompts = start.prompts;
+  const PromptFile& prompts = start.prompts;
   RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
   const bool lora = config.lora.rank > 0;
@@ -84,14 +84,16 @@ void run_grpo(const Config& given) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(prompts_per_rollout));
     std::vector<int64_t> prompt_index;
-    const std::vector<const RolloutPrompt*> batch = repeat_prompts(prompts, indices, g.num_generations, prompt_index);
+    const LoadedPrompts batch_prompts = prompts.load(indices);
+    const std::vector<const RolloutPrompt*> batch =
+        repeat_prompts(batch_prompts, indices, g.num_generations, prompt_index);
     at::Generator generator = rollout_generator(config.train.seed, run.rollout);
     ExperienceTimings timings;
     Experience experience = maker.make(batch, prompt_index, generator, &timings);
-    MetricValues values = apply_rewards(rewards, experience, prompts);
+    MetricValues values = apply_rewards(rewards, experience, batch_prompts);
     peaks.add(timings);
     const Experience as_sampled = experience;
-    const MetricValues judged = judge_responses(experience, prompts, chat_template.assistant_suffix);
+    const MetricValues judged = judge_responses(experience, batch_prompts, chat_template.assistant_suffix);
 
     // Advantages within each prompt's group, before any row is left out (TRL's nan-skipping statistics).
     const torch::Tensor groups = rl::consecutive_groups(experience.rows(), g.num_generations);

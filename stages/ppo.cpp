@@ -50,7 +50,7 @@ void run_ppo(const Config& given) {
   const ChatTemplate& chat_template = start.chat_template;
   const LoadedCausalLm& loaded = start.loaded;
   LlamaForCausalLM& policy = start.loaded.model;
-  const std::vector<RolloutPrompt>& prompts = start.prompts;
+  const PromptFile& prompts = start.prompts;
   RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
   const bool lora = config.lora.rank > 0;
@@ -142,17 +142,19 @@ void run_ppo(const Config& given) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(p.rollout_batch_size));
     std::vector<int64_t> prompt_index;
-    const std::vector<const RolloutPrompt*> batch = repeat_prompts(prompts, indices, p.num_generations, prompt_index);
+    const LoadedPrompts batch_prompts = prompts.load(indices);
+    const std::vector<const RolloutPrompt*> batch =
+        repeat_prompts(batch_prompts, indices, p.num_generations, prompt_index);
     at::Generator generator = rollout_generator(config.train.seed, run.rollout);
     ExperienceTimings timings;
     Experience experience = maker.make(batch, prompt_index, generator, &timings);
-    const MetricValues reward_means = apply_rewards(rewards, experience, prompts);
+    const MetricValues reward_means = apply_rewards(rewards, experience, batch_prompts);
     peaks.add(timings);
     const int64_t sampled = experience.rows();
     const Experience as_sampled = experience;  // the figures count every sampled response
     // On verifiable prompts (gt_answer): how many sampled answers are right, and the reward of
     // right and wrong ones — whether the reward points where exact match does.
-    const MetricValues judged = judge_responses(experience, prompts, chat_template.assistant_suffix);
+    const MetricValues judged = judge_responses(experience, batch_prompts, chat_template.assistant_suffix);
     const int64_t dropped = drop_nonfinite_rows(experience);
     run.dropped_rows += dropped;
     if (dropped > 0) {

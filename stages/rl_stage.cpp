@@ -35,10 +35,11 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
   check_tokenizer_fits(tokenizer, loaded.shape);
   std::cout << command << ": chat template " << chat_template.name << " (" << chat_template.source << ")\n";
   const DataConfig& d = config.data;
-  prompts = load_prompt_file(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples},
-                             std::cout);
-  rewards = std::make_unique<RewardMix>(std::move(reward_list), prompts, d.prompt_file, chat_template.assistant_suffix,
-                                        std::cout);
+  prompts = PromptFile(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples},
+                       std::cout);
+  rewards = std::make_unique<RewardMix>(std::move(reward_list),
+                                        PromptCounts{static_cast<int64_t>(prompts.size()), prompts.with_answer()},
+                                        d.prompt_file, chat_template.assistant_suffix, std::cout);
   prepare_lora(*loaded.model, config);
 }
 
@@ -114,23 +115,22 @@ ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape
   return options;
 }
 
-std::vector<const RolloutPrompt*> repeat_prompts(const std::vector<RolloutPrompt>& prompts,
-                                                 const std::vector<int64_t>& indices, int64_t copies,
-                                                 std::vector<int64_t>& prompt_index) {
+std::vector<const RolloutPrompt*> repeat_prompts(const LoadedPrompts& prompts, const std::vector<int64_t>& indices,
+                                                 int64_t copies, std::vector<int64_t>& prompt_index) {
   std::vector<const RolloutPrompt*> batch;
   prompt_index.clear();
   for (int64_t i : indices) {
     for (int64_t c = 0; c < copies; ++c) {
-      batch.push_back(&prompts[static_cast<size_t>(i)]);
+      batch.push_back(&prompts.at(i));
       prompt_index.push_back(i);
     }
   }
   return batch;
 }
 
-MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const std::vector<RolloutPrompt>& prompts) {
+MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const LoadedPrompts& prompts) {
   std::vector<const RolloutPrompt*> rows;
-  for (int64_t i : experience.prompt_index) rows.push_back(&prompts[static_cast<size_t>(i)]);
+  for (int64_t i : experience.prompt_index) rows.push_back(&prompts.at(i));
   std::vector<double> model_scores;
   if (!rewards.model_path().empty()) {
     const torch::Tensor s = experience.raw_scores.to(torch::kDouble).contiguous();
@@ -143,11 +143,10 @@ MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const std
   return values;
 }
 
-MetricValues judge_responses(const Experience& experience, const std::vector<RolloutPrompt>& prompts,
-                             const std::string& end_marker) {
+MetricValues judge_responses(const Experience& experience, const LoadedPrompts& prompts, const std::string& end_marker) {
   double right = 0, judged = 0, right_reward = 0, wrong_reward = 0;
   for (int64_t row = 0; row < experience.rows(); ++row) {
-    const RolloutPrompt& prompt = prompts[static_cast<size_t>(experience.prompt_index[static_cast<size_t>(row)])];
+    const RolloutPrompt& prompt = prompts.at(experience.prompt_index[static_cast<size_t>(row)]);
     if (prompt.gt_answer.empty()) continue;
     const bool ok = exact_match(experience.responses[static_cast<size_t>(row)], prompt.gt_answer, end_marker);
     const double r = experience.raw_scores[row].item<double>();
@@ -205,8 +204,8 @@ HeldOutEvaluation::HeldOutEvaluation(const Config& config, ParameterEngine& engi
       file_(config.data.eval_file),
       command_(std::move(command)) {
   if (file_.empty()) return;
-  prompts_ = load_prompt_file(file_, tokenizer, chat_template, {config.data.max_length, config.data.skip_bad_lines, 0},
-                              std::cout);
+  prompts_ = PromptFile(file_, tokenizer, chat_template, {config.data.max_length, config.data.skip_bad_lines, 0},
+                        std::cout);
   options.generate.sampling.greedy = true;
   options.policy_logprobs = false;
   models.reference = nullptr;

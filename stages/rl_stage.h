@@ -40,7 +40,7 @@ struct RlStart {
   Tokenizer tokenizer;
   ChatTemplate chat_template;
   LoadedCausalLm loaded;
-  std::vector<RolloutPrompt> prompts;
+  PromptFile prompts;
   std::unique_ptr<RewardMix> rewards;
 };
 
@@ -74,19 +74,18 @@ RolloutModels register_rl_models(ParameterEngine& engine, LlamaForCausalLMImpl& 
 ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
                                   const ChatTemplate& chat_template, int64_t pad_id);
 
-// The prompts `indices` name, each `copies` times in a row; `prompt_index` gets their indices.
-std::vector<const RolloutPrompt*> repeat_prompts(const std::vector<RolloutPrompt>& prompts,
-                                                 const std::vector<int64_t>& indices, int64_t copies,
-                                                 std::vector<int64_t>& prompt_index);
+// The prompts `indices` name (loaded from `prompts`), each `copies` times in a row, as a rollout
+// takes them; prompt_index gets their indices.
+std::vector<const RolloutPrompt*> repeat_prompts(const LoadedPrompts& prompts, const std::vector<int64_t>& indices,
+                                                 int64_t copies, std::vector<int64_t>& prompt_index);
 
 // Applies `rewards` to a generated and scored rollout: raw_scores becomes the weighted sum (the
 // reward model's score, when one is listed, is read from raw_scores first). Returns the per-reward means.
-MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const std::vector<RolloutPrompt>& prompts);
+MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const LoadedPrompts& prompts);
 
 // On prompts with a gt_answer: the fraction of sampled answers that are right ("exact_match"), and
 // the mean score of right and wrong ones ("reward/right", "reward/wrong"), from raw_scores.
-MetricValues judge_responses(const Experience& experience, const std::vector<RolloutPrompt>& prompts,
-                             const std::string& end_marker);
+MetricValues judge_responses(const Experience& experience, const LoadedPrompts& prompts, const std::string& end_marker);
 
 // Peak device bytes of each phase, as the engine counts them (weights, gradients, optimizer state).
 struct PhasePeaks {
@@ -114,7 +113,7 @@ class HeldOutEvaluation {
   size_t prompts() const { return prompts_.size(); }
 
  private:
-  std::vector<RolloutPrompt> prompts_;
+  PromptFile prompts_;
   std::unique_ptr<ExperienceMaker> maker_;
   int64_t batch_size_ = 32;
   std::string end_marker_, file_, command_;

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "src/cli/accuracy_tally.h"
 #include "src/cli/commands.h"
@@ -22,7 +23,7 @@
 #include "src/core/error.h"
 #include "src/core/text.h"
 #include "src/data/conversation_json.h"
-#include "src/data/jsonl_reader.h"
+#include "src/data/jsonl_index.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
@@ -39,7 +40,7 @@ struct EvalArgs {
   std::string model;
   std::string prompts_file = "data/prompts_eval.jsonl";
   std::string output_file;
-  std::string chat_template;  // empty: default_chat_template_name
+  std::string chat_template;  // empty: the folder's own template, else demo
   int64_t max_new_tokens = 32;
   int64_t batch_size = 32;
   int64_t limit = 0;
@@ -48,28 +49,35 @@ struct EvalArgs {
 struct EvalItem {
   nlohmann::json source;
   std::vector<int64_t> ids;
-  std::string answer;
 };
+
+// One line of --prompts: a {"messages": [...], "gt_answer": "..."} object.
+EvalItem eval_item(const nlohmann::json& object, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+  if (!object.contains("gt_answer") || !object["gt_answer"].is_string()) {
+    throw InputError("needs a string \"gt_answer\" to score against");
+  }
+  const Conversation conversation = conversation_from_json(object, "messages");
+  check_conversation(conversation, ConversationEnd::user);
+  return {object, chat_template.render_prompt(conversation, tokenizer)};
+}
 
 void run_eval(const EvalArgs& args) {
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = resolve_chat_template(
-      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
+  const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
 
-  std::vector<EvalItem> items;
-  read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
-    if (args.limit > 0 && static_cast<int64_t>(items.size()) >= args.limit) return;
-    if (!object.contains("gt_answer") || !object["gt_answer"].is_string()) {
-      throw InputError("needs a string \"gt_answer\" to score against");
-    }
-    const Conversation conversation = conversation_from_json(object, "messages");
-    check_conversation(conversation, ConversationEnd::user);
-    items.push_back({object, chat_template.render_prompt(conversation, tokenizer), {}});
-  });
-  if (items.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
+  // Every line is checked up front, then read again a batch at a time: a file of millions of
+  // prompts is never held whole.
+  const JsonlIndex index(
+      args.prompts_file, /*skip_bad_lines=*/false,
+      [&](int64_t, const nlohmann::json& object) {
+        (void)eval_item(object, tokenizer, chat_template);
+        return true;
+      },
+      args.limit);
+  if (index.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
 
   GenerateOptions options = loaded.generate_options(chat_template);
   options.max_new_tokens = args.max_new_tokens;
@@ -79,30 +87,39 @@ void run_eval(const EvalArgs& args) {
   const StopStrings stop_strings(options.stop_strings);
   const int64_t pad = options.pad_token_id >= 0 ? options.pad_token_id : 0;
 
+  std::optional<std::ofstream> output;
+  if (!args.output_file.empty()) {
+    output.emplace(args.output_file);
+    if (!*output) throw UserError("cannot write " + args.output_file);
+  }
   AccuracyTally tally;
-  for (size_t begin = 0; begin < items.size(); begin += static_cast<size_t>(args.batch_size)) {
-    const size_t end = std::min(items.size(), begin + static_cast<size_t>(args.batch_size));
+  for (size_t begin = 0; begin < index.size(); begin += static_cast<size_t>(args.batch_size)) {
+    const size_t end = std::min(index.size(), begin + static_cast<size_t>(args.batch_size));
+    std::vector<EvalItem> items;
     std::vector<std::vector<int64_t>> prompts;
-    for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
+    for (size_t i = begin; i < end; ++i) {
+      items.push_back(eval_item(index.read(i), tokenizer, chat_template));
+      prompts.push_back(items.back().ids);
+    }
     const PromptBatch batch = left_pad(prompts, pad);
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
-    for (size_t i = begin; i < end; ++i) {
-      const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
-      items[i].answer = normalise_answer(completion.text, chat_template.assistant_suffix);
-      tally.add(items[i].source, items[i].answer == items[i].source["gt_answer"].get<std::string>());
+    for (size_t row = 0; row < items.size(); ++row) {
+      const Completion completion = completion_of(result, static_cast<int64_t>(row), tokenizer, stops, stop_strings);
+      const std::string answer = normalise_answer(completion.text, chat_template.assistant_suffix);
+      const bool correct = answer == items[row].source["gt_answer"].get<std::string>();
+      tally.add(items[row].source, correct);
+      if (output) {
+        nlohmann::json line = items[row].source;
+        line["answer"] = answer;
+        line["correct"] = correct;
+        // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
+        *output << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      }
     }
   }
-  if (!args.output_file.empty()) {
-    std::ofstream out(args.output_file);
-    for (const EvalItem& item : items) {
-      nlohmann::json line = item.source;
-      line["answer"] = item.answer;
-      line["correct"] = item.answer == item.source["gt_answer"].get<std::string>();
-      // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
-      out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    }
-    out.close();
-    if (!out) throw UserError("cannot write " + args.output_file);
+  if (output) {
+    output->close();
+    if (!*output) throw UserError("writing " + args.output_file + " failed");
   }
   tally.print(std::cout, "exact match");
 }

@@ -26,7 +26,7 @@
 #include "src/cli/inference_model.h"
 #include "src/core/error.h"
 #include "src/data/conversation_json.h"
-#include "src/data/jsonl_reader.h"
+#include "src/data/jsonl_index.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
@@ -44,7 +44,7 @@ struct GenerateArgs {
   std::string prompts_file;
   std::string output_file;
   bool chat = false;
-  std::string chat_template;  // empty: default_chat_template_name
+  std::string chat_template;  // empty: the folder's own template, else demo
   int64_t max_new_tokens = 128;
   bool greedy = false;
   double temperature = 1.0;
@@ -85,31 +85,58 @@ std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer
   return ids;
 }
 
-std::vector<PromptItem> read_prompts(const GenerateArgs& args, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
-  std::vector<PromptItem> items;
-  if (!args.prompts_file.empty()) {
-    read_jsonl(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
-      PromptItem item{object, {}};
-      if (object.contains("messages")) {
-        const Conversation conversation = conversation_from_json(object, "messages");
-        check_conversation(conversation, ConversationEnd::user);
-        item.ids = chat_template.render_prompt(conversation, tokenizer);
-      } else if (object.contains("prompt") && object["prompt"].is_string()) {
-        item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat ? &chat_template : nullptr);
-      } else {
-        throw InputError("expected {\"messages\": [...]} or {\"prompt\": \"text\"}");
-      }
-      if (item.ids.empty()) throw InputError("the prompt has no tokens");
-      items.push_back(std::move(item));
-    });
-    if (items.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
+// One line of --prompts: {"messages": [...]} or {"prompt": "text"}.
+PromptItem prompt_item(const nlohmann::json& object, const GenerateArgs& args, const Tokenizer& tokenizer,
+                       const ChatTemplate& chat_template) {
+  PromptItem item{object, {}};
+  if (object.contains("messages")) {
+    const Conversation conversation = conversation_from_json(object, "messages");
+    check_conversation(conversation, ConversationEnd::user);
+    item.ids = chat_template.render_prompt(conversation, tokenizer);
+  } else if (object.contains("prompt") && object["prompt"].is_string()) {
+    item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat ? &chat_template : nullptr);
   } else {
-    items.push_back({nlohmann::json{{"prompt", args.prompt}},
-                     encode_text_prompt(args.prompt, tokenizer, args.chat ? &chat_template : nullptr)});
-    if (items.back().ids.empty()) throw InputError("--prompt is empty");
+    throw InputError("expected {\"messages\": [...]} or {\"prompt\": \"text\"}");
   }
-  return items;
+  if (item.ids.empty()) throw InputError("the prompt has no tokens");
+  return item;
 }
+
+// The prompts: --prompt, or the lines of --prompts, every line checked up front but read again a
+// batch at a time (a file of millions of prompts is never held whole).
+class PromptSource {
+ public:
+  PromptSource(const GenerateArgs& args, const Tokenizer& tokenizer, const ChatTemplate& chat_template)
+      : args_(args), tokenizer_(tokenizer), chat_template_(chat_template) {
+    if (args.prompts_file.empty()) {
+      single_ = {nlohmann::json{{"prompt", args.prompt}},
+                 encode_text_prompt(args.prompt, tokenizer, args.chat ? &chat_template : nullptr)};
+      if (single_.ids.empty()) throw InputError("--prompt is empty");
+      return;
+    }
+    index_ = JsonlIndex(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
+      (void)prompt_item(object, args, tokenizer, chat_template);
+      return true;
+    });
+    if (index_.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
+  }
+
+  size_t size() const { return args_.prompts_file.empty() ? 1 : index_.size(); }
+
+  std::vector<PromptItem> batch(size_t begin, size_t end) const {
+    if (args_.prompts_file.empty()) return {single_};
+    std::vector<PromptItem> items;
+    for (size_t i = begin; i < end; ++i) items.push_back(prompt_item(index_.read(i), args_, tokenizer_, chat_template_));
+    return items;
+  }
+
+ private:
+  const GenerateArgs& args_;
+  const Tokenizer& tokenizer_;
+  const ChatTemplate& chat_template_;
+  JsonlIndex index_;
+  PromptItem single_;
+};
 
 void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() && args.prompts_file.empty()) throw UserError("give --prompt TEXT or --prompts FILE.jsonl");
@@ -118,9 +145,8 @@ void run_generate(const GenerateArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = resolve_chat_template(
-      args.chat_template.empty() ? default_chat_template_name(tokenizer) : args.chat_template, tokenizer, "--chat-template");
-  const std::vector<PromptItem> items = read_prompts(args, tokenizer, chat_template);
+  const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
+  const PromptSource source(args, tokenizer, chat_template);
 
   GenerateOptions options = loaded.generate_options(chat_template);
   options.max_new_tokens = args.max_new_tokens;
@@ -138,10 +164,11 @@ void run_generate(const GenerateArgs& args) {
     if (!*file) throw UserError("cannot write " + args.output_file);
   }
   const int64_t pad_for_batch = options.pad_token_id >= 0 ? options.pad_token_id : 0;
-  for (size_t begin = 0; begin < items.size(); begin += static_cast<size_t>(args.batch_size)) {
-    const size_t end = std::min(items.size(), begin + static_cast<size_t>(args.batch_size));
+  for (size_t begin = 0; begin < source.size(); begin += static_cast<size_t>(args.batch_size)) {
+    const size_t end = std::min(source.size(), begin + static_cast<size_t>(args.batch_size));
+    const std::vector<PromptItem> items = source.batch(begin, end);
     std::vector<std::vector<int64_t>> prompts;
-    for (size_t i = begin; i < end; ++i) prompts.push_back(items[i].ids);
+    for (const PromptItem& item : items) prompts.push_back(item.ids);
     const PromptBatch batch = left_pad(prompts, pad_for_batch);
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
     for (size_t i = begin; i < end; ++i) {
@@ -150,7 +177,7 @@ void run_generate(const GenerateArgs& args) {
         std::cout << completion.text << std::endl;
         continue;
       }
-      nlohmann::json line = items[i].source;
+      nlohmann::json line = items[i - begin].source;
       line["completion"] = completion.text;
       line["completion_tokens"] = completion.ids.size();
       line["stopped"] = completion.stopped;
@@ -161,7 +188,7 @@ void run_generate(const GenerateArgs& args) {
   if (file) {
     file->close();
     if (!*file) throw UserError("writing " + args.output_file + " failed");
-    std::cerr << "wrote " << items.size() << " completions to " << args.output_file << "\n";
+    std::cerr << "wrote " << source.size() << " completions to " << args.output_file << "\n";
   }
 }
 

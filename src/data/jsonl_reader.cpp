@@ -25,33 +25,48 @@ int64_t read_line_bounded(std::streambuf& in, std::string& line, int64_t limit) 
   return length;
 }
 
+// The object on one line of `length` bytes (of which `text` holds at most `limit`), or InputError.
+nlohmann::json parse_line(const std::string& text, int64_t length, int64_t limit) {
+  if (length > limit) {
+    throw InputError(detail::concat("the line is ", length, " bytes, more than the ", limit,
+                                    " a data line may have (is this a JSON Lines file, one object per line?)"));
+  }
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range (406)
+    throw InputError(std::string("invalid JSON: ") + e.what());
+  }
+  if (!object.is_object()) throw InputError("expected a JSON object, got " + std::string(object.type_name()));
+  return object;
+}
+
 }  // namespace
 
 JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
                       const std::function<void(int64_t, const nlohmann::json&)>& on_line, int64_t max_line_bytes) {
+  return read_jsonl_at(
+      path, skip_bad_lines,
+      [&](int64_t line, uint64_t, const nlohmann::json& object) { on_line(line, object); }, max_line_bytes);
+}
+
+JsonlStats read_jsonl_at(const std::string& path, bool skip_bad_lines,
+                         const std::function<void(int64_t, uint64_t, const nlohmann::json&)>& on_line,
+                         int64_t max_line_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read data file '" + path + "': " + std::strerror(errno));
   JsonlStats stats;
   std::string text;
   int64_t line_number = 0;
-  for (int64_t length; (length = read_line_bounded(*in.rdbuf(), text, max_line_bytes)) >= 0;) {
+  uint64_t offset = 0, next_offset = 0;
+  for (int64_t length; (length = read_line_bounded(*in.rdbuf(), text, max_line_bytes)) >= 0; offset = next_offset) {
     ++line_number;
+    next_offset = offset + static_cast<uint64_t>(length) + 1;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++stats.lines;
     std::string problem;
     try {
-      if (length > max_line_bytes) {
-        throw InputError(detail::concat("the line is ", length, " bytes, more than the ", max_line_bytes,
-                                        " a data line may have (is this a JSON Lines file, one object per line?)"));
-      }
-      nlohmann::json object;
-      try {
-        object = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range (406)
-        throw InputError(std::string("invalid JSON: ") + e.what());
-      }
-      if (!object.is_object()) throw InputError("expected a JSON object, got " + std::string(object.type_name()));
-      on_line(line_number, object);
+      on_line(line_number, offset, parse_line(text, length, max_line_bytes));
       continue;
     } catch (const nlohmann::json::exception& e) {  // a value of the wrong type the reader did not check
       problem = std::string("unexpected value: ") + e.what();
@@ -66,6 +81,21 @@ JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
   }
   if (in.bad()) throw InputError("error while reading '" + path + "'");
   return stats;
+}
+
+nlohmann::json read_jsonl_line(const std::string& path, uint64_t offset, int64_t line, int64_t max_line_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read data file '" + path + "': " + std::strerror(errno));
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string text;
+  const int64_t length = in ? read_line_bounded(*in.rdbuf(), text, max_line_bytes) : -1;
+  const std::string where = path + ":" + std::to_string(line) + ": ";
+  if (length < 0) throw InputError(where + "the file is shorter than when it was first read; it changed during the run");
+  try {
+    return parse_line(text, length, max_line_bytes);
+  } catch (const InputError& e) {
+    throw InputError(where + e.what() + " (the file changed since it was first read?)");
+  }
 }
 
 }  // namespace ferry

@@ -1,11 +1,12 @@
 // Prompt files for rollouts (see prompt_dataset.h).
 #include "src/rl/prompt_dataset.h"
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "src/core/error.h"
 #include "src/data/conversation_json.h"
-#include "src/data/jsonl_reader.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 
@@ -33,42 +34,76 @@ std::string optional_string(const nlohmann::json& object, const char* key) {
 
 }  // namespace
 
-std::vector<RolloutPrompt> load_prompt_file(const std::string& path, const Tokenizer& tokenizer,
-                                            const ChatTemplate& chat_template, const PromptFileOptions& options,
-                                            std::ostream& log) {
+PromptFile::PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplate chat_template,
+                       const PromptFileOptions& options, std::ostream& log)
+    : tokenizer_(&tokenizer), chat_template_(std::move(chat_template)) {
   if (path.empty()) throw ConfigError("data.prompt_file: no prompt file given; set data.prompt_file (jsonl of prompts)");
-  std::vector<RolloutPrompt> prompts;
   int64_t too_long = 0, longest = 0;
-  const JsonlStats stats = read_jsonl(path, options.skip_bad_lines, [&](int64_t line, const nlohmann::json& object) {
-    if (options.max_samples > 0 && static_cast<int64_t>(prompts.size()) >= options.max_samples) return;
-    Conversation conversation = prompt_conversation(object);
-    check_conversation(conversation, ConversationEnd::user);
-    RolloutPrompt prompt;
-    prompt.ids = chat_template.render_prompt(conversation, tokenizer);
-    prompt.text = conversation.back().content;
-    prompt.gt_answer = optional_string(object, "gt_answer");
-    prompt.kind = optional_string(object, "kind");
-    prompt.line = line;
-    if (options.max_length > 0 && static_cast<int64_t>(prompt.ids.size()) >= options.max_length) {
-      ++too_long;
-      longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.ids.size()));
-      return;
-    }
-    prompts.push_back(std::move(prompt));
-  });
+  index_ = JsonlIndex(
+      std::move(path), options.skip_bad_lines,
+      [&](int64_t line, const nlohmann::json& object) {
+        const RolloutPrompt prompt = render_prompt(object, line);
+        if (options.max_length > 0 && static_cast<int64_t>(prompt.ids.size()) >= options.max_length) {
+          ++too_long;
+          longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.ids.size()));
+          return false;
+        }
+        with_answer_ += prompt.gt_answer.empty() ? 0 : 1;
+        return true;
+      },
+      options.max_samples);
+  const JsonlStats& stats = index_.stats();
+  const std::string& file = index_.path();
   if (stats.skipped > 0) {
-    log << path << ": skipped " << stats.skipped << " malformed lines (first: " << stats.first_skipped_error << ")\n";
+    log << file << ": skipped " << stats.skipped << " malformed lines (first: " << stats.first_skipped_error << ")\n";
   }
   if (too_long > 0) {
-    log << path << ": skipped " << too_long << " prompts of " << options.max_length
+    log << file << ": skipped " << too_long << " prompts of " << options.max_length
         << "+ tokens (data.max_length leaves no room for an answer; the longest has " << longest << ")\n";
   }
-  if (prompts.empty()) {
-    throw InputError(detail::concat(path, ": no usable prompt (", stats.lines, " lines read",
+  if (index_.empty()) {
+    throw InputError(detail::concat(file, ": no usable prompt (", stats.lines, " lines read",
                                     too_long > 0 ? ", every prompt longer than data.max_length" : "",
                                     "); give a jsonl of {\"messages\": [...]} or {\"prompt\": \"...\"} lines"));
   }
-  return prompts;
+}
+
+RolloutPrompt PromptFile::render_prompt(const nlohmann::json& object, int64_t line) const {
+  Conversation conversation = prompt_conversation(object);
+  check_conversation(conversation, ConversationEnd::user);
+  RolloutPrompt prompt;
+  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_);
+  prompt.text = conversation.back().content;
+  prompt.gt_answer = optional_string(object, "gt_answer");
+  prompt.kind = optional_string(object, "kind");
+  prompt.line = line;
+  return prompt;
+}
+
+LoadedPrompts PromptFile::load(const std::vector<int64_t>& indices) const {
+  LoadedPrompts out;
+  for (int64_t index : indices) {
+    FERRY_CHECK(index >= 0 && static_cast<size_t>(index) < index_.size(), "prompt index out of range");
+    if (out.count(index) > 0) continue;
+    const size_t i = static_cast<size_t>(index);
+    const nlohmann::json object = index_.read(i);
+    try {
+      out.emplace(index, render_prompt(object, index_.line(i)));
+    } catch (const InputError& e) {  // it rendered when the file was indexed: the file changed
+      throw InputError(detail::concat(index_.path(), ":", index_.line(i), ": ", e.what()));
+    }
+  }
+  return out;
+}
+
+std::vector<RolloutPrompt> PromptFile::load_all() const {
+  std::vector<int64_t> indices(index_.size());
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
+  LoadedPrompts loaded = load(indices);
+  std::vector<RolloutPrompt> out;
+  out.reserve(loaded.size());
+  for (auto& [index, prompt] : loaded) out.push_back(std::move(prompt));
+  return out;
 }
 
 }  // namespace ferry

@@ -21,23 +21,22 @@ std::string PromptEvaluation::summary() const {
   return out.str();
 }
 
-PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const std::vector<RolloutPrompt>& prompts,
-                                  int64_t batch_size, const std::string& end_marker) {
+PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prompts, int64_t batch_size,
+                                  const std::string& end_marker) {
   PromptEvaluation result;
   double reward_sum = 0.0, length_sum = 0.0;
   bool rewarded = false;
   at::Generator unused = make_sampling_generator(0);  // greedy: nothing is drawn
   for (size_t begin = 0; begin < prompts.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(prompts.size(), begin + static_cast<size_t>(batch_size));
-    std::vector<const RolloutPrompt*> batch;
     std::vector<int64_t> index;
-    for (size_t i = begin; i < end; ++i) {
-      batch.push_back(&prompts[i]);
-      index.push_back(static_cast<int64_t>(i));
-    }
+    for (size_t i = begin; i < end; ++i) index.push_back(static_cast<int64_t>(i));
+    const LoadedPrompts loaded = prompts.load(index);
+    std::vector<const RolloutPrompt*> batch;
+    for (const auto& [i, prompt] : loaded) batch.push_back(&prompt);
     const Experience experience = maker.make(batch, index, unused);
     for (int64_t row = 0; row < experience.rows(); ++row) {
-      const RolloutPrompt& prompt = prompts[static_cast<size_t>(experience.prompt_index[static_cast<size_t>(row)])];
+      const RolloutPrompt& prompt = loaded.at(experience.prompt_index[static_cast<size_t>(row)]);
       ++result.prompts;
       if (!prompt.gt_answer.empty()) {
         ++result.with_answer;

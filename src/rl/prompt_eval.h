@@ -26,7 +26,7 @@ struct PromptEvaluation {
 
 // `maker` must generate greedily and hold the policy and (optionally) the reward model, without
 // reference or critic; `end_marker` is the chat template's assistant_suffix.
-PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const std::vector<RolloutPrompt>& prompts,
-                                  int64_t batch_size, const std::string& end_marker);
+PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prompts, int64_t batch_size,
+                                  const std::string& end_marker);
 
 }  // namespace ferry

@@ -12,12 +12,11 @@
 
 namespace ferry {
 
-RewardMix::RewardMix(std::vector<RewardConfig> rewards, const std::vector<RolloutPrompt>& prompts,
-                     std::string prompt_file, std::string end_marker, std::ostream& log)
+RewardMix::RewardMix(std::vector<RewardConfig> rewards, PromptCounts prompts, std::string prompt_file,
+                     std::string end_marker, std::ostream& log)
     : rewards_(std::move(rewards)), prompt_file_(std::move(prompt_file)), end_marker_(std::move(end_marker)) {
   if (rewards_.empty()) throw ConfigError("rewards: no reward given; list at least one, e.g. rewards: [{kind: verifier}]");
-  size_t with_answer = 0;
-  for (const RolloutPrompt& p : prompts) with_answer += p.gt_answer.empty() ? 0 : 1;
+  const int64_t with_answer = prompts.with_answer;
   for (size_t i = 0; i < rewards_.size(); ++i) {
     const RewardConfig& r = rewards_[i];
     std::string name(enum_name(r.kind));
@@ -31,8 +30,8 @@ RewardMix::RewardMix(std::vector<RewardConfig> rewards, const std::vector<Rollou
                                          prompt_file_, " has none; add gt_answer to the prompts or use a model or "
                                          "command reward"));
       }
-      if (with_answer < prompts.size()) {
-        log << "note: rewards[" << i << "] (verifier): " << prompts.size() - with_answer << " of " << prompts.size()
+      if (with_answer < prompts.prompts) {
+        log << "note: rewards[" << i << "] (verifier): " << prompts.prompts - with_answer << " of " << prompts.prompts
             << " prompts in " << prompt_file_ << " have no gt_answer; their responses get no verifier reward\n";
       }
     }

@@ -18,6 +18,11 @@ namespace ferry {
 
 class RewardCommand;
 
+// How many prompts a run has, and how many of them have a gt_answer (PromptFile::with_answer).
+struct PromptCounts {
+  int64_t prompts = 0, with_answer = 0;
+};
+
 struct RewardScores {
   std::vector<double> total;                            // per response: sum of weight x reward
   std::vector<std::pair<std::string, double>> means;  // "reward/<name>": mean over responses it scored
@@ -28,8 +33,8 @@ class RewardMix {
   // `rewards`: the config's list (PPO passes [{model}] when it is empty); `prompt_file` names prompts
   // in errors; `end_marker`: the chat template's end-of-assistant text, which verifiers ignore.
   // Starts every command. Throws ConfigError when a verifier is listed but no prompt has gt_answer.
-  RewardMix(std::vector<RewardConfig> rewards, const std::vector<RolloutPrompt>& prompts, std::string prompt_file,
-            std::string end_marker, std::ostream& log);
+  RewardMix(std::vector<RewardConfig> rewards, PromptCounts prompts, std::string prompt_file, std::string end_marker,
+            std::ostream& log);
   ~RewardMix();
 
   // The reward model folder of the `model` reward, or empty.

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ferry_fuzz::expect_clean([&] { (void)ferry::load_preference_dataset(path, tokenizer, chat, 64, skip); });
     ferry_fuzz::expect_clean([&] {
       std::ostringstream log;
-      (void)ferry::load_prompt_file(path, tokenizer, chat, {.max_length = 64, .skip_bad_lines = skip}, log);
+      (void)ferry::PromptFile(path, tokenizer, chat, {.max_length = 64, .skip_bad_lines = skip}, log).load_all();
     });
   }
   return 0;

@@ -63,11 +63,20 @@ TEST(TrainSftCli, ShortDemoRunWritesEverything) {
   EXPECT_TRUE(fs::exists(out / "step-6"));
   EXPECT_FALSE(fs::exists(out / "step-2")) << "output.keep_last (2) prunes older checkpoints";
 
-  const Result eval = run_ferry("eval --model " + (out / "final").string() + " --limit 8 --max-new-tokens 8");
+  // Batches of 3 over 8 prompts (the last one short), every answer written in file order.
+  const fs::path answers = out / "answers.jsonl";
+  const Result eval = run_ferry("eval --model " + (out / "final").string() +
+                                " --limit 8 --max-new-tokens 8 --batch-size 3 --output " + answers.string());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_CONTAINS(eval.output, "exact match: ");
   EXPECT_CONTAINS(eval.output, "\n  sort: ");  // per task kind
   EXPECT_CONTAINS(eval.output, "/8 = ");
+  EXPECT_EQ(count_lines_with(answers, "\"answer\""), 8);
+  std::ifstream prompts_file(std::string(FERRY_SOURCE_DIR) + "/data/prompts_eval.jsonl"), answers_file(answers);
+  for (std::string prompt, answer; std::getline(answers_file, answer) && std::getline(prompts_file, prompt);) {
+    const std::string gt = prompt.substr(prompt.find("\"gt_answer\""));  // each answer line echoes its prompt's
+    EXPECT_CONTAINS(answer, gt.substr(0, gt.find('"', 14) + 1));
+  }
   fs::remove_all(out);
 }
 

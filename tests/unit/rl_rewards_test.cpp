@@ -54,7 +54,7 @@ TEST(Rewards, WeightedMixLeavesOutRewardsWithoutAValue) {
   model.path = "rm";
   model.weight = 0.5;
   std::ostringstream log;
-  RewardMix mix({verifier, model}, prompts, "p.jsonl", "", log);
+  RewardMix mix({verifier, model}, {.prompts = 2, .with_answer = 1}, "p.jsonl", "", log);
   EXPECT_CONTAINS(log.str(), "1 of 2 prompts in p.jsonl have no gt_answer");
   EXPECT_EQ(mix.model_path(), "rm");
   const RewardScores s = mix.score({"4", "hi", "5"}, {&prompts[0], &prompts[1], &prompts[0]}, {2.0, -1.0, 0.0});
@@ -68,9 +68,8 @@ TEST(Rewards, WeightedMixLeavesOutRewardsWithoutAValue) {
   EXPECT_EQ(s.means[1].first, "reward/model");
   EXPECT_DOUBLE_EQ(s.means[1].second, 1.0 / 3.0);
   // A verifier with no gt_answer anywhere is a config error naming the file.
-  std::vector<RolloutPrompt> none{prompt("x", "", 1)};
   try {
-    RewardMix bad({verifier}, none, "q.jsonl", "", log);
+    RewardMix bad({verifier}, {.prompts = 1, .with_answer = 0}, "q.jsonl", "", log);
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_CONTAINS(e.what(), "q.jsonl has none");
