@@ -86,8 +86,8 @@ void nf4_dequantize_at(SimdLevel level, const uint8_t* packed, const float* absm
 
 // torch's fp32 summation order for `x.mean()` of a contiguous 1-D fp32 CPU tensor, which is what
 // bnb's offset is: ATen's cascade sum (SumKernel.cpp: 4 interleaved accumulators per SIMD lane,
-// flushed up 4 levels of partial sums), then one fp32 division by n. `lanes` is ATen's
-// Vectorized<float>::size() for the CPU capability torch runs (8 for AVX2/default, 16 for AVX512);
+// flushed up 4 levels of partial sums), then one fp32 division by n. `lanes` is the vector width of
+// the sum kernel torch runs: 8 (torch 2.11 runs its 8-lane float sum on AVX-512 CPUs too);
 // `threads` is torch.get_num_threads() of the process that quantised: above 32768 values ATen sums
 // up to that many equal chunks separately, then adds the partial sums, so bnb's offset itself depends
 // on the thread count (and the absmax below 32768 blocks, i.e. 2M weights at blocksize 64, does not).

@@ -57,7 +57,8 @@ struct Int8State {
 
 template <class T>
 bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // memcmp must not see the null data() of an empty vector (UBSan: nonnull argument).
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 // EXPECTs a and b equal byte for byte (NaNs included), naming the first differing element.

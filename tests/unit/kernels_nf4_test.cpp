@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include <ATen/Parallel.h>
-#include <ATen/Version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -308,8 +307,9 @@ TEST(Nf4, NestedAbsmaxRoundTrip) {
 }
 
 TEST(Nf4, OffsetSumsInLibtorchOrder) {
-  // x.mean() of this very libtorch, for its thread count and CPU capability, bit for bit.
-  const int lanes = at::get_cpu_capability() == "AVX512" ? 16 : 8;
+  // x.mean() of this very libtorch, for its thread count, bit for bit. 8 lanes whatever the CPU:
+  // torch's float sum runs its 8-lane kernel on AVX-512 CPUs too (16 failed on an AVX-512 EPYC).
+  const int lanes = 8;
   const int saved = at::get_num_threads();
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(0.0f, 3.0f);
