@@ -27,6 +27,7 @@ if [[ ! -f $build/build.ninja ]]; then
     -DFERRY_CUDA=OFF -DFERRY_FUZZ=ON -DFERRY_SANITIZE=address,undefined \
     -DCMAKE_PREFIX_PATH="$("$deps/venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
     > "$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+  rm -f "$build.configure.log"
 fi
 
 names=("$@")

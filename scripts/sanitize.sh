@@ -20,6 +20,7 @@ if [[ ! -f $build/build.ninja ]]; then
     -DFERRY_SANITIZE=address,undefined ${FERRY_CMAKE_ARGS:-} \
     -DCMAKE_PREFIX_PATH="$("$deps/venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
     > "$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+  rm -f "$build.configure.log"
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:alloc_dealloc_mismatch=0:detect_odr_violation=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
