@@ -12,6 +12,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 lines="${1:-10000000}"
 build="${2:-$here/build}"
 cmake --build "$build" --target prompt_file_bench ferry -j "${FERRY_JOBS:-2}" > /dev/null
+cd "$here"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 - "$work/prompts.jsonl" "$lines" <<'PY'
