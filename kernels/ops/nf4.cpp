@@ -2,8 +2,6 @@
 #include "kernels/ops/nf4.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <ATen/Version.h>
 
 #include <mutex>
 
@@ -27,15 +25,6 @@ Nf4ValueType value_type(at::ScalarType dtype) {
     default:
       throw InternalError(detail::concat("NF4: unsupported dtype ", c10::toString(dtype), " (fp32, bf16 or fp16)"));
   }
-}
-
-// What torch's `absmax.mean()` in bnb would sum with here: 16 lanes under AVX512, else 8.
-TorchSumOrder torch_sum_order() {
-  const std::string capability = at::get_cpu_capability();
-  TorchSumOrder order;
-  order.lanes = capability.find("AVX512") != std::string::npos ? 16 : 8;
-  order.threads = at::get_num_threads();
-  return order;
 }
 
 #ifdef FERRY_WITH_CUDA
@@ -83,7 +72,10 @@ Nf4Tensor nf4_quantize_tensor(const at::Tensor& x, bool double_quant, int64_t bl
     q.absmax = absmax;
     return q;
   }
-  q.nested_offset = nf4_absmax_offset(absmax.data_ptr<float>(), blocks, torch_sum_order());
+  // bnb's offset is torch's `absmax.mean()`: this process's libtorch computes it the same way (its
+  // summation order depends on the CPU capability and thread count; nf4_absmax_offset is the
+  // torch-free model of it).
+  q.nested_offset = absmax.mean().item<float>();
   q.absmax = at::empty({blocks}, at::kByte);
   q.nested_absmax = at::empty({nf4_blocks(blocks, kNf4NestedBlocksize)}, at::kFloat);
   nf4_nest_absmax(absmax.data_ptr<float>(), blocks, q.nested_offset, q.absmax.data_ptr<uint8_t>(),

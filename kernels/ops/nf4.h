@@ -29,8 +29,8 @@ struct Nf4Tensor {
 
 // Quantises `x` (fp32, bf16 or fp16, any shape; a CUDA tensor is copied to the host first) with
 // bnb's blocksize (64 by default); `double_quant` as bnb's compress_statistics. The offset of the
-// double quantisation is summed in the order this process's torch would (its CPU capability and
-// thread count), so it equals what bnb computes here. The result lives on the CPU.
+// double quantisation is libtorch's `absmax.mean()`, as in bnb, so it equals what bnb computes in a
+// process with the same CPU capability and thread count. The result lives on the CPU.
 Nf4Tensor nf4_quantize_tensor(const at::Tensor& x, bool double_quant, int64_t blocksize = 64);
 
 // The fp32 block scales (unnested when double-quantised), on the tensors' device.
