@@ -127,6 +127,29 @@ TEST_P(QloraSft, TwentyStepsTrackLoraOnTheFullPrecisionBase) {
 INSTANTIATE_TEST_SUITE_P(Precisions, QloraSft, ::testing::Values(Precision::fp32, Precision::bf16),
                          [](const auto& info) { return info.param == Precision::fp32 ? "fp32" : "bf16"; });
 
+TEST(QloraSftResume, ResumingFromAFourBitCheckpointContinuesExactly) {
+  torch::set_num_threads(1);
+  const fs::path straight = fresh_dir("straight"), resumed = fresh_dir("resumed");
+  Config config = sft_config(straight, BaseQuantization::nf4, Precision::fp32);
+  config.train.max_steps = 8;
+  config.train.save_every = 4;
+  run_sft(config);
+  // A run stopped after step 4 (its checkpoint, copied), resumed to step 8.
+  Config second = config;
+  second.output.dir = resumed.string();
+  fs::create_directories(resumed);
+  fs::copy(straight / "step-4", resumed / "step-4", fs::copy_options::recursive);
+  second.train.resume = (resumed / "step-4").string();
+  run_sft(second);
+  const std::vector<double> a = losses_of(straight), b = losses_of(resumed);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(a[4 + i], b[i]) << "step " << 5 + i;
+  const io::TensorMap x = io::load_hf_weights(straight / "step-8"), y = io::load_hf_weights(resumed / "step-8");
+  ASSERT_EQ(x.size(), y.size());
+  for (const auto& [name, t] : x) EXPECT_TRUE(torch::equal(t, y.at(name))) << name;
+}
+
 TEST(QloraSftExport, MergedFinalIsAFullPrecisionFolderWithTheDequantisedBase) {
   torch::set_num_threads(1);
   const fs::path dir = fresh_dir("merged");
