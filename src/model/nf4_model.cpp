@@ -1,6 +1,10 @@
 // The NF4 base of a Llama model: quantise, load quantised, measure (see nf4_model.h).
 #include "src/model/nf4_model.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <set>
 #include <vector>
 
@@ -75,6 +79,12 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
         throw InputError("model folder " + dir.string() + ": " + name + ": " + e.what());
       }
     }
+#ifdef __GLIBC__
+    // The layer's float weights were freed, but glibc keeps such chunks in its heap (between the
+    // 4-bit tensors just allocated) once its mmap threshold has grown; hand the pages back so the
+    // process's memory follows the live tensors.
+    malloc_trim(0);
+#endif
   };
   LlamaForCausalLM model(config, quantize_layer);
   if (!missing.empty()) {
