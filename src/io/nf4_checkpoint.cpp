@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/nf4_state.h"
 #include "src/core/error.h"
+#include "src/io/hf_checkpoint.h"
 
 namespace ferry::io {
 namespace {
@@ -107,6 +108,28 @@ std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, c
     out.emplace(w, std::move(q));
   }
   return out;
+}
+
+std::optional<kernels::Nf4Tensor> find_nf4_weight(const HfWeights& weights, const std::string& w,
+                                                  const std::string& source) {
+  if (!weights.contains(w + kStateSuffix)) return std::nullopt;
+  TensorMap group;
+  for (const std::string suffix : {std::string(), "." + std::string(kernels::kNf4AbsmaxKey),
+                                   "." + std::string(kernels::kNf4QuantMapKey),
+                                   "." + std::string(kernels::kNf4NestedAbsmaxKey),
+                                   "." + std::string(kernels::kNf4NestedQuantMapKey), kStateSuffix}) {
+    if (weights.contains(w + suffix)) group.emplace(w + suffix, weights.tensor(w + suffix));
+  }
+  auto found = take_nf4_tensors(group, source);
+  return std::move(found.at(w));
+}
+
+bool is_nf4_side_tensor(const std::string& name) {
+  for (const char* key : {kernels::kNf4AbsmaxKey, kernels::kNf4QuantMapKey, kernels::kNf4NestedAbsmaxKey,
+                          kernels::kNf4NestedQuantMapKey, kernels::kNf4QuantStateKey}) {
+    if (ends_with(name, ".weight." + std::string(key))) return true;
+  }
+  return false;
 }
 
 void dequantize_nf4_tensors(TensorMap& tensors, const std::string& source) {

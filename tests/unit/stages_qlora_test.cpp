@@ -13,7 +13,10 @@
 
 #include "src/config/config.h"
 #include "src/config/config_io.h"
+#include "src/core/file_util.h"
+#include "src/io/gguf_export.h"
 #include "src/io/hf_checkpoint.h"
+#include "src/io/hf_export.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_model.h"
 #include "src/model/pretrained.h"
@@ -172,6 +175,30 @@ TEST(QloraSftExport, MergedFinalIsAFullPrecisionFolderWithTheDequantisedBase) {
   // And Ferry (like transformers) loads it as a plain model.
   LlamaForCausalLM model = causal_lm_from_pretrained(dir / "final", at::kBFloat16);
   EXPECT_EQ(nf4_base_size(*model).projections, 0);
+}
+
+TEST(QloraSftExport, GgufOfTheFourBitCheckpointEqualsGgufOfItsMergedExport) {
+  torch::set_num_threads(1);
+  const fs::path dir = fresh_dir("gguf");
+  Config config = sft_config(dir, BaseQuantization::nf4, Precision::fp32);
+  config.train.max_steps = 2;
+  config.train.save_every = 2;
+  run_sft(config);
+  io::HfExportOptions merged;
+  merged.checkpoint = dir / "step-2";
+  merged.output = dir / "merged";
+  io::export_hf_model(merged);
+  std::vector<std::string> files;
+  for (const fs::path& from : {dir / "step-2", dir / "merged"}) {
+    io::GgufExportOptions options;
+    options.checkpoint = from;
+    options.output = dir / (from.filename().string() + ".gguf");
+    options.type = io::GgufFileType::f32;
+    options.name = "qlora";
+    files.push_back(read_file(io::export_gguf_model(options).file));
+  }
+  EXPECT_GT(files[0].size(), 1000u);
+  EXPECT_TRUE(files[0] == files[1]) << "GGUF of the QLoRA checkpoint differs from GGUF of its merged export";
 }
 
 TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
