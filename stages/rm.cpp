@@ -42,6 +42,7 @@ void run_rm(const Config& given) {
     throw ConfigError("model.path: a reward model starts from a Hugging Face folder (an SFT model's final/, any "
                       "causal LM, or a reward model to continue)");
   }
+  require_full_precision_base(config, "train-rm");
   if (config.lora.rank > 0 && config.lora.export_as == LoraExport::adapter) {
     throw ConfigError("lora.export: a reward model's score head trains in full, so its final/ is written merged; "
                       "set lora.export=merged");

@@ -18,6 +18,7 @@
 #include "src/io/lora_adapter.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
+#include "src/model/nf4_model.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/checkpoint_folders.h"
@@ -51,20 +52,29 @@ std::string torch_dtype_name(at::ScalarType dtype) {
 
 LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
   LoadedCausalLm out;
+  const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
   if (!config.model.path.empty()) {
-    out.model = causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    out.model = nf4 ? causal_lm_from_pretrained_nf4(config.model.path, dtype, config.lora.double_quant)
+                    : causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
     out.shape = out.model->config();
   } else if (!config.model.config.empty()) {
     out.shape = io::read_hf_config(config.model.config);
     out.model = LlamaForCausalLM(out.shape);
     init_llama_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
     out.model->to(dtype);
+    if (nf4) quantize_base_nf4(*out.model->model, config.lora.double_quant);
   } else {
     throw ConfigError("model: set model.path (a Hugging Face folder) or model.config (a config.json to start from scratch)");
   }
   out.shape.torch_dtype = torch_dtype_name(dtype);
   out.model->train();
   return out;
+}
+
+void require_full_precision_base(const Config& config, const std::string& stage) {
+  if (config.lora.quantize_base == BaseQuantization::none) return;
+  throw ConfigError("lora.quantize_base " + std::string(enum_name(config.lora.quantize_base)) + ": " + stage +
+                    " does not train on a 4-bit base yet (train-sft and train-dpo do); set lora.quantize_base=none");
 }
 
 void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config) {

@@ -132,6 +132,8 @@ struct LoraConfig {
   double dropout = 0.0;
   std::vector<std::string> target_modules{"q_proj", "k_proj", "v_proj", "o_proj"};
   LoraExport export_as = LoraExport::merged;
+  BaseQuantization quantize_base = BaseQuantization::none;
+  bool double_quant = true;
 
   template <class V>
   void visit(V& v) {
@@ -140,6 +142,12 @@ struct LoraConfig {
     v("dropout", dropout, "dropout on the LoRA input");
     v("target_modules", target_modules, "projections to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
     v("export", export_as, "merged (into the base weights) or adapter (PEFT format)");
+    v("quantize_base", quantize_base,
+      "none, or nf4 (QLoRA: the decoder layers' frozen projections held in bitsandbytes' 4-bit NormalFloat, "
+      "dequantised per matmul; needs rank > 0; int8 is not supported yet)");
+    v("double_quant", double_quant,
+      "with quantize_base nf4: also quantise the NF4 block scales to 8 bits (bitsandbytes' "
+      "bnb_4bit_use_double_quant; 0.516 instead of 0.5625 bytes per weight)");
   }
 };
 

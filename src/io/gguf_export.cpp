@@ -17,6 +17,7 @@
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/nf4_checkpoint.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
@@ -241,19 +242,21 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
       throw InputError("checkpoint '" + in.string() + "' has no weight '" + tensor.hf_name + "', which config.json (" +
                        arch + ", " + std::to_string(config.num_hidden_layers) + " layers) needs");
     }
-    const std::vector<int64_t>& shape = weights.info(tensor.hf_name).shape;
+    // A QLoRA checkpoint's 4-bit projection (nf4_checkpoint.h): its quant state gives shape and dtype.
+    const std::optional<kernels::Nf4Tensor> nf4 = find_nf4_weight(weights, tensor.hf_name, "checkpoint '" + in.string() + "'");
+    const std::vector<int64_t>& shape = nf4 ? nf4->shape : weights.info(tensor.hf_name).shape;
     if (shape != tensor.shape) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' has shape " +
                        shape_text(shape) + ", config.json implies " + shape_text(tensor.shape));
     }
-    const at::ScalarType dtype = weights.info(tensor.hf_name).dtype;
+    const at::ScalarType dtype = nf4 ? nf4->dtype : weights.info(tensor.hf_name).dtype;
     if (!at::isFloatingType(dtype)) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' is not floating point");
     }
     used.insert(tensor.hf_name);
   }
   for (const auto& name : weights.names()) {
-    if (used.count(name) || is_lora_tensor(name) || ignored_weight(name)) continue;
+    if (used.count(name) || is_lora_tensor(name) || ignored_weight(name) || is_nf4_side_tensor(name)) continue;
     if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: llama.cpp reuses token_embd
     throw InputError("checkpoint '" + in.string() + "': weight '" + name + "' has no place in a GGUF " + arch +
                      " model (GGUF export writes Llama / Qwen2 / Qwen3 decoders)");
@@ -313,8 +316,11 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     count(type);
     const int64_t groups =
         tensor.permutation == RowPermutation::query ? config.num_attention_heads : config.num_key_value_heads;
-    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, tensor, type, groups, lora_scaling] {
+    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, &in, tensor, type, groups, lora_scaling] {
       at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
+      if (const auto nf4 = find_nf4_weight(weights, tensor.hf_name, in.string())) {
+        value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
+      }
       if (adapted.count(tensor.hf_name)) {
         const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());
         const TensorMap parts{{tensor.hf_name, value},

@@ -10,6 +10,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/nf4_checkpoint.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
@@ -99,6 +100,8 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
   // LoRA, the base weights with the adapters merged in (the merged ones are owned copies).
   TensorMap tensors;
   for (const auto& name : weights.names()) tensors.emplace(name, weights.tensor(name));
+  // A QLoRA checkpoint's 4-bit base (bitsandbytes' layout): dequantised to the dtype it was trained in.
+  if (has_nf4_tensors(tensors)) dequantize_nf4_tensors(tensors, "checkpoint '" + in.string() + "'");
   if (lora) tensors = merge_lora_tensors(tensors, read_adapter_config(in / kAdapterConfigFile).scaling());
   for (const auto& [name, t] : tensors) summary.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
   summary.tensors = static_cast<int64_t>(tensors.size());

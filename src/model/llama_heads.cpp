@@ -5,8 +5,8 @@
 
 namespace ferry {
 
-LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config) {
-  model = register_module("model", LlamaModel(config));
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built) {
+  model = register_module("model", LlamaModel(config, on_layer_built));
   if (!config.tie_word_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
   }
@@ -21,8 +21,8 @@ torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, cons
   return logits(model(input_ids, attention_mask, position_ids, cache));  // (B, T, V)
 }
 
-LlamaForScoreImpl::LlamaForScoreImpl(const LlamaConfig& config) {
-  model = register_module("model", LlamaModel(config));
+LlamaForScoreImpl::LlamaForScoreImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built) {
+  model = register_module("model", LlamaModel(config, on_layer_built));
   score = register_module("score", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, 1).bias(false)));
 }
 

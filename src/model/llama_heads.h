@@ -15,7 +15,7 @@ class KvCache;
 
 class LlamaForCausalLMImpl : public torch::nn::Module {
  public:
-  explicit LlamaForCausalLMImpl(const LlamaConfig& config);
+  explicit LlamaForCausalLMImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built = {});
 
   // Arguments as LlamaModel::forward. Returns logits (B, T, V) in the model dtype.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
@@ -36,7 +36,7 @@ TORCH_MODULE(LlamaForCausalLM);
 
 class LlamaForScoreImpl : public torch::nn::Module {
  public:
-  explicit LlamaForScoreImpl(const LlamaConfig& config);
+  explicit LlamaForScoreImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built = {});
 
   // Arguments as LlamaModel::forward. Returns one value per token: (B, T), in the model dtype.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},

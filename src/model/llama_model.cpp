@@ -26,11 +26,13 @@ void check_config(const LlamaConfig& c) {
 
 }  // namespace
 
-LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) : config_(config), rotary_((check_config(config), config)) {
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built)
+    : config_(config), rotary_((check_config(config), config)) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     decoder_layers.emplace_back(config, i);
+    if (on_layer_built) on_layer_built(*decoder_layers.back(), i);
     layers->push_back(decoder_layers.back());
   }
   norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <vector>
 
 #include "src/model/llama_block.h"
@@ -22,9 +23,14 @@ struct LayerInputs {
   torch::Tensor mask;      // bool (B|1, 1, T, T_key), or undefined: causal
 };
 
+// Called for each decoder layer right after it is built and before the next one is, so a loader
+// can replace a layer's full-precision weights (QLoRA quantises them, src/model/nf4_model.h) while
+// only one layer's exist.
+using LayerBuiltHook = std::function<void(LlamaDecoderLayerImpl& layer, int64_t index)>;
+
 class LlamaModelImpl : public torch::nn::Module {
  public:
-  explicit LlamaModelImpl(const LlamaConfig& config);
+  explicit LlamaModelImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built = {});
 
   // input_ids: (B, T) int64 token ids.
   // attention_mask: (B, T_past + T) 1/0 (int64 or bool), or undefined (no padding). Left padding

@@ -8,6 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/io/lora_adapter.h"
+#include "src/model/nf4_linear.h"
 
 namespace ferry {
 namespace {
@@ -70,8 +71,13 @@ void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed
         continue;
       }
       const Projection p = projection(*layer.ptr(), target);
-      const torch::Tensor& w = (*p.linear)->weight;  // (out, in)
-      const int64_t out = w.size(0), in = w.size(1);
+      // (out, in), and the dtype and device the adapter takes: the float weight's, or for an NF4
+      // base (QLoRA) the dtype it was quantised from (the run's) and where its codes live.
+      const Nf4WeightImpl* nf4 = nf4_weight_of(**p.linear);
+      const torch::Tensor& w = nf4 != nullptr ? nf4->quantized().packed : (*p.linear)->weight;
+      const int64_t out = nf4 != nullptr ? nf4->out_features() : w.size(0);
+      const int64_t in = nf4 != nullptr ? nf4->in_features() : w.size(1);
+      const at::ScalarType dtype = nf4 != nullptr ? nf4->quantized().dtype : w.scalar_type();
       torch::nn::Linear a(torch::nn::LinearOptions(in, settings.rank).bias(false));
       torch::nn::Linear b(torch::nn::LinearOptions(settings.rank, out).bias(false));
       // kaiming_uniform_(a=sqrt(5)) on (rank, in): gain sqrt(2 / 6), bound gain * sqrt(3 / in) = 1 / sqrt(in).
@@ -79,8 +85,8 @@ void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed
       const torch::Tensor values = torch::empty({settings.rank, in}, torch::kFloat).uniform_(-bound, bound, generator);
       a->weight.copy_(values);
       b->weight.zero_();
-      a->to(w.device(), w.scalar_type());
-      b->to(w.device(), w.scalar_type());
+      a->to(w.device(), dtype);
+      b->to(w.device(), dtype);
       p.adapter->lora_A = (*p.linear)->register_module("lora_A", a);
       p.adapter->lora_B = (*p.linear)->register_module("lora_B", b);
       p.adapter->scaling = scaling;
@@ -159,6 +165,7 @@ void merge_lora(LlamaModelImpl& model) {
     for (const auto& target : lora_target_names()) {
       const Projection p = projection(*layer.ptr(), target);
       if (!p.adapter->attached()) continue;
+      if (nf4_weight_of(**p.linear) != nullptr) dequantize_linear_nf4(**p.linear);  // QLoRA: merge into the float base
       torch::Tensor& w = (*p.linear)->weight;  // (out, in)
       const torch::Tensor delta =
           torch::matmul(p.adapter->lora_B->weight.to(torch::kFloat), p.adapter->lora_A->weight.to(torch::kFloat)) *

@@ -1,11 +1,19 @@
 // A Linear projection with an optional LoRA adapter (see lora_linear.h).
 #include "src/model/lora_linear.h"
 
+#include "src/model/nf4_linear.h"
+
 namespace ferry {
 
 torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& adapter, const torch::Tensor& x,
                            bool training) {
-  torch::Tensor y = base.ptr()->forward(x);
+  torch::Tensor y;
+  if (const Nf4WeightImpl* nf4 = nf4_weight_of(*base)) {  // QLoRA's 4-bit base (nf4_linear.h)
+    y = nf4_linear(x, *nf4);
+    if (base->bias.defined()) y = y + base->bias;
+  } else {
+    y = base.ptr()->forward(x);
+  }
   if (!adapter.attached() || !adapter.enabled) return y;
   const torch::Tensor input = adapter.dropout > 0 ? torch::dropout(x, adapter.dropout, training) : x;
   return y + adapter.lora_B.ptr()->forward(adapter.lora_A.ptr()->forward(input)) * adapter.scaling;  // (..., rank) inside

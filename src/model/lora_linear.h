@@ -2,7 +2,8 @@
 // lora_A (rank, in) and lora_B (out, rank) are registered as children of the base Linear, so their
 // Hugging Face names are PEFT's without the adapter name: `...q_proj.lora_A.weight`, and the
 // offload engine groups them with their decoder layer. A projection without an adapter is a plain
-// Linear. Attaching, freezing and merging for a whole model is src/model/lora.h.
+// Linear. A base whose weight is NF4 (QLoRA, nf4_linear.h) runs nf4_linear instead of its float
+// matmul. Attaching, freezing and merging for a whole model is src/model/lora.h.
 #pragma once
 
 #include <torch/torch.h>

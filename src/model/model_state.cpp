@@ -4,11 +4,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/io/nf4_checkpoint.h"
 #include "src/model/llama_heads.h"
+#include "src/model/nf4_linear.h"
 
 namespace ferry {
 namespace {
@@ -33,9 +36,49 @@ bool ties_lm_head(torch::nn::Module& model) {
   return false;
 }
 
+// QLoRA's NF4 projections by the name of the weight they replace: `...q_proj.nf4` -> `...q_proj.weight`.
+std::map<std::string, Nf4WeightImpl*> nf4_weights(const torch::nn::Module& model) {
+  std::map<std::string, Nf4WeightImpl*> out;
+  const std::string suffix = ".nf4";
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* nf4 = dynamic_cast<Nf4WeightImpl*>(item.value().get());
+    if (nf4 != nullptr && ends_with(item.key(), suffix)) {
+      out.emplace(item.key().substr(0, item.key().size() - suffix.size()) + ".weight", nf4);
+    }
+  }
+  return out;
+}
+
+// Checkpoint tensors meant for NF4 weights go into them: bitsandbytes' groups as they are, a float
+// weight quantised (e.g. resuming a QLoRA run from a full-precision checkpoint); they leave the map.
+void load_nf4_weights(const torch::nn::Module& model, io::TensorMap& tensors, const std::string& source) {
+  const auto weights = nf4_weights(model);
+  if (weights.empty()) return;
+  for (auto& [name, q] : io::take_nf4_tensors(tensors, source)) {
+    auto it = weights.find(name);
+    if (it == weights.end()) continue;  // reported as unexpected? the model has a float weight there
+    it->second->assign(q);
+  }
+  for (const auto& [name, nf4] : weights) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || !at::isFloatingType(it->second.scalar_type())) continue;
+    if (it->second.sizes() != c10::IntArrayRef(nf4->quantized().shape)) continue;  // reported as a mismatch below
+    nf4->assign(kernels::nf4_quantize_tensor(it->second.to(nf4->quantized().dtype), nf4->quantized().nested(),
+                                             nf4->quantized().blocksize));
+    tensors.erase(it);
+  }
+}
+
 }  // namespace
 
-void load_state(torch::nn::Module& model, const io::TensorMap& tensors, const LoadStateOptions& options) {
+void load_state(torch::nn::Module& model, const io::TensorMap& given, const LoadStateOptions& options) {
+  io::TensorMap nf4_rest;
+  const bool nf4 = !nf4_weights(model).empty();
+  if (nf4) {
+    nf4_rest = given;
+    load_nf4_weights(model, nf4_rest, options.source);
+  }
+  const io::TensorMap& tensors = nf4 ? nf4_rest : given;
   auto parameters = model.named_parameters(/*recurse=*/true);
   const bool tied = ties_lm_head(model);
   std::vector<std::string> missing, unexpected, mismatched;
@@ -76,6 +119,7 @@ void load_state(torch::nn::Module& model, const io::TensorMap& tensors, const Lo
 io::TensorMap state_of(const torch::nn::Module& model) {
   io::TensorMap state;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) state[item.key()] = item.value().detach();
+  for (const auto& [name, nf4] : nf4_weights(model)) io::add_nf4_tensors(state, name, nf4->quantized());
   return state;
 }
 

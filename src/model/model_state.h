@@ -26,7 +26,9 @@ struct LoadStateOptions {
 void load_state(torch::nn::Module& model, const io::TensorMap& tensors, const LoadStateOptions& options = {});
 
 // Every parameter by its Hugging Face name: detached tensors sharing the parameters' storage
-// (copy or save them before changing the model).
+// (copy or save them before changing the model). QLoRA's NF4 projections (nf4_linear.h) appear as
+// bitsandbytes names them (src/io/nf4_checkpoint.h), and load_state reads them back that way (or
+// quantises a float weight given for one).
 io::TensorMap state_of(const torch::nn::Module& model);
 
 // Hugging Face's initialisation: Linear and Embedding weights ~ N(0, std), biases 0, norm weights

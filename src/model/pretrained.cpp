@@ -6,10 +6,18 @@
 #include "src/core/error.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/nf4_checkpoint.h"
 #include "src/model/model_state.h"
 
 namespace ferry {
 namespace {
+
+// The folder's weights; a QLoRA checkpoint's NF4 base (nf4_checkpoint.h) dequantised.
+io::TensorMap read_weights(const std::filesystem::path& dir) {
+  io::TensorMap weights = io::load_hf_weights(dir);
+  if (io::has_nf4_tensors(weights)) io::dequantize_nf4_tensors(weights, "model folder " + dir.string());
+  return weights;
+}
 
 LlamaConfig read_config(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) {
@@ -26,7 +34,7 @@ LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at:
   model->to(dtype);
   LoadStateOptions options;
   options.source = "model folder " + dir.string();
-  load_state(*model, io::load_hf_weights(dir), options);
+  load_state(*model, read_weights(dir), options);
   model->to(device);
   model->eval();
   return model;
@@ -37,7 +45,7 @@ LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::
   const LlamaConfig config = read_config(dir);
   LlamaForScore model(config);
   model->to(dtype);
-  const io::TensorMap weights = io::load_hf_weights(dir);
+  const io::TensorMap weights = read_weights(dir);
   LoadStateOptions options;
   options.source = "model folder " + dir.string();
   const bool init_score = from_causal_lm && weights.count("score.weight") == 0;

@@ -1,0 +1,221 @@
+// `train-sft` with QLoRA (lora.quantize_base nf4) end to end through run_sft, on a tiny random Llama
+// saved as a Hugging Face folder and the demo data, CPU: 20 steps track the same LoRA run on the
+// full-precision base (fp32 and bf16 compute), the base is quantised while loading, checkpoints hold
+// it in bitsandbytes' layout, and final/ is a PEFT adapter or a merged full-precision folder.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "src/config/config.h"
+#include "src/config/config_io.h"
+#include "src/core/file_util.h"
+#include "src/io/gguf_export.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_export.h"
+#include "src/model/model_state.h"
+#include "src/model/nf4_model.h"
+#include "src/model/pretrained.h"
+#include "stages/sft.h"
+
+namespace ferry {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("ferry_qlora_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+// The demo model's shape, 2 layers; init std 0.1 so the base computes something non-trivial.
+const fs::path& base_model() {
+  static const fs::path dir = [] {
+    LlamaConfig c;
+    c.vocab_size = 2000;
+    c.hidden_size = 128;
+    c.intermediate_size = 352;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 4;
+    c.head_dim = 32;
+    c.max_position_embeddings = 128;
+    c.rms_norm_eps = 1e-5;
+    c.bos_token_id = 1;
+    c.pad_token_id = 3;
+    LlamaForCausalLM model(c);
+    init_llama_weights(*model, c, 0.1, 17);
+    const fs::path folder = fresh_dir("base");
+    save_pretrained(*model, c, folder);
+    return folder;
+  }();
+  return dir;
+}
+
+Config sft_config(const fs::path& out, BaseQuantization quantize, Precision precision) {
+  Config c;
+  c.stage = Stage::sft;
+  c.model.path = base_model().string();
+  c.tokenizer.path = std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model";
+  c.tokenizer.chat_template = "demo";
+  c.data.train_file = std::string(FERRY_SOURCE_DIR) + "/data/sft_train.jsonl";
+  c.data.max_length = 64;
+  c.data.max_samples = 400;
+  c.train.device = Device::cpu;
+  c.train.precision = precision;
+  c.train.seed = 5;
+  c.train.learning_rate = 2e-3;
+  c.train.warmup_steps = 2;
+  c.train.micro_batch_size = 8;
+  c.train.max_steps = 20;
+  c.train.save_every = 10;
+  c.lora.rank = 8;
+  c.lora.alpha = 16;
+  c.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  c.lora.export_as = LoraExport::adapter;
+  c.lora.quantize_base = quantize;
+  c.output.dir = out.string();
+  c.output.keep_last = 0;
+  c.logging.progress = ProgressMode::never;
+  c.logging.tensorboard = false;
+  validate_config(c);
+  return c;
+}
+
+std::vector<double> losses_of(const fs::path& run) {
+  std::vector<double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("loss") && row.contains("grad_norm")) out.push_back(row.at("loss").get<double>());
+  }
+  return out;
+}
+
+class QloraSft : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(QloraSft, TwentyStepsTrackLoraOnTheFullPrecisionBase) {
+  torch::set_num_threads(1);
+  const Precision precision = GetParam();
+  const std::string tag = precision == Precision::fp32 ? "fp32" : "bf16";
+  const fs::path lora_dir = fresh_dir("lora_" + tag), qlora_dir = fresh_dir("qlora_" + tag);
+  run_sft(sft_config(lora_dir, BaseQuantization::none, precision));
+  run_sft(sft_config(qlora_dir, BaseQuantization::nf4, precision));
+  const std::vector<double> lora = losses_of(lora_dir), qlora = losses_of(qlora_dir);
+  ASSERT_EQ(lora.size(), 20u);
+  ASSERT_EQ(qlora.size(), 20u);
+  double worst = 0;
+  for (size_t i = 0; i < lora.size(); ++i) worst = std::max(worst, std::abs(lora[i] - qlora[i]) / lora[i]);
+  std::cout << tag << ": LoRA loss " << lora.front() << " -> " << lora.back() << ", QLoRA " << qlora.front()
+            << " -> " << qlora.back() << "; largest relative step difference " << worst << "\n";
+  EXPECT_LT(lora.back(), lora.front() - 0.5) << "the reference run should learn";
+  EXPECT_LT(qlora.back(), qlora.front() - 0.5) << "QLoRA should learn as well";
+  EXPECT_LE(worst, 0.03) << "QLoRA's losses should stay within 3% of LoRA's at every step";
+
+  // The checkpoint holds the base in bitsandbytes' layout; final/ is the PEFT adapter alone.
+  const io::HfWeights step(qlora_dir / "step-10");
+  const std::string w = "model.layers.0.mlp.up_proj.weight";
+  EXPECT_TRUE(step.contains(w + ".quant_state.bitsandbytes__nf4"));
+  EXPECT_EQ(step.info(w).dtype, at::kByte);
+  EXPECT_TRUE(fs::exists(qlora_dir / "final" / "adapter_model.safetensors"));
+  EXPECT_TRUE(fs::exists(qlora_dir / "final" / "adapter_config.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, QloraSft, ::testing::Values(Precision::fp32, Precision::bf16),
+                         [](const auto& info) { return info.param == Precision::fp32 ? "fp32" : "bf16"; });
+
+TEST(QloraSftResume, ResumingFromAFourBitCheckpointContinuesExactly) {
+  torch::set_num_threads(1);
+  const fs::path straight = fresh_dir("straight"), resumed = fresh_dir("resumed");
+  Config config = sft_config(straight, BaseQuantization::nf4, Precision::fp32);
+  config.train.max_steps = 8;
+  config.train.save_every = 4;
+  run_sft(config);
+  // A run stopped after step 4 (its checkpoint, copied), resumed to step 8.
+  Config second = config;
+  second.output.dir = resumed.string();
+  fs::create_directories(resumed);
+  fs::copy(straight / "step-4", resumed / "step-4", fs::copy_options::recursive);
+  second.train.resume = (resumed / "step-4").string();
+  run_sft(second);
+  const std::vector<double> a = losses_of(straight), b = losses_of(resumed);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(a[4 + i], b[i]) << "step " << 5 + i;
+  const io::TensorMap x = io::load_hf_weights(straight / "step-8"), y = io::load_hf_weights(resumed / "step-8");
+  ASSERT_EQ(x.size(), y.size());
+  for (const auto& [name, t] : x) EXPECT_TRUE(torch::equal(t, y.at(name))) << name;
+}
+
+TEST(QloraSftExport, MergedFinalIsAFullPrecisionFolderWithTheDequantisedBase) {
+  torch::set_num_threads(1);
+  const fs::path dir = fresh_dir("merged");
+  Config config = sft_config(dir, BaseQuantization::nf4, Precision::bf16);
+  config.train.max_steps = 3;
+  config.train.save_every = 0;
+  config.lora.export_as = LoraExport::merged;
+  config.lora.target_modules = {"q_proj", "v_proj"};
+  run_sft(config);
+  const io::HfWeights final_weights(dir / "final");
+  const std::string untouched = "model.layers.1.mlp.down_proj.weight";
+  EXPECT_FALSE(final_weights.contains(untouched + ".absmax"));
+  EXPECT_FALSE(final_weights.contains("model.layers.0.self_attn.q_proj.lora_A.weight"));
+  EXPECT_EQ(final_weights.info(untouched).dtype, at::kBFloat16);
+  // An untouched projection is the NF4 base dequantised: within NF4's error of the original.
+  const at::Tensor original = io::HfWeights(base_model()).load(untouched).to(at::kFloat);
+  const at::Tensor merged = final_weights.load(untouched).to(at::kFloat);
+  EXPECT_FALSE(torch::equal(merged, original.to(at::kBFloat16).to(at::kFloat)));
+  EXPECT_LE((merged - original).abs().max().item<double>(), 0.17 * original.abs().max().item<double>());
+  // And Ferry (like transformers) loads it as a plain model.
+  LlamaForCausalLM model = causal_lm_from_pretrained(dir / "final", at::kBFloat16);
+  EXPECT_EQ(nf4_base_size(*model).projections, 0);
+}
+
+TEST(QloraSftExport, GgufOfTheFourBitCheckpointEqualsGgufOfItsMergedExport) {
+  torch::set_num_threads(1);
+  const fs::path dir = fresh_dir("gguf");
+  Config config = sft_config(dir, BaseQuantization::nf4, Precision::fp32);
+  config.train.max_steps = 2;
+  config.train.save_every = 2;
+  run_sft(config);
+  io::HfExportOptions merged;
+  merged.checkpoint = dir / "step-2";
+  merged.output = dir / "merged";
+  io::export_hf_model(merged);
+  std::vector<std::string> files;
+  for (const fs::path& from : {dir / "step-2", dir / "merged"}) {
+    io::GgufExportOptions options;
+    options.checkpoint = from;
+    options.output = dir / (from.filename().string() + ".gguf");
+    options.type = io::GgufFileType::f32;
+    options.name = "qlora";
+    files.push_back(read_file(io::export_gguf_model(options).file));
+  }
+  EXPECT_GT(files[0].size(), 1000u);
+  EXPECT_TRUE(files[0] == files[1]) << "GGUF of the QLoRA checkpoint differs from GGUF of its merged export";
+}
+
+TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
+  LlamaForCausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
+  const Nf4BaseSize size = nf4_base_size(*model);
+  EXPECT_EQ(size.projections, 2 * 7);
+  EXPECT_EQ(size.weights, 2 * (4 * 128 * 128 + 3 * 128 * 352));
+  std::cout << "NF4 base: " << size.bytes << " bytes for " << size.weights << " weights, " << size.bytes_per_weight()
+            << " bytes per weight\n";
+  EXPECT_NEAR(size.bytes_per_weight(), 0.5 + 1.0 / 64 + 4.0 / 16384, 2e-3);
+  // Embeddings, norms and the head stay full precision parameters.
+  EXPECT_EQ(model->model->embed_tokens->weight.scalar_type(), at::kFloat);
+  EXPECT_TRUE(model->lm_head->weight.defined());
+  const LlamaForCausalLM plain = causal_lm_from_pretrained(base_model());
+  EXPECT_TRUE(torch::equal(model->model->norm->weight, plain->model->norm->weight));
+  EXPECT_TRUE(torch::equal(model->lm_head->weight, plain->lm_head->weight));
+}
+
+}  // namespace
+}  // namespace ferry
