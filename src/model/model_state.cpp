@@ -49,15 +49,19 @@ std::map<std::string, Nf4WeightImpl*> nf4_weights(const torch::nn::Module& model
   return out;
 }
 
-// Checkpoint tensors meant for NF4 weights go into them: bitsandbytes' groups as they are, a float
-// weight quantised (e.g. resuming a QLoRA run from a full-precision checkpoint); they leave the map.
+// The NF4 side of a load: bitsandbytes' groups for the model's NF4 weights go into them as they are,
+// other groups (the model has a float weight there) are dequantised in the map, and a float tensor
+// given for an NF4 weight is quantised into it (a full-precision checkpoint under QLoRA). Everything
+// handled leaves the map; the rest is load_state's usual business.
 void load_nf4_weights(const torch::nn::Module& model, io::TensorMap& tensors, const std::string& source) {
   const auto weights = nf4_weights(model);
-  if (weights.empty()) return;
   for (auto& [name, q] : io::take_nf4_tensors(tensors, source)) {
     auto it = weights.find(name);
-    if (it == weights.end()) continue;  // reported as unexpected? the model has a float weight there
-    it->second->assign(q);
+    if (it != weights.end()) {
+      it->second->assign(q);
+    } else {
+      tensors[name] = kernels::nf4_dequantize_tensor(q, q.dtype);
+    }
   }
   for (const auto& [name, nf4] : weights) {
     auto it = tensors.find(name);
@@ -73,7 +77,7 @@ void load_nf4_weights(const torch::nn::Module& model, io::TensorMap& tensors, co
 
 void load_state(torch::nn::Module& model, const io::TensorMap& given, const LoadStateOptions& options) {
   io::TensorMap nf4_rest;
-  const bool nf4 = !nf4_weights(model).empty();
+  const bool nf4 = !nf4_weights(model).empty() || io::has_nf4_tensors(given);
   if (nf4) {
     nf4_rest = given;
     load_nf4_weights(model, nf4_rest, options.source);

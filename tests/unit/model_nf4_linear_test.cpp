@@ -214,6 +214,20 @@ TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
   ASSERT_EQ(reloaded.size(), state.size());
   for (const auto& [name, t] : state) EXPECT_TRUE(torch::equal(t, reloaded.at(name))) << name;
 
+  // A full-precision model takes the 4-bit checkpoint dequantised; a 4-bit one a float checkpoint quantised.
+  LlamaForCausalLM plain(shape);
+  load_state(*plain, state);
+  const torch::Tensor dequantized = nf4_weight_of(*model->model->decoder_layers[1]->mlp->down_proj)->dequantize(torch::kFloat);
+  EXPECT_TRUE(torch::equal(plain->model->decoder_layers[1]->mlp->down_proj->weight, dequantized));
+  LlamaForCausalLM requantized(shape);
+  quantize_base_nf4(*requantized->model, true);
+  load_state(*requantized, state_of(*plain));
+  // The same codes again; the 8-bit scales move a little (their offset is the mean of the scales,
+  // which the first double quantisation already rounded), so compare within 1% of the weight's range.
+  const torch::Tensor again =
+      nf4_weight_of(*requantized->model->decoder_layers[1]->mlp->down_proj)->dequantize(torch::kFloat);
+  EXPECT_LE((again - dequantized).abs().max().item<double>(), 0.01 * dequantized.abs().max().item<double>());
+
   // Dequantised for export: the float weight in the dtype it was quantised from (fp32 here).
   io::TensorMap exported = state;
   io::dequantize_nf4_tensors(exported, "test");
