@@ -28,6 +28,14 @@ Nf4ValueType value_type(at::ScalarType dtype) {
 }
 
 #ifdef FERRY_WITH_CUDA
+cuda::ElementType cuda_element_type(at::ScalarType dtype) {
+  switch (value_type(dtype)) {  // rejects other dtypes
+    case Nf4ValueType::bf16: return cuda::ElementType::bf16;
+    case Nf4ValueType::f16: return cuda::ElementType::f16;
+    default: return cuda::ElementType::f32;
+  }
+}
+
 // bnb's dynamic code book on `device`, uploaded once per device.
 const at::Tensor& dynamic_code_on(c10::Device device) {
   static std::mutex mutex;
@@ -113,11 +121,8 @@ at::Tensor nf4_dequantize_tensor(const Nf4Tensor& q, at::ScalarType dtype) {
     return out;
   }
 #ifdef FERRY_WITH_CUDA
-  cuda::ElementType type = cuda::ElementType::f32;
-  if (dtype == at::kBFloat16) type = cuda::ElementType::bf16;
-  if (dtype == at::kHalf) type = cuda::ElementType::f16;
-  value_type(dtype);  // rejects other dtypes
-  cuda::nf4_dequantize(q.packed.data_ptr<uint8_t>(), absmax.data_ptr<float>(), n, q.blocksize, type, out.data_ptr(),
+  cuda::nf4_dequantize(q.packed.data_ptr<uint8_t>(), absmax.data_ptr<float>(), n, q.blocksize,
+                       cuda_element_type(dtype), out.data_ptr(),
                        c10::cuda::getCurrentCUDAStream(q.packed.device().index()).stream());
   return out;
 #else
