@@ -26,8 +26,12 @@ struct TensorSpec {
   int64_t numel = 0;
   int64_t element_size = 2;  // bytes per element
   int64_t group = 0;         // the block that uses the tensor; non-decreasing in execution order
+  // Model weights the tensor stores: numel (-1), or for a quantised weight's parts (QLoRA's NF4
+  // base, memory_model.h) two per packed byte and none for the scales.
+  int64_t weights = -1;
 
   uint64_t bytes() const { return static_cast<uint64_t>(numel) * static_cast<uint64_t>(element_size); }
+  int64_t weight_count() const { return weights < 0 ? numel : weights; }
 };
 
 struct ChunkLayoutOptions {

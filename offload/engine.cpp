@@ -10,6 +10,7 @@
 #include "offload/chunked_engine.h"
 #include "offload/plain_engine.h"
 #include "src/model/llama_heads.h"
+#include "src/model/nf4_linear.h"
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
 
@@ -51,10 +52,7 @@ std::string human_bytes(uint64_t bytes) {
 std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, bool trainable_only) {
   ParameterGroup embed{"embed", {}}, head{"head", {}};
   std::map<int64_t, ParameterGroup> layers;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    const torch::Tensor& p = item.value();
-    if (trainable_only && !p.requires_grad()) continue;
-    const std::string& name = item.key();
+  const auto place = [&](const std::string& name, const torch::Tensor& p) {
     const int64_t layer = layer_index_of(name);
     if (name.find("embed_tokens.") != std::string::npos) {
       embed.parameters.emplace_back(name, p);
@@ -64,6 +62,19 @@ std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, boo
       group.parameters.emplace_back(name, p);
     } else {
       head.parameters.emplace_back(name, p);
+    }
+  };
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (trainable_only && !item.value().requires_grad()) continue;
+    place(item.key(), item.value());
+  }
+  if (!trainable_only) {
+    // QLoRA's 4-bit base weights are buffers of their Nf4Weight modules, frozen weights all the same.
+    for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+      if (dynamic_cast<const Nf4WeightImpl*>(item.value().get()) == nullptr) continue;
+      for (const auto& buffer : item.value()->named_buffers(/*recurse=*/false)) {
+        place(item.key() + "." + buffer.key(), buffer.value());
+      }
     }
   }
   if (const auto* lm = dynamic_cast<const LlamaForCausalLMImpl*>(&model); lm != nullptr && lm->tied()) {

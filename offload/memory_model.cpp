@@ -2,8 +2,10 @@
 #include "offload/memory_model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/cpu/adamw_int8.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/ops/logits_chunk.h"
 #include "src/core/error.h"
 
@@ -27,26 +29,62 @@ uint64_t largest_window_sum(const std::vector<uint64_t>& sizes, int64_t window) 
 
 int64_t compute_dtype_bytes(Precision precision) { return precision == Precision::fp32 ? 4 : 2; }
 
-int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets) {
-  if (rank <= 0) return 0;
+namespace {
+
+// (in, out) of a decoder layer's projection; ConfigError for an unknown name.
+std::pair<int64_t, int64_t> projection_shape(const LlamaConfig& config, const std::string& target) {
   const int64_t h = config.hidden_size;
   const int64_t q = config.num_attention_heads * config.head_dim;
   const int64_t kv = config.num_key_value_heads * config.head_dim;
   const int64_t inter = config.intermediate_size;
+  if (target == "q_proj") return {h, q};
+  if (target == "k_proj" || target == "v_proj") return {h, kv};
+  if (target == "o_proj") return {q, h};
+  if (target == "gate_proj" || target == "up_proj") return {h, inter};
+  if (target == "down_proj") return {inter, h};
+  throw ConfigError("lora.target_modules: unknown projection '" + target +
+                    "'; use q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+}
+
+}  // namespace
+
+int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets) {
+  if (rank <= 0) return 0;
   int64_t sum = 0;
   for (const std::string& target : targets) {
-    int64_t in = 0, out = 0;
-    if (target == "q_proj") in = h, out = q;
-    else if (target == "k_proj" || target == "v_proj") in = h, out = kv;
-    else if (target == "o_proj") in = q, out = h;
-    else if (target == "gate_proj" || target == "up_proj") in = h, out = inter;
-    else if (target == "down_proj") in = inter, out = h;
-    else
-      throw ConfigError("lora.target_modules: unknown projection '" + target +
-                        "'; use q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+    const auto [in, out] = projection_shape(config, target);
     sum += rank * (in + out);  // A: rank × in, B: out × rank
   }
   return sum;
+}
+
+int64_t lora_input_width_per_layer(const LlamaConfig& config, const std::vector<std::string>& targets) {
+  int64_t sum = 0;
+  for (const std::string& target : targets) sum += projection_shape(config, target).first;
+  return sum;
+}
+
+std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format) {
+  if (format == BaseFormat::compute_dtype) return tensors;
+  const bool nested = format == BaseFormat::nf4_double_quant;
+  std::vector<TensorSpec> out;
+  out.reserve(tensors.size() * 3);
+  for (TensorSpec& t : tensors) {
+    const bool projection = t.name.rfind("model.layers.", 0) == 0 && t.name.size() > 12 &&
+                            t.name.compare(t.name.size() - 12, 12, "_proj.weight") == 0;
+    if (!projection) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    const int64_t blocks = kernels::nf4_blocks(t.numel, kernels::kNf4DefaultBlocksize);
+    out.push_back(TensorSpec{t.name, kernels::nf4_packed_bytes(t.numel), 1, t.group, t.numel});
+    out.push_back(TensorSpec{t.name + ".absmax", blocks, nested ? 1 : 4, t.group, 0});
+    if (nested) {
+      out.push_back(TensorSpec{t.name + ".nested_absmax", kernels::nf4_blocks(blocks, kernels::kNf4NestedBlocksize), 4,
+                               t.group, 0});
+    }
+  }
+  return out;
 }
 
 MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
@@ -54,9 +92,24 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
   FERRY_CHECK(shape_.seq_len > 0 && shape_.grad_accumulation > 0, "seq_len ", shape_.seq_len,
               ", grad_accumulation ", shape_.grad_accumulation);
   FERRY_CHECK(constants_.prefetch >= 0, "prefetch ", constants_.prefetch);
+  FERRY_CHECK(shape_.base == BaseFormat::compute_dtype || shape_.lora_rank > 0, "an NF4 base needs LoRA");
   weight_bytes_ = compute_dtype_bytes(shape_.precision);
-  layout_ = ChunkLayout::build(llama_parameter_tensors(shape_.model, weight_bytes_),
+  std::vector<TensorSpec> tensors = llama_parameter_tensors(shape_.model, weight_bytes_);
+  for (const TensorSpec& t : tensors) {
+    if (shape_.base != BaseFormat::compute_dtype && t.name.rfind("model.layers.", 0) == 0 &&
+        t.name.find("_proj.weight") != std::string::npos) {
+      dequantize_buffer_bytes_ = std::max(dequantize_buffer_bytes_, t.bytes());
+    }
+  }
+  layout_ = ChunkLayout::build(quantize_base_tensors(std::move(tensors), shape_.base),
                                ChunkLayoutOptions{constants_.chunk_size, constants_.alignment});
+  for (const TensorSpec& t : layout_.tensors()) {
+    base_weight_bytes_ += t.bytes();
+    if (t.weights >= 0) {
+      quantized_params_ += t.weights;
+      quantized_bytes_ += t.bytes();
+    }
+  }
   lora_params_per_layer_ = ::ferry::offload::lora_parameters_per_layer(shape_.model, shape_.lora_rank, shape_.lora_targets);
   chunk_params_.assign(layout_.chunks().size(), 0);
   chunk_lora_params_.assign(layout_.chunks().size(), 0);
@@ -65,7 +118,7 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
     std::vector<int64_t> layers_seen;
     for (size_t t : layout_.chunks()[c].tensors) {
       const TensorSpec& spec = layout_.tensors()[t];
-      chunk_params_[c] += spec.numel;
+      chunk_params_[c] += spec.weight_count();
       const int64_t layer = spec.group - 1;
       if (layer >= 0 && layer < num_layers && (layers_seen.empty() || layers_seen.back() != layer)) {
         layers_seen.push_back(layer);
@@ -111,7 +164,11 @@ uint64_t MemoryModel::layer_activation_bytes_per_token() const {
                            + 2 * h               // post_attention_layernorm: input and output
                            + 4 * inter           // gate, up, silu(gate), silu(gate)*up (down_proj's input)
                            + shape_.lora_rank * lora_targets;  // each adapter's rank-wide middle
-  return u64(elements * weight_bytes_ + 4 * m.num_attention_heads);  // + attention's fp32 logsumexp per head
+  // LoRA dropout: each adapter keeps its dropped input for lora_A's backward, and the mask (bool).
+  const int64_t dropped = shape_.lora_rank > 0 && shape_.lora_dropout > 0
+                              ? lora_input_width_per_layer(m, shape_.lora_targets) * (weight_bytes_ + 1)
+                              : 0;
+  return u64(elements * weight_bytes_ + dropped + 4 * m.num_attention_heads);  // + attention's fp32 logsumexp per head
 }
 
 uint64_t MemoryModel::checkpointed_layer_bytes_per_token() const {
@@ -206,7 +263,6 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
   const uint64_t w = u64(weight_bytes_);
   const bool mixed = weight_bytes_ != 4;
   const bool lora = shape_.lora_rank > 0;
-  const uint64_t base = u64(base_params_);
   const uint64_t trainable = u64(trainable_parameters());
   const uint64_t adapters = lora ? trainable : 0;  // extra weights beyond the base model
 
@@ -217,13 +273,13 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
 
   switch (choice.policy) {
     case OffloadPolicy::none:
-      b.at(D, C::weights) = (base + adapters) * w;
+      b.at(D, C::weights) = base_weight_bytes_ + adapters * w;
       b.at(D, C::grads) = trainable * w;
       b.at(D, C::master) = master_bytes(trainable);  // in fp32 the weights are the master copy
       b.at(D, C::moments) = moment_bytes(trainable);
       break;
     case OffloadPolicy::optimizer:
-      b.at(D, C::weights) = (base + adapters) * w;
+      b.at(D, C::weights) = base_weight_bytes_ + adapters * w;
       // Gradients stream to pinned host buffers as backward produces them and the device copy is
       // freed: at most two chunks' worth are in flight (one being produced, one being copied).
       b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
@@ -261,7 +317,7 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
   b.at(H, C::activations) =
       offloaded_activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
-  b.at(D, C::buffers) = constants_.device_overhead_bytes;
+  b.at(D, C::buffers) = constants_.device_overhead_bytes + dequantize_buffer_bytes_;
   return e;
 }
 

@@ -7,6 +7,8 @@
 // The formulas are written out in docs/offload.md ("The memory model"); in short, with P the
 // parameter count, T the trainable count (P for full fine-tuning), w the weight width (2 bytes in
 // bf16/fp16, 4 in fp32):
+// (QLoRA: the base's projections take ~0.52 byte per weight instead of w, plus one dequantisation
+// buffer on the device; BaseFormat below)
 //   none       device: P·w weights + T·w grads + T·4 master (mixed precision only) + T·8 moments
 //   optimizer  device: P·w weights + two chunks of streamed gradients;
 //              host: T·4 master + T·8 moments + T·w grads (T·4 when accumulating micro-batches)
@@ -38,6 +40,18 @@ namespace ferry::offload {
 enum class MomentFormat { fp32, int8 };
 enum class MasterFormat { fp32, bf16_kahan };
 
+// How the frozen base's decoder-layer projections are stored (lora.quantize_base, lora.double_quant):
+// in the compute dtype, or in bitsandbytes' NF4 (kernels/cpu/nf4.h) — half a byte per weight plus an
+// fp32 scale per block of 64, or, double-quantised, an 8-bit scale per block plus an fp32 one per 256
+// blocks (~0.516 byte per weight). Embeddings, norms and the head stay in the compute dtype. Each
+// projection is dequantised into a compute-dtype buffer for its matmul, one at a time.
+enum class BaseFormat { compute_dtype, nf4, nf4_double_quant };
+
+// `tensors` with every decoder-layer projection weight (`model.layers.<i>.*_proj.weight`) replaced
+// by its NF4 parts as bitsandbytes names them: the packed codes under the weight's own name (uint8,
+// ceil(n / 2)), then `<name>.absmax` and, double-quantised, `<name>.nested_absmax`.
+std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format);
+
 // What the memory model needs to know about a run, besides the placement choices.
 struct TrainingShape {
   LlamaConfig model;
@@ -46,10 +60,12 @@ struct TrainingShape {
   int64_t grad_accumulation = 1;    // > 1: host gradients accumulate in fp32 under `params`
   int64_t lora_rank = 0;            // 0: full fine-tuning
   std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+  double lora_dropout = 0.0;        // > 0: each adapter saves its dropped input and mask
   bool overlap_step = false;        // offload.overlap_step: CPU AdamW during the last backward
   int64_t logits_chunk = -1;        // train.logits_chunk: rows of logits at a time (-1 auto, 0 all)
   MomentFormat moments = MomentFormat::fp32;
   MasterFormat master = MasterFormat::fp32;
+  BaseFormat base = BaseFormat::compute_dtype;  // NF4 (QLoRA) needs lora_rank > 0
 };
 
 struct MemoryModelConstants {
@@ -95,6 +111,13 @@ class MemoryModel {
 
   int64_t weight_bytes() const { return weight_bytes_; }  // bytes per weight/grad/activation element
   int64_t base_parameters() const { return base_params_; }       // the model's own weights
+  // Bytes of the model's own weights as stored (tensors without chunk padding): base_parameters()
+  // × weight_bytes(), less what NF4 saves.
+  uint64_t base_weight_bytes() const { return base_weight_bytes_; }
+  int64_t quantized_parameters() const { return quantized_params_; }  // weights stored in NF4
+  uint64_t quantized_bytes() const { return quantized_bytes_; }       // their bytes (codes + scales)
+  // The compute-dtype buffer the largest NF4 projection is dequantised into (0 without NF4).
+  uint64_t dequantize_buffer_bytes() const { return dequantize_buffer_bytes_; }
   int64_t trainable_parameters() const;                           // base (full) or LoRA adapters
   int64_t lora_parameters_per_layer() const { return lora_params_per_layer_; }
   // Trainable parameters held by one chunk (its base parameters for full fine-tuning, the
@@ -129,6 +152,10 @@ class MemoryModel {
   ChunkLayout layout_;
   int64_t weight_bytes_ = 2;
   int64_t base_params_ = 0;
+  uint64_t base_weight_bytes_ = 0;
+  int64_t quantized_params_ = 0;
+  uint64_t quantized_bytes_ = 0;
+  uint64_t dequantize_buffer_bytes_ = 0;
   int64_t lora_params_per_layer_ = 0;
   std::vector<int64_t> chunk_params_;        // base parameters per chunk
   std::vector<int64_t> chunk_lora_params_;   // LoRA adapter parameters per chunk
@@ -140,5 +167,7 @@ int64_t compute_dtype_bytes(Precision precision);
 // LoRA adapter parameters of one decoder layer: rank × (in + out) for each targeted projection.
 // Throws ConfigError for an unknown target name.
 int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets);
+// The input widths of one decoder layer's targeted projections, summed (what LoRA dropout copies).
+int64_t lora_input_width_per_layer(const LlamaConfig& config, const std::vector<std::string>& targets);
 
 }  // namespace ferry::offload

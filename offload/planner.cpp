@@ -162,6 +162,17 @@ std::vector<std::string> suggestions_for(const PlannerRequest& r, const Plan& sm
                       format_bytes_approx(s.memory.device_total()) + ")");
     }
   }
+  if (r.shape.base == BaseFormat::compute_dtype) {
+    PlannerRequest qlora = r;
+    if (qlora.shape.lora_rank == 0) qlora.shape.lora_rank = 8;
+    qlora.shape.base = BaseFormat::nf4_double_quant;
+    const Plan s = smallest_footprint(qlora);
+    if (fits(r, s)) {
+      lines.push_back(std::string("QLoRA: the frozen base in 4 bits, lora.quantize_base nf4") +
+                      (r.shape.lora_rank == 0 ? " with lora.rank 8" : "") + " (smallest footprint then " +
+                      format_bytes_approx(s.memory.device_total()) + ")");
+    }
+  }
   if (r.shape.precision == Precision::fp32) {
     PlannerRequest half = r;
     half.shape.precision = Precision::bf16;
@@ -275,6 +286,18 @@ PlanResult plan(const PlannerRequest& request) {
     if (with_lora.best) {
       result.suggestions.push_back("LoRA instead of full fine-tuning, e.g. lora.rank 8 (host footprint then " +
                                    format_bytes_approx(with_lora.best->memory.host_total()) + ")");
+    }
+  }
+  if (!result.best && result.smallest_host && request.shape.base == BaseFormat::compute_dtype) {
+    PlannerRequest qlora = request;
+    if (qlora.shape.lora_rank == 0) qlora.shape.lora_rank = 8;
+    qlora.shape.base = BaseFormat::nf4_double_quant;
+    const PlanResult with_qlora = plan(qlora);
+    if (with_qlora.best) {
+      result.suggestions.push_back(std::string("QLoRA: the frozen base in 4 bits, lora.quantize_base nf4") +
+                                   (request.shape.lora_rank == 0 ? " with lora.rank 8" : "") +
+                                   " (host footprint then " +
+                                   format_bytes_approx(with_qlora.best->memory.host_total()) + ")");
     }
   }
   return result;

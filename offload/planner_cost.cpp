@@ -62,7 +62,7 @@ std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
         }
         continue;
       }
-      flops[c] += 2.0 * static_cast<double>(spec.numel);
+      flops[c] += 2.0 * static_cast<double>(spec.weight_count());
       if (ends_with(spec.name, "q_proj.weight")) {
         flops[c] += attention + 2.0 * static_cast<double>(model.lora_parameters_per_layer());
       }

@@ -147,6 +147,18 @@ void run_plan(const PlanArgs& args) {
                                : std::string("full fine-tuning"))
       << ", " << config.train.micro_batch_size * config.train.grad_accumulation << " sequences x "
       << config.data.max_length << " tokens per step\n";
+  if (shape_model.quantized_parameters() > 0) {
+    char per_weight[32];
+    std::snprintf(per_weight, sizeof(per_weight), "%.3f", static_cast<double>(shape_model.quantized_bytes()) /
+                                                              static_cast<double>(shape_model.quantized_parameters()));
+    out << "base: the decoder projections in 4-bit NF4 (lora.quantize_base"
+        << (config.lora.double_quant ? ", double-quantised scales" : "") << "): "
+        << millions(shape_model.quantized_parameters()) << " weights in "
+        << format_bytes_approx(shape_model.quantized_bytes()) << " (" << per_weight
+        << " byte each); each is dequantised for its matmul into a " << enum_name(config.train.precision)
+        << " buffer of up to " << format_bytes_approx(shape_model.dequantize_buffer_bytes())
+        << " (counted under buffers); embeddings, norms and head stay " << enum_name(config.train.precision) << "\n";
+  }
   out << "device budget: " << format_bytes_approx(budget.bytes) << " (" << budget.source << ")\n";
   out << "host budget: "
       << (request.host_budget > 0 ? format_bytes_approx(request.host_budget) : std::string("unlimited (unknown)")) << " ("

@@ -80,11 +80,12 @@ void Nf4WeightImpl::assign(const kernels::Nf4Tensor& quantized) {
                                     c10::IntArrayRef(q_.shape), q_.nested() ? " (double-quantised)" : "",
                                     "; set lora.double_quant as in the run that wrote it"));
   }
+  // Written in place: a parameter engine may hold these tensors as views of its chunks
+  // (group_parameters lists them), and with_weights(write) expects the new values there.
   torch::NoGradGuard no_grad;
-  const c10::Device device = q_.packed.device();
-  q_.packed.set_data(quantized.packed.to(device).clone());
-  q_.absmax.set_data(quantized.absmax.to(device).clone());
-  if (q_.nested()) q_.nested_absmax.set_data(quantized.nested_absmax.to(device).clone());
+  q_.packed.copy_(quantized.packed.reshape(q_.packed.sizes()));
+  q_.absmax.copy_(quantized.absmax.reshape(q_.absmax.sizes()));
+  if (q_.nested()) q_.nested_absmax.copy_(quantized.nested_absmax.reshape(q_.nested_absmax.sizes()));
   q_.nested_offset = quantized.nested_offset;
   q_.blocksize = quantized.blocksize;
   q_.dtype = quantized.dtype;

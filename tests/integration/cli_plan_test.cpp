@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 namespace {
@@ -44,6 +45,20 @@ std::string write_tinyllama_folder() {
   "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
   "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 2048,
   "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+  return dir.string();
+}
+
+// A Llama-3-8B-shaped model folder (GQA 8 kv heads, 128k vocabulary); returns the folder.
+std::string write_llama3_8b_folder() {
+  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / "llama3-8b";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+  "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
+  "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16"
 })";
   return dir.string();
 }
@@ -191,6 +206,26 @@ TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
   const Result lora = run_ferry("plan --config configs/8gb.yaml --set model.path=" + llama7b +
                                 " --set offload.host_memory=32GiB --set lora.rank=8");
   EXPECT_EQ(lora.exit_code, 0) << lora.output;
+  // Llama-3-8B, LoRA rank 16, 1024 tokens, 8 GiB GPU and 16 GiB host. With a bf16 base the GPU
+  // cannot hold the 16 GB of weights: they page from the host, which then holds 15.19 GiB, and
+  // 12 GiB of host is too little (the planner names QLoRA as the way out). With the base in NF4 the
+  // whole model stays on the GPU and the host holds the adapters' optimizer state.
+  const std::string llama3 = write_llama3_8b_folder();
+  const std::string qlora_args = "plan --config configs/8gb.yaml --set model.path=" + llama3 + " --set lora.rank=16";
+  const Result bf16_base = run_ferry(qlora_args + " --set offload.host_memory=16GiB");
+  ASSERT_EQ(bf16_base.exit_code, 0) << bf16_base.output;
+  EXPECT_CONTAINS(bf16_base.output, "plan: policy params");
+  const Result small_host = run_ferry(qlora_args + " --set offload.host_memory=12GiB");
+  EXPECT_EQ(small_host.exit_code, 2) << small_host.output;
+  EXPECT_CONTAINS(small_host.output, "QLoRA: the frozen base in 4 bits, lora.quantize_base nf4 (host footprint then");
+  const Result qlora = run_ferry(qlora_args + " --set offload.host_memory=16GiB --set lora.quantize_base=nf4");
+  ASSERT_EQ(qlora.exit_code, 0) << qlora.output;
+  EXPECT_CONTAINS(qlora.output, "plan: policy optimizer");
+  EXPECT_CONTAINS(qlora.output, "base: the decoder projections in 4-bit NF4 (lora.quantize_base, double-quantised "
+                                "scales): 6.98 B weights in 3.35 GiB (0.516 byte each)");
+  EXPECT_CONTAINS(qlora.output, "buffer of up to 112.00 MiB");
+  EXPECT_CONTAINS(qlora.output, "(device budget 8.00 GiB, host budget 16.00 GiB)");
+  std::cout << qlora.output;
   // Without offloading, TinyLlama does not fit the 8 GiB preset (16 B/param is 17.6 GB).
   const Result none = run_ferry("plan --config configs/8gb.yaml --set offload.policy=none --set model.path=" + tinyllama);
   EXPECT_EQ(none.exit_code, 2) << none.output;

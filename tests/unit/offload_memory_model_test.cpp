@@ -202,6 +202,76 @@ TEST(MemoryModel, LoraTrainsOnlyAdapters) {
   // Each adapter adds its rank-wide middle (4 bf16 values) per token per layer.
   EXPECT_EQ(e.bytes.at(D, C::activations), (kBf16ActivationsPerToken + 2 * 2 * 4 * 2) * 16);
   EXPECT_THROW(lora_parameters_per_layer(small_model(), 4, {"qkv_proj"}), ConfigError);
+
+  // LoRA dropout copies each adapter's input (64 wide for q_proj and v_proj) and keeps a 1-byte
+  // mask: (64 + 64) * (2 + 1) bytes per token per layer more.
+  TrainingShape dropped = m.shape();
+  dropped.lora_dropout = 0.05;
+  const MemoryModel d(dropped, m.constants());
+  EXPECT_EQ(d.estimate(choice(OffloadPolicy::optimizer)).bytes.at(D, C::activations),
+            e.bytes.at(D, C::activations) + 2u * 128 * 3 * 16);
+}
+
+TEST(MemoryModel, Nf4BaseCountsPackedCodesScalesAndOneDequantisationBuffer) {
+  // QLoRA: each decoder projection in NF4, by hand. Attention projections 64x64 = 4096 weights:
+  // 2048 packed bytes, 64 blocks of 64 -> 64 uint8 scales, ceil(64/256) = 1 fp32 nested scale (4 B)
+  // = 2116 B. MLP projections 64x128 = 8192: 4096 + 128 + 4 = 4228 B. Per layer 4*2116 + 3*4228 =
+  // 21148; two layers 42296. Everything else stays bf16: embedding, head, 2*2 layer norms and the
+  // final norm = 6400 + 6400 + 256 + 64 = 13120 weights = 26240 B.
+  TrainingShape shape;
+  shape.model = small_model();
+  shape.precision = Precision::bf16;
+  shape.seq_len = kSeq;
+  shape.lora_rank = 4;
+  shape.lora_targets = {"q_proj", "v_proj"};
+  shape.base = BaseFormat::nf4_double_quant;
+  MemoryModelConstants constants;
+  constants.device_overhead_bytes = kOverhead;
+  const MemoryModel m(shape, constants);
+  EXPECT_EQ(m.base_parameters(), static_cast<int64_t>(P)) << "NF4 stores the same weights";
+  EXPECT_EQ(m.quantized_parameters(), 2 * 40960);
+  EXPECT_EQ(m.quantized_bytes(), 42296u);
+  EXPECT_EQ(m.base_weight_bytes(), 42296u + 26240u);
+  EXPECT_EQ(m.dequantize_buffer_bytes(), 8192u * 2) << "the largest projection, in bf16";
+  const MemoryEstimate none = m.estimate(choice(OffloadPolicy::none));
+  EXPECT_EQ(none.bytes.at(D, C::weights), 42296u + 26240u + 2048u * 2);  // + the adapters in bf16
+  EXPECT_EQ(none.bytes.at(D, C::buffers), kOverhead + 8192u * 2);
+  EXPECT_EQ(none.bytes.at(D, C::moments), 2048u * 8) << "only the adapters train";
+  // Under `params` the host holds every chunk: the NF4 parts with their 256-byte alignment.
+  const MemoryEstimate paged = m.estimate(choice(OffloadPolicy::params, true));
+  EXPECT_EQ(paged.bytes.at(H, C::weights), m.layout().total_bytes() + 2048u * 2);
+  EXPECT_LT(m.layout().total_bytes(), 42296u + 26240u + 256u * 40);
+  EXPECT_GT(m.layout().total_bytes(), 42296u + 26240u);
+
+  // Without double quantisation the scales are fp32: 2048 + 256 and 4096 + 512 bytes.
+  shape.base = BaseFormat::nf4;
+  const MemoryModel plain(shape, constants);
+  EXPECT_EQ(plain.quantized_bytes(), 2u * (4 * 2304 + 3 * 4608));
+  EXPECT_THROW(  // NF4 is a frozen base under adapters
+      {
+        TrainingShape full = shape;
+        full.lora_rank = 0;
+        MemoryModel bad(full, constants);
+      },
+      InternalError);
+}
+
+TEST(MemoryModel, Llama3EightBillionNf4IsUnder0Point6BytesPerWeight) {
+  TrainingShape shape;
+  shape.model.vocab_size = 128256;
+  shape.model.hidden_size = 4096;
+  shape.model.intermediate_size = 14336;
+  shape.model.num_key_value_heads = 8;
+  shape.lora_rank = 16;
+  shape.base = BaseFormat::nf4_double_quant;
+  const MemoryModel m(shape);
+  // Per layer 2*4096^2 (q, o) + 2*4096*1024 (k, v) + 3*4096*14336 weights; 32 layers.
+  const int64_t projections = 32 * (2 * 4096LL * 4096 + 2 * 4096LL * 1024 + 3 * 4096LL * 14336);
+  EXPECT_EQ(m.quantized_parameters(), projections);
+  const double per_weight = static_cast<double>(m.quantized_bytes()) / static_cast<double>(projections);
+  EXPECT_NEAR(per_weight, 0.5 + 1.0 / 64 + 4.0 / (64 * 256), 1e-6);
+  EXPECT_LE(per_weight, 0.6);
+  EXPECT_EQ(m.dequantize_buffer_bytes(), 14336u * 4096u * 2u);
 }
 
 TEST(MemoryModel, SevenBillionByHand) {

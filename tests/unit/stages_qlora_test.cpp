@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "src/config/config.h"
@@ -17,6 +18,8 @@
 #include "src/io/gguf_export.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_export.h"
+#include "offload/engine.h"
+#include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_model.h"
 #include "src/model/pretrained.h"
@@ -199,6 +202,99 @@ TEST(QloraSftExport, GgufOfTheFourBitCheckpointEqualsGgufOfItsMergedExport) {
   }
   EXPECT_GT(files[0].size(), 1000u);
   EXPECT_TRUE(files[0] == files[1]) << "GGUF of the QLoRA checkpoint differs from GGUF of its merged export";
+}
+
+// The offloading engines hold the 4-bit base like any frozen weights: same numbers as `none`.
+TEST(QloraOffload, OptimizerAndParamsTrainLikeNoneAndResumeExactly) {
+  torch::set_num_threads(1);
+  std::map<std::string, std::vector<double>> losses;
+  std::map<std::string, fs::path> dirs;
+  for (const OffloadPolicy policy : {OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params}) {
+    const std::string name(enum_name(policy));
+    const fs::path dir = dirs[name] = fresh_dir("policy_" + name);
+    Config config = sft_config(dir, BaseQuantization::nf4, Precision::fp32);
+    config.train.max_steps = 8;
+    config.train.save_every = 4;
+    config.offload.policy = policy;
+    validate_config(config);
+    run_sft(config);
+    losses[name] = losses_of(dir);
+    ASSERT_EQ(losses[name].size(), 8u) << name;
+    // The base in the checkpoint is the quantised one, untouched by training.
+    const io::HfWeights a(dirs.at("none") / "step-4"), b(dir / "step-8");
+    const std::string w = "model.layers.1.self_attn.q_proj.weight";
+    EXPECT_TRUE(torch::equal(a.load(w), b.load(w))) << name;
+    EXPECT_TRUE(torch::equal(a.load(w + ".absmax"), b.load(w + ".absmax"))) << name;
+  }
+  for (const char* name : {"optimizer", "params"}) {
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_NEAR(losses[name][i], losses["none"][i], 1e-6 * losses["none"][i]) << name << " step " << i + 1;
+    }
+  }
+  // Resuming under `params` writes the checkpoint's 4-bit base into the engine's chunks.
+  const fs::path resumed = fresh_dir("policy_params_resumed");
+  fs::create_directories(resumed);
+  fs::copy(dirs.at("params") / "step-4", resumed / "step-4", fs::copy_options::recursive);
+  Config second = sft_config(resumed, BaseQuantization::nf4, Precision::fp32);
+  second.train.max_steps = 8;
+  second.train.save_every = 4;
+  second.offload.policy = OffloadPolicy::params;
+  second.train.resume = (resumed / "step-4").string();
+  run_sft(second);
+  const std::vector<double> after = losses_of(resumed);
+  ASSERT_EQ(after.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(after[i], losses["params"][4 + i]) << "step " << 5 + i;
+}
+
+// Engine accounting: the 4-bit base costs ~0.52 byte per weight on the device (codes, 8-bit block
+// scales, fp32 nested scales), and under `params` it pages layer by layer like a float base.
+TEST(QloraOffload, EngineAccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
+  using offload::MemoryCategory;
+  using offload::MemoryTier;
+  auto loaded = [] {
+    LlamaForCausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
+    LoraConfig lora;
+    lora.rank = 8;
+    lora.alpha = 16;
+    lora.target_modules = {"q_proj", "v_proj"};
+    apply_lora(*model->model, lora, 1);
+    freeze_base_weights(*model);
+    return model;
+  };
+  // Float tensors, counted independently of the engine: embedding, head, norms (fp32) and the
+  // adapters (rank 8 on q and v: 8 * (128 + 128) * 2 per layer).
+  const int64_t float_weights = 2 * 2000 * 128 + 2 * 2 * 128 + 128 + 2 * (8 * 256 * 2);
+  const int64_t projection_weights = 2 * (4 * 128 * 128 + 3 * 128 * 352);
+
+  LlamaForCausalLM plain_model = loaded();
+  EngineOptions options;
+  options.policy = OffloadPolicy::none;
+  options.device = c10::Device(c10::kCPU);
+  auto none = make_parameter_engine(options);
+  none->add_model("policy", group_parameters(*plain_model, false), true);
+  const uint64_t weights = none->accountant().current(MemoryTier::device, MemoryCategory::weights);
+  const double per_weight = static_cast<double>(weights - 4 * float_weights) / projection_weights;
+  std::cout << "engine-accounted NF4 base: " << weights - 4 * float_weights << " bytes for " << projection_weights
+            << " weights = " << per_weight << " byte per weight\n";
+  EXPECT_LE(per_weight, 0.6);
+  // Codes and 8-bit scales, plus fp32 nested scales: 1 per attention projection (256 blocks), 3 per
+  // MLP projection (704 blocks), 2 layers.
+  EXPECT_NEAR(per_weight, 0.5 + 1.0 / 64 + 4.0 * 2 * (4 * 1 + 3 * 3) / projection_weights, 1e-9);
+
+  LlamaForCausalLM paged_model = loaded();
+  options.policy = OffloadPolicy::params;
+  auto params = make_parameter_engine(options);
+  params->add_model("policy", group_parameters(*paged_model, false), true);
+  EXPECT_EQ(params->accountant().current(MemoryTier::device, MemoryCategory::weights), 0u);
+  const uint64_t host = params->accountant().current(MemoryTier::host, MemoryCategory::weights);
+  EXPECT_GE(host, weights);                                       // every chunk's home
+  EXPECT_LE(host, weights + 256 * (4 + 2 * (7 * 3 + 2 + 4 * 2)));  // + alignment of each tensor
+  const std::string name = "policy";
+  params->before_group(GroupRef{&name, 1}, GroupPass::forward);  // layer 0, layer 1 prefetched
+  const uint64_t two_layers = params->accountant().current(MemoryTier::device, MemoryCategory::weights);
+  EXPECT_GT(two_layers, static_cast<uint64_t>(0.51 * projection_weights));
+  EXPECT_LT(two_layers, static_cast<uint64_t>(0.6 * projection_weights) + 4 * 2 * (2 * 128 + 8 * 256 * 2) + 256 * 40);
+  params->after_group(GroupRef{&name, 1}, GroupPass::forward);
 }
 
 TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
