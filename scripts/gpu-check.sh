@@ -71,7 +71,7 @@ rc=$?
 grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
 note "ctest gpu exit: $rc"
 
-echo "== preference and RL stages on the GPU (a 60-step demo SFT model, again with int8 host moments, 20 QLoRA steps on it (the CUDA NF4 dequantise in training), then train-rm, train-dpo, train-ppo and train-grpo, bf16)"
+echo "== preference and RL stages on the GPU (a 60-step demo SFT model, again with int8 host moments, 20 QLoRA steps on it (the CUDA NF4 dequantise in training) and 10 with the 4-bit base paged (params), then train-rm, train-dpo, train-ppo and train-grpo, bf16)"
 pref=$out/preference-runs
 short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
 {
@@ -82,6 +82,9 @@ short="--set train.device=cuda --set train.precision=bf16 --set logging.progress
     --set offload.optimizer_state=int8 &&
   build-gpu/ferry train-sft --config configs/demo-sft-qlora.yaml --set model.path=$pref/sft/final \
     --set output.dir=$pref/qlora --set train.max_steps=20 --set train.eval_every=10 --set train.save_every=0 $short &&
+  build-gpu/ferry train-sft --config configs/demo-sft-qlora.yaml --set model.path=$pref/sft/final \
+    --set output.dir=$pref/qlora-params --set train.max_steps=10 --set train.eval_every=10 --set train.save_every=0 $short \
+    --set offload.policy=params &&
   build-gpu/ferry train-rm --config configs/demo-rm.yaml --set model.path=$pref/sft/final --set output.dir=$pref/rm \
     --set train.max_steps=40 --set train.eval_every=20 $short --set offload.policy=optimizer &&
   build-gpu/ferry score --model $pref/rm/final --data data/preference_eval.jsonl --limit 50 &&
