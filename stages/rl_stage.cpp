@@ -30,7 +30,6 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
     throw ConfigError(std::string("train.precision: ") + command +
                       " runs in fp32 or bf16 (no fp16 loss scaling for its updates); set train.precision=bf16");
   }
-  require_full_precision_base(config, command);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   loaded = load_causal_lm(config, dtype);
   check_tokenizer_fits(tokenizer, loaded.shape);

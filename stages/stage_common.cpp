@@ -74,7 +74,8 @@ LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
 void require_full_precision_base(const Config& config, const std::string& stage) {
   if (config.lora.quantize_base == BaseQuantization::none) return;
   throw ConfigError("lora.quantize_base " + std::string(enum_name(config.lora.quantize_base)) + ": " + stage +
-                    " does not train on a 4-bit base yet (train-sft and train-dpo do); set lora.quantize_base=none");
+                    " does not train on a 4-bit base yet (train-sft, train-dpo, train-ppo and train-grpo do); set "
+                    "lora.quantize_base=none");
 }
 
 void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config) {

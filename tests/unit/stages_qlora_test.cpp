@@ -18,11 +18,14 @@
 #include "src/io/gguf_export.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_export.h"
+#include "src/io/safetensors.h"
 #include "offload/engine.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_model.h"
 #include "src/model/pretrained.h"
+#include "stages/grpo.h"
+#include "stages/ppo.h"
 #include "stages/sft.h"
 
 namespace ferry {
@@ -295,6 +298,57 @@ TEST(QloraOffload, EngineAccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight)
   EXPECT_GT(two_layers, static_cast<uint64_t>(0.51 * projection_weights));
   EXPECT_LT(two_layers, static_cast<uint64_t>(0.6 * projection_weights) + 4 * 2 * (2 * 128 + 8 * 256 * 2) + 256 * 40);
   params->after_group(GroupRef{&name, 1}, GroupPass::forward);
+}
+
+// GRPO and critic-free PPO on the 4-bit base: the reference is the policy with its adapters off
+// (so the first rollout's KL is 0), the base stays 4-bit in the engine (paged under `params`), and
+// final/ is the PEFT adapter.
+TEST(QloraRl, GrpoAndRlooPpoTrainAdaptersOnTheFourBitBase) {
+  torch::set_num_threads(1);
+  for (const Stage stage : {Stage::grpo, Stage::ppo}) {
+    const std::string name(enum_name(stage));
+    const fs::path dir = fresh_dir("rl_" + name);
+    Config c = sft_config(dir, BaseQuantization::nf4, Precision::fp32);
+    c.stage = stage;
+    c.data.train_file.clear();
+    c.data.prompt_file = std::string(FERRY_SOURCE_DIR) + "/data/prompts_train.jsonl";
+    c.data.max_samples = 64;
+    c.data.max_length = 128;
+    c.generation.max_new_tokens = 6;
+    c.train.max_steps = 2;
+    c.train.save_every = 0;
+    c.train.learning_rate = 1e-3;
+    c.offload.policy = OffloadPolicy::params;
+    c.rewards = {RewardConfig{}};  // the verifier, exact match
+    if (stage == Stage::grpo) {
+      c.grpo.num_generations = 4;
+      c.grpo.generation_batch_size = 16;
+      c.grpo.beta = 0.04;
+      c.train.micro_batch_size = 16;  // one optimizer step per rollout: its KL is taken before any update
+    } else {
+      c.ppo.advantage_estimator = AdvantageEstimator::rloo;
+      c.ppo.num_generations = 4;
+      c.ppo.rollout_batch_size = 4;
+      c.ppo.kl_coef = 0.05;
+    }
+    validate_config(c);
+    if (stage == Stage::grpo) {
+      run_grpo(c);
+    } else {
+      run_ppo(c);
+    }
+    std::vector<nlohmann::json> rows;
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto row = nlohmann::json::parse(line);
+      if (row.contains("kl")) rows.push_back(row);
+    }
+    ASSERT_EQ(rows.size(), 2u) << name;
+    EXPECT_NEAR(rows[0].at("kl").get<double>(), 0.0, 1e-6) << name << ": the reference is the policy without adapters";
+    EXPECT_TRUE(fs::exists(dir / "final" / "adapter_model.safetensors")) << name;
+    const io::TensorMap adapter = io::load_safetensors(dir / "final" / "adapter_model.safetensors");
+    EXPECT_EQ(adapter.size(), 2u * 7 * 2) << name << ": lora_A and lora_B of 7 projections in 2 layers";
+  }
 }
 
 TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
