@@ -484,6 +484,24 @@ void ChunkedEngine::finish_gradients() {
   }
 }
 
+void ChunkedEngine::reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) {
+  torch::NoGradGuard no_grad;
+  FERRY_CHECK(!overlap_.armed, "reduce_gradients: the gradients were consumed during backward (overlapped step)");
+  std::vector<torch::Tensor> grads;
+  for (auto& [name, m] : models_) {
+    for (Param& p : m.params) {
+      if (!p.trainable) continue;
+      if (!p.has_grad) {
+        p.grad.zero_();
+        p.has_grad = true;
+      }
+      p.norm = torch::Tensor();  // taken before the sum
+      grads.push_back(p.grad);
+    }
+  }
+  reduce(grads);
+}
+
 double ChunkedEngine::gradient_norm(const std::vector<std::string>& models) {
   torch::NoGradGuard no_grad;
   double sum_of_squares = 0.0;

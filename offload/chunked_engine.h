@@ -71,6 +71,7 @@ class ChunkedEngine : public ParameterEngine {
   void before_group(const GroupRef& group, GroupPass pass) override;
   void after_group(const GroupRef& group, GroupPass pass) override;
   void finish_gradients() override;
+  void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) override;
   double gradient_norm(const std::vector<std::string>& models = {}) override;
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;

@@ -180,6 +180,11 @@ class ParameterEngine {
   // Called once after the last backward of an optimizer step.
   virtual void finish_gradients() = 0;
 
+  // Data parallelism (src/dist): after finish_gradients(), hands `reduce` the gradients of every
+  // trainable parameter of every model (a zero one where no backward reached it), in a fixed order,
+  // to be summed over the processes in place; gradient_norm() and step() then use the sums.
+  virtual void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) = 0;
+
   // Global L2 norm of all gradients of the trainable models in `models` (empty: all), as stored
   // (that is, still multiplied by the loss scale), accumulated in double.
   virtual double gradient_norm(const std::vector<std::string>& models = {}) = 0;

@@ -105,6 +105,18 @@ std::vector<PlainEngine::Model*> PlainEngine::selected(const std::vector<std::st
   return offload::trainable_models(models_, models);
 }
 
+void PlainEngine::reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (Model* m : selected({})) {
+    for (auto& t : m->parameters) {
+      if (!t.parameter.grad().defined()) t.parameter.mutable_grad() = torch::zeros_like(t.parameter);
+      grads.push_back(t.parameter.grad());
+    }
+  }
+  reduce(grads);
+}
+
 double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
   torch::NoGradGuard no_grad;
   double sum_of_squares = 0.0;

@@ -31,6 +31,7 @@ class PlainEngine : public ParameterEngine {
   void before_group(const GroupRef&, GroupPass) override {}
   void after_group(const GroupRef&, GroupPass) override {}
   void finish_gradients() override;
+  void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) override;
   double gradient_norm(const std::vector<std::string>& models = {}) override;
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;

@@ -13,7 +13,8 @@ say() { [ "${FERRY_QUIET:-0}" = 1 ] || echo "deps: $*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 apt_pkgs=(g++ cmake ninja-build ccache python3-venv libsentencepiece-dev sentencepiece nlohmann-json3-dev
-          libcli11-dev libyaml-cpp-dev libgtest-dev libonig-dev libutf8proc-dev)
+          libcli11-dev libyaml-cpp-dev libgtest-dev libonig-dev libutf8proc-dev
+          libgloo-dev)  # headers only: c10d's ProcessGroupGloo.hpp includes them; the code is libtorch's
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

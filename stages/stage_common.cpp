@@ -12,6 +12,7 @@
 #include "src/core/byte_size.h"
 #include "src/core/file_util.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
@@ -139,8 +140,10 @@ void export_lora_final(const fs::path& final_dir, const Config& config) {
 TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
                            const std::string& stage, const std::string& unit,
                            const std::vector<std::string>& eval_values) {
+  const int64_t processes = dist::read_dist_env().world_size;
   std::cout << stage << ": " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
-            << config.train.grad_accumulation << " " << unit << "\n"
+            << config.train.grad_accumulation << (processes > 1 ? " x " + std::to_string(processes) + " processes" : "")
+            << " " << unit << "\n"
             << engine.memory_report().summary();
   const TrainResult result = trainer.run();
   if (result.interrupted()) {
@@ -193,6 +196,7 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
 }
 
 void write_stage_result(const Config& config, const std::string& figures_json) {
+  if (!dist::is_primary_process()) return;
   const nlohmann::json result{{"stage", std::string(enum_name(config.stage))},
                               {"config", config_to_yaml(config)},
                               {"figures", nlohmann::json::parse(figures_json)}};

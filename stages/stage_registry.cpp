@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "src/config/config_io.h"
+#include "src/dist/communicator.h"
 #include "src/core/error.h"
 #include "stages/dpo.h"
 #include "stages/grpo.h"
@@ -16,9 +17,9 @@ namespace ferry {
 
 const std::vector<StageInfo>& all_stages() {
   static const std::vector<StageInfo> stages{
-      {Stage::sft, "train-sft", "supervised fine-tuning", run_sft},
-      {Stage::rm, "train-rm", "reward-model training", run_rm},
-      {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo},
+      {Stage::sft, "train-sft", "supervised fine-tuning", run_sft, true},
+      {Stage::rm, "train-rm", "reward-model training", run_rm, true},
+      {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo, true},
       {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo},
       {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo},
   };
@@ -42,9 +43,15 @@ void check_stage_matches(const Config& config, Stage stage, const std::string& c
 void run_stage(Stage stage, const Config& config) {
   const StageInfo& info = stage_info(stage);
   FERRY_CHECK(info.run != nullptr, "no run function for stage ", info.command);
-  std::filesystem::create_directories(config.output.dir);
-  std::filesystem::remove(std::filesystem::path(config.output.dir) / kStageResultFile);  // written again at the end
-  save_resolved_config(config, config.output.dir);
+  if (!info.data_parallel && dist::read_dist_env().distributed()) {
+    throw ConfigError(std::string(info.command) + " runs in one process for now (data-parallel PPO and GRPO are not "
+                      "built yet; train-sft, train-rm and train-dpo are): start it without torchrun or `ferry launch`");
+  }
+  if (dist::is_primary_process()) {  // in a data-parallel run rank 0 writes the run's files
+    std::filesystem::create_directories(config.output.dir);
+    std::filesystem::remove(std::filesystem::path(config.output.dir) / kStageResultFile);  // written again at the end
+    save_resolved_config(config, config.output.dir);
+  }
   info.run(config);
 }
 

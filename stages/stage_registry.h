@@ -16,6 +16,7 @@ struct StageInfo {
   const char* command;  // "train-sft"
   const char* title;    // "supervised fine-tuning"
   void (*run)(const Config&);  // nullptr: not built yet
+  bool data_parallel = false;  // runs under torchrun / `ferry launch` (the shared Trainer's stages)
 };
 
 const std::vector<StageInfo>& all_stages();

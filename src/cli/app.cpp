@@ -8,10 +8,12 @@
 
 #include "src/cli/commands.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 
 namespace ferry::cli {
 
 int run_cli(int argc, char** argv) {
+  dist::quiet_unless_primary();  // in a data-parallel run rank 0 reports
   CLI::App app{"Ferry: SFT, reward modelling, DPO and PPO on one small GPU, offloading to CPU memory", "ferry"};
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -24,6 +26,7 @@ int run_cli(int argc, char** argv) {
   add_export_command(app);
   add_config_command(app);
   add_version_command(app);
+  add_launch_command(app);
   try {
     app.parse(argc, argv);
     return 0;
@@ -43,6 +46,11 @@ int run_cli(int argc, char** argv) {
                  "offload.gpu_memory if it is set below the GPU's memory; `ferry plan --config F` shows the "
                  "estimate per policy.\n";
     return 2;
+  } catch (const CommandExit& e) {
+    return e.code;
+  } catch (const PeerError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   } catch (const Interrupted& e) {
     std::cerr << e.what() << "\n";
     return 128 + e.signal_number();

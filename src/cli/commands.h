@@ -8,6 +8,12 @@ class App;
 
 namespace ferry::cli {
 
+// Thrown by a command whose outcome is an exit status of its own (ferry launch: its processes'),
+// after it has said why; run_cli returns the code.
+struct CommandExit {
+  int code = 1;
+};
+
 void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, train-ppo, train-grpo
 void add_pipeline_command(CLI::App& app);   // pipeline
 void add_generate_command(CLI::App& app);   // generate
@@ -17,5 +23,6 @@ void add_plan_command(CLI::App& app);       // plan
 void add_export_command(CLI::App& app);     // export
 void add_config_command(CLI::App& app);     // config show
 void add_version_command(CLI::App& app);    // version
+void add_launch_command(CLI::App& app);     // launch
 
 }  // namespace ferry::cli

@@ -385,6 +385,18 @@ struct LoggingConfig {
   }
 };
 
+// Data-parallel runs (src/dist): the process group comes from the torchrun environment (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT; `ferry launch` sets it). One process: ignored.
+struct DistributedConfig {
+  double timeout = 300.0;
+
+  template <class V>
+  void visit(V& v) {
+    v("timeout", timeout, "seconds any collective (and the rendezvous) may wait for the other processes before the "
+      "run stops with an error naming them");
+  }
+};
+
 struct PipelineConfig {
   std::vector<std::string> stages;
 
@@ -411,6 +423,7 @@ struct Config {
   std::vector<RewardConfig> rewards;
   OutputConfig output;
   LoggingConfig logging;
+  DistributedConfig distributed;
   PipelineConfig pipeline;
 
   template <class V>
@@ -431,6 +444,7 @@ struct Config {
            "command, timeout} (PPO without it: the model ppo.reward_model)");
     v.section("output", output);
     v.section("logging", logging);
+    v.section("distributed", distributed);
     v.section("pipeline", pipeline);
   }
 };

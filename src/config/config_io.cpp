@@ -489,6 +489,7 @@ void validate_config(const Config& c) {
   require(!c.output.dir.empty(), "output.dir must not be empty");
   require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
   require(c.logging.log_every >= 1, "logging.log_every must be >= 1");
+  require(c.distributed.timeout > 0, "distributed.timeout must be > 0 seconds");
 }
 
 std::string config_to_yaml(const Config& config) {

@@ -45,6 +45,13 @@ class Interrupted : public Error {
   int signal_number_;
 };
 
+// Another process of a data-parallel run failed or stopped answering (src/dist): the message says
+// which collective and what to check. Exit code 1.
+class PeerError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A bug or broken invariant inside Ferry. Exit code 1.
 class InternalError : public Error {
  public:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <iostream>
 
@@ -32,12 +33,18 @@ Trainer::Trainer(const Config& config, ParameterEngine& engine, BatchSource& dat
       objective_(objective),
       model_(std::move(model)),
       console_(console != nullptr ? *console : std::cout),
-      metrics_options_(std::move(metrics_options)) {}
+      metrics_options_(std::move(metrics_options)),
+      comm_(dist::process_communicator(config.distributed)) {}
+
+int64_t Trainer::micro_batches_per_step() const {
+  return config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
+}
 
 int64_t Trainer::total_steps() const {
   const TrainConfig& t = config_.train;
   if (t.max_steps > 0) return t.max_steps;
-  const int64_t per_epoch = (data_.batches_per_epoch() + t.grad_accumulation - 1) / t.grad_accumulation;
+  const int64_t per_step = micro_batches_per_step();
+  const int64_t per_epoch = (data_.batches_per_epoch() + per_step - 1) / per_step;
   return std::max<int64_t>(1, per_epoch * t.epochs);
 }
 
@@ -91,6 +98,7 @@ void Trainer::evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t
 }
 
 void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler) {
+  if (comm_ != nullptr && comm_->rank() != 0) return;  // every process holds the same state
   const fs::path output(config_.output.dir);
   TrainerState state;
   state.step = step;
@@ -133,16 +141,27 @@ TrainResult Trainer::run() {
   MetricsLoggerOptions metrics_options = metrics_options_;
   metrics_options.total_steps = total;
   if (step > 0) metrics_options.resume_step = step;
-  MetricsLogger metrics(config_.logging, output, metrics_options);
+  const bool primary = comm_ == nullptr || comm_->rank() == 0;
+  LoggingConfig logging = config_.logging;
+  if (!primary) {  // rank 0 reports for the run
+    logging.jsonl = false;
+    logging.tensorboard = false;
+    logging.progress = ProgressMode::never;
+  }
+  MetricsLogger metrics(logging, output, metrics_options);
+  const int64_t world = comm_ != nullptr ? comm_->size() : 1;
+  const int64_t rank = comm_ != nullptr ? comm_->rank() : 0;
   StopSignal stop;
   BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
   // On a CPU run the accountant's device peak then includes activations: everything a step holds.
   const std::unique_ptr<offload::ActivationMeter> meter = engine_.meter_activations();
   // offload.overlap_step (validated: no clipping, no fp16): the update starts during backward.
-  const bool overlapped = config_.offload.overlap_step && engine_.overlaps_step();
+  const bool overlapped = config_.offload.overlap_step && engine_.overlaps_step() && comm_ == nullptr;
   if (config_.offload.overlap_step && !overlapped) {
-    console_ << "note: offload.overlap_step has no effect: the engine runs offload.policy none (the optimizer "
-                "runs where the model does)\n";
+    console_ << (comm_ != nullptr ? "note: offload.overlap_step has no effect in a data-parallel run (the update "
+                                    "waits for the gradients of every process)\n"
+                                  : "note: offload.overlap_step has no effect: the engine runs offload.policy none "
+                                    "(the optimizer runs where the model does)\n");
   }
 
   TrainResult result;
@@ -151,12 +170,13 @@ TrainResult Trainer::run() {
   while (step < total) {
     const auto started = std::chrono::steady_clock::now();
     engine_.zero_grad();
-    std::vector<MicroBatch> batches;
-    int64_t weight = 0, tokens = 0;
-    for (int64_t i = 0; i < t.grad_accumulation; ++i) {
-      batches.push_back(data_.next_train_batch());
-      weight += batches.back().loss_weight;
-      tokens += batches.back().tokens;
+    std::vector<MicroBatch> batches;  // this process's share of the step's micro-batches
+    int64_t weight = 0, tokens = 0;    // over all of them
+    for (int64_t i = 0; i < micro_batches_per_step(); ++i) {
+      MicroBatch batch = data_.next_train_batch();
+      weight += batch.loss_weight;
+      tokens += batch.tokens;
+      if (i % world == rank) batches.push_back(std::move(batch));
     }
     // The loss of the step is the mean over all units of all its micro-batches.
     const double scale = scaler.scale();
@@ -166,13 +186,25 @@ TrainResult Trainer::run() {
     MetricValues extra_sum;
     for (size_t i = 0; i < batches.size(); ++i) {
       const MicroBatch& batch = batches[i];
-      if (i + 1 == batches.size()) engine_.begin_last_backward(overlapped ? std::optional<double>(lr) : std::nullopt);
+      if (i + 1 == batches.size() && comm_ == nullptr) {
+        engine_.begin_last_backward(overlapped ? std::optional<double>(lr) : std::nullopt);
+      }
       const LossSum loss = objective_.loss(batch, runner);
       (loss.sum * (scale * per_unit)).backward();
       loss_sum += loss.sum.item<double>();
       add_metric_values(extra_sum, loss.extra);
     }
     engine_.finish_gradients();
+    if (comm_ != nullptr) {
+      engine_.reduce_gradients([&](const std::vector<torch::Tensor>& grads) { comm_->all_reduce_sum(grads); });
+      // The losses and the objective's extra values, summed over the processes too.
+      std::vector<double> sums{loss_sum};
+      for (const MetricValue& extra : extra_sum) sums.push_back(extra.value);
+      torch::Tensor packed = torch::tensor(sums, torch::kDouble);
+      comm_->all_reduce_sum({packed});
+      loss_sum = packed[0].item<double>();
+      for (size_t k = 0; k < extra_sum.size(); ++k) extra_sum[k].value = packed[static_cast<int64_t>(k) + 1].item<double>();
+    }
     const double grad_norm = engine_.gradient_norm() / scale;
     const bool finite = std::isfinite(grad_norm);
     if (overlapped) {
@@ -211,7 +243,12 @@ TrainResult Trainer::run() {
       evaluate_into(result, metrics, step);
       last_eval_step = step;
     }
-    const bool stopping = stop.requested();
+    bool stopping = stop.requested();
+    if (comm_ != nullptr) {  // a signal to any process stops them all after this step
+      torch::Tensor flag = torch::tensor({stopping ? 1.0 : 0.0}, torch::kDouble);
+      comm_->all_reduce_sum({flag});
+      stopping = flag.item<double>() > 0;
+    }
     if ((t.save_every > 0 && step % t.save_every == 0) || step == total || stopping) {
       save_checkpoint(step, total, scaler);
       last_save_step = step;
@@ -219,7 +256,7 @@ TrainResult Trainer::run() {
     if (stopping) {
       console_ << "stopped by signal " << stop.signal_number() << " after step " << step << "; checkpoint "
                << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
-      result.stop_signal = stop.signal_number();
+      result.stop_signal = stop.requested() ? stop.signal_number() : SIGTERM;  // another process's signal
       break;
     }
   }
@@ -228,13 +265,16 @@ TrainResult Trainer::run() {
     if (last_eval_step != step) evaluate_into(result, metrics, step);
     if (last_save_step != step && step > 0) save_checkpoint(step, total, scaler);
     result.final_dir = output / "final";
-    const offload::ActivationMeter::Pause host_work;
-    write_folder_atomic(result.final_dir, [&](const fs::path& folder) {
-      engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
-    });
-    console_ << "final model: " << result.final_dir.string() << "\n";
+    if (primary) {
+      const offload::ActivationMeter::Pause host_work;
+      write_folder_atomic(result.final_dir, [&](const fs::path& folder) {
+        engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
+      });
+      console_ << "final model: " << result.final_dir.string() << "\n";
+    }
   }
   metrics.close();
+  if (comm_ != nullptr) comm_->barrier();  // final/ is written before any process moves on
   return result;
 }
 

@@ -19,6 +19,14 @@
 //   engine.finish_gradients(); norm = engine.gradient_norm() / scale
 //   fp16: skip the step on inf/NaN (LossScaler); clip = min(1, max_grad_norm / (norm + 1e-6))
 //   engine.step(lr(step), clip / scale)
+//
+// Data parallel (torchrun or `ferry launch`, src/dist): every process reads the same micro-batches
+// in the same order, grad_accumulation × WORLD_SIZE per step, and runs backward on every
+// WORLD_SIZE-th one from its RANK; W is the sum over all of them, so after the engine's gradients
+// are summed over the processes (engine.reduce_gradients) every process takes the step a single
+// process with grad_accumulation × WORLD_SIZE would take. Losses are summed the same way; rank 0
+// alone writes metrics, checkpoints and final/ (checkpoints resume at any process count with the
+// same global batch). Every process evaluates the whole eval set.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +37,7 @@
 #include <string>
 
 #include "offload/engine.h"
+#include "src/dist/communicator.h"
 #include "src/config/config.h"
 #include "src/metrics/metrics_logger.h"
 #include "src/train/loss_scaler.h"
@@ -91,6 +100,8 @@ class Trainer {
   void evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t step);
   void save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler);
 
+  int64_t micro_batches_per_step() const;  // grad_accumulation on every process together
+
   const Config& config_;
   ParameterEngine& engine_;
   BatchSource& data_;
@@ -98,6 +109,7 @@ class Trainer {
   TrainedModel model_;
   std::ostream& console_;
   MetricsLoggerOptions metrics_options_;
+  dist::Communicator* comm_ = nullptr;  // data-parallel runs (src/dist); null for one process
 };
 
 }  // namespace ferry

@@ -1,0 +1,188 @@
+// Data-parallel training on c10d Gloo, as a user runs it (`ferry launch`, or the torchrun
+// environment set by hand), on the CPU: 2 processes with grad_accumulation 1 take the steps of one
+// process with grad_accumulation 2 (same global batch) under every offload policy; checkpoints of
+// either resume on the other; rank 0 alone writes; a killed process stops the run with a message
+// naming it instead of a hang; a train-ppo under launch is refused.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/dist/launcher.h"
+#include "tests/integration/ferry_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ferry_test::run_ferry;
+
+const fs::path& test_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = ferry_test::process_temp_dir("ferry_dist");
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// 6 steps of SFT of the demo-shaped model from scratch, fp32, checkpoints at 3 and 6.
+std::string config() {
+  static const std::string path = ferry_test::write_text(
+      test_dir(), "sft.yaml",
+      "stage: sft\nmodel: {config: configs/demo-model.json}\n"
+      "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
+      "data: {train_file: data/sft_train.jsonl, max_samples: 200, max_length: 64}\n"
+      "train: {micro_batch_size: 4, max_steps: 6, save_every: 3, learning_rate: 1.0e-3, warmup_steps: 2, "
+      "device: cpu}\n"
+      "output: {keep_last: 0}\nlogging: {progress: never, tensorboard: false}\n");
+  return path;
+}
+
+struct Row {
+  double loss = 0, grad_norm = 0;
+};
+
+std::vector<Row> rows_of(const fs::path& run) {
+  std::vector<Row> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("loss") && row.contains("grad_norm")) {
+      out.push_back({row.at("loss").get<double>(), row.at("grad_norm").get<double>()});
+    }
+  }
+  return out;
+}
+
+// Runs `ferry ARGS` (through `launch --nproc N --` when N > 1) into test_dir()/name.
+fs::path train(const std::string& name, int nproc, int accumulation, const std::string& extra = "") {
+  const fs::path out = test_dir() / name;
+  const std::string sft = "train-sft --config " + config() + " --set output.dir=" + out.string() +
+                          " --set train.grad_accumulation=" + std::to_string(accumulation) + extra;
+  const auto r = run_ferry(nproc > 1 ? "launch --nproc " + std::to_string(nproc) + " -- " + sft : sft);
+  EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+  return out;
+}
+
+void expect_same_steps(const std::vector<Row>& a, const std::vector<Row>& b, size_t first_step,
+                       const std::string& what) {
+  ASSERT_EQ(a.size() - first_step, b.size()) << what;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const Row& x = a[first_step + i];
+    EXPECT_NEAR(b[i].loss, x.loss, 1e-5 * x.loss) << what << ", step " << first_step + i + 1;
+    EXPECT_NEAR(b[i].grad_norm, x.grad_norm, 1e-5 * x.grad_norm) << what << ", step " << first_step + i + 1;
+  }
+}
+
+const std::vector<Row>& single() {
+  static const std::vector<Row> rows = rows_of(train("single", 1, 2));
+  return rows;
+}
+
+TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
+  ASSERT_EQ(single().size(), 6u);
+  EXPECT_LT(single().back().loss, single().front().loss);
+  for (const char* policy : {"none", "optimizer", "params"}) {
+    const fs::path run = train(std::string("two_") + policy, 2, 1, std::string(" --set offload.policy=") + policy);
+    expect_same_steps(single(), rows_of(run), 0, std::string("2 processes under ") + policy);
+    EXPECT_TRUE(fs::exists(run / "final" / "model.safetensors")) << policy;
+    EXPECT_TRUE(fs::exists(run / "step-3" / "trainer_state.json")) << policy;
+  }
+}
+
+TEST(DistTrain, CheckpointsResumeAtAnotherProcessCount) {
+  ASSERT_EQ(single().size(), 6u);
+  // A 2-process checkpoint, resumed by one process (accumulation 2)...
+  const fs::path two = train("resume_two", 2, 1);
+  const fs::path one_from_two = test_dir() / "one_from_two";
+  fs::create_directories(one_from_two);
+  fs::copy(two / "step-3", one_from_two / "step-3", fs::copy_options::recursive);
+  train("one_from_two", 1, 2, " --set train.resume=auto");
+  expect_same_steps(single(), rows_of(one_from_two), 3, "1 process resuming a 2-process checkpoint");
+  // ... and a 1-process checkpoint resumed by two.
+  const fs::path two_from_one = test_dir() / "two_from_one";
+  fs::create_directories(two_from_one);
+  fs::copy(test_dir() / "single" / "step-3", two_from_one / "step-3", fs::copy_options::recursive);
+  train("two_from_one", 2, 1, " --set train.resume=auto");
+  expect_same_steps(single(), rows_of(two_from_one), 3, "2 processes resuming a 1-process checkpoint");
+}
+
+// Starts `ferry ARGS` as one rank of a 2-process group by the torchrun environment; its pid.
+pid_t start_rank(int rank, int port, const std::string& args, const fs::path& log) {
+  const std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+                          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::string command = std::string("cd '") + FERRY_SOURCE_DIR + "' && exec env " + env + " '" +
+                                FERRY_BINARY + "' " + args + " > '" + log.string() + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return child;
+}
+
+// The exit status of `child` once it ends within `seconds`, else nullopt (it is then killed).
+std::optional<int> wait_for(pid_t child, double seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (::waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return std::nullopt;
+}
+
+TEST(DistTrain, AKilledProcessStopsTheOthersWithAMessageInsteadOfAHang) {
+  const fs::path out = test_dir() / "killed";
+  const std::string args = "train-sft --config " + config() + " --set output.dir=" + out.string() +
+                           " --set train.max_steps=100000 --set train.save_every=0 --set distributed.timeout=20";
+  const int port = static_cast<int>(ferry::dist::free_port("127.0.0.1"));
+  const pid_t rank0 = start_rank(0, port, args, test_dir() / "rank0.log");
+  const pid_t rank1 = start_rank(1, port, args, test_dir() / "rank1.log");
+  // Once the run is under way (rank 0 has logged two steps), rank 1 dies.
+  for (int i = 0; i < 600 && ferry_test::count_lines_with((out / "metrics.jsonl").string(), "\"loss\"") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(ferry_test::count_lines_with((out / "metrics.jsonl").string(), "\"loss\""), 2)
+      << ferry_test::read_text((test_dir() / "rank0.log").string());
+  ::kill(rank1, SIGKILL);
+  ::waitpid(rank1, nullptr, 0);
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<int> code = wait_for(rank0, 40);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string log = ferry_test::read_text((test_dir() / "rank0.log").string());
+  ASSERT_TRUE(code.has_value()) << "rank 0 hung after rank 1 died:\n" << log;
+  EXPECT_EQ(*code, 1) << log;
+  EXPECT_LE(seconds, 25.0) << "within distributed.timeout (20 s)";
+  EXPECT_CONTAINS(log, "rank 0 of 2");
+  EXPECT_CONTAINS(log, "another process of this run stopped or did not answer within distributed.timeout (20 s)");
+  std::cout << "rank 0 stopped " << seconds << " s after rank 1 was killed:\n" << log.substr(log.rfind("error:")) << "\n";
+}
+
+TEST(DistTrain, LaunchNamesTheProcessThatFailedAndRefusesWhatCannotRunDataParallel) {
+  const auto bad = run_ferry("launch --nproc 2 -- train-sft --config " + config() +
+                             " --set output.dir=" + (test_dir() / "bad").string() + " --set train.max_steps=0x");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_CONTAINS(bad.output, "ferry launch: rank ");
+  EXPECT_CONTAINS(bad.output, "exited with code 2");
+  const auto ppo = run_ferry("launch --nproc 2 -- train-ppo --config configs/demo-ppo.yaml --set output.dir=" +
+                             (test_dir() / "ppo").string());
+  EXPECT_EQ(ppo.exit_code, 2) << ppo.output;
+  EXPECT_CONTAINS(ppo.output, "train-ppo runs in one process for now");
+  const auto none = run_ferry("launch --nproc 2");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_CONTAINS(none.output, "nothing to run");
+}
+
+}  // namespace
