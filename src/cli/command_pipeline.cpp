@@ -15,6 +15,7 @@
 #include "src/cli/pipeline_summary.h"
 #include "src/config/config_io.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 #include "src/core/file_util.h"
 #include "stages/stage_common.h"
 #include "stages/stage_registry.h"
@@ -89,7 +90,8 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
       std::cout << "reusing " << config.output.dir << "/final: it was made by this stage's config (--force reruns)\n";
     } else {
       run_stage(config.stage, config);
-      outcome.figures = read_result(config);
+      // In a data-parallel run rank 0 writes result.json (after the others have moved on) and reports.
+      if (dist::is_primary_process()) outcome.figures = read_result(config);
     }
     outcomes.push_back(std::move(outcome));
   }
