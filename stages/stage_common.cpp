@@ -16,6 +16,7 @@
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/nf4_checkpoint.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_model.h"
@@ -50,12 +51,50 @@ std::string torch_dtype_name(at::ScalarType dtype) {
   return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
 }
 
+namespace {
+
+// The one-line notes about a model folder stored in 4 bits (src/model/nf4_model.h): what Ferry did
+// with its stored weights under lora.quantize_base.
+void note_4bit_folder(const Config& config, const Nf4LoadReport* nf4, at::ScalarType dtype) {
+  const std::string& path = config.model.path;
+  if (nf4 == nullptr) {
+    if (io::has_nf4_weights(io::HfWeights(path))) {
+      std::cout << "note: model.path " << path << " stores its projections in 4 bits (bitsandbytes NF4); "
+                << "lora.quantize_base is none, so they are dequantised into a " << torch_dtype_name(dtype)
+                << " base (set lora.quantize_base=nf4 to train on them as stored)\n";
+    }
+    return;
+  }
+  if (nf4->stored > 0) {
+    const bool asked = config.lora.double_quant;
+    std::cout << "note: model.path " << path << " stores " << nf4->stored << " projections in 4 bits (NF4"
+              << (nf4->stored_double_quant == nf4->stored ? ", double-quantised"
+                  : nf4->stored_double_quant == 0         ? ", not double-quantised"
+                                                          : ", some double-quantised")
+              << "): used as stored";
+    if (nf4->stored_double_quant_differs(asked)) {
+      std::cout << "; lora.double_quant " << (asked ? "true" : "false")
+                << " applies only to weights Ferry quantises itself";
+    }
+    std::cout << "\n";
+  }
+  if (!nf4->kept_float.empty()) {
+    std::cout << "note: model.path " << path << " stores " << nf4->kept_float.size()
+              << " projections in full precision (e.g. " << nf4->kept_float.front()
+              << ": quantization_config.llm_int8_skip_modules); they stay so, as transformers runs them\n";
+  }
+}
+
+}  // namespace
+
 LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
   LoadedCausalLm out;
   const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
   if (!config.model.path.empty()) {
-    out.model = nf4 ? causal_lm_from_pretrained_nf4(config.model.path, dtype, config.lora.double_quant)
+    Nf4LoadReport report;
+    out.model = nf4 ? causal_lm_from_pretrained_nf4(config.model.path, dtype, config.lora.double_quant, &report)
                     : causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    note_4bit_folder(config, nf4 ? &report : nullptr, dtype);
     out.shape = out.model->config();
   } else if (!config.model.config.empty()) {
     out.shape = io::read_hf_config(config.model.config);
