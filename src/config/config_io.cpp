@@ -404,7 +404,7 @@ void validate_config(const Config& c) {
                                  "set lora.rank (e.g. 8) or lora.quantize_base=none");
     require(c.offload.policy == OffloadPolicy::none,
             "lora.quantize_base " + to_text(c.lora.quantize_base) + " works with offload.policy none only for now (the "
-            "offloading engines page float chunks, not the 4-bit base), got offload.policy " +
+            "offloading engines page float chunks, not the quantised base), got offload.policy " +
                 to_text(c.offload.policy) + "; set offload.policy=none");
   }
   require(c.offload.cpu_threads >= 0, "offload.cpu_threads must be >= 0 (0: all cores)");

@@ -1,5 +1,5 @@
-// The NF4 base of a Llama model: quantise, load quantised, measure (see nf4_model.h).
-#include "src/model/nf4_model.h"
+// The quantised base of a Llama model: quantise, load quantised, measure (see quantized_base.h).
+#include "src/model/quantized_base.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -13,7 +13,9 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_quantization.h"
+#include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/int8_linear.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_linear.h"
 
@@ -38,28 +40,59 @@ std::string weight_name(int64_t layer, const char* projection) {
   return "model.layers." + std::to_string(layer) + "." + projection + ".weight";
 }
 
+bool quantized(const torch::nn::LinearImpl& linear) {
+  return nf4_weight_of(linear) != nullptr || int8_weight_of(linear) != nullptr;
+}
+
+// Replaces `linear`'s float weight by `source` quantised into `kind`.
+void quantize_linear(torch::nn::LinearImpl& linear, const torch::Tensor& source, BaseQuantization kind,
+                     bool double_quant) {
+  if (kind == BaseQuantization::int8) {
+    if (source.sizes() != linear.weight.sizes()) {
+      throw InputError(detail::concat("weight of shape ", source.sizes(), " does not fit the projection ",
+                                      linear.weight.sizes()));
+    }
+    set_linear_int8(linear, kernels::int8_quantize_tensor(source.detach()));
+  } else {
+    quantize_linear_nf4(linear, source, double_quant);
+  }
+}
+
+[[noreturn]] void throw_other_format(const std::string& source, const std::string& name, const char* stored,
+                                     BaseQuantization kind) {
+  throw ConfigError(detail::concat("lora.quantize_base ", enum_name(kind), ": ", source, " stores ", name,
+                                   " (and the other projections) in ", stored, "; requantising it would stack two "
+                                   "roundings: set lora.quantize_base=",
+                                   std::string(stored) == "int8" ? "int8" : "nf4",
+                                   " to use the weights as stored, or none to dequantise them"));
+}
+
 }  // namespace
 
-void quantize_base_nf4(LlamaModelImpl& model, bool double_quant) {
+void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant) {
+  FERRY_CHECK(kind != BaseQuantization::none, "quantize_base: no format given");
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
     for (const NamedProjection& p : projections(*layer)) {
-      if (nf4_weight_of(*p.linear) != nullptr) throw UserError("the model's base is already quantised to NF4");
-      quantize_linear_nf4(*p.linear, p.linear->weight, double_quant);
+      if (quantized(*p.linear)) throw UserError("the model's base is already quantised");
+      quantize_linear(*p.linear, p.linear->weight, kind, double_quant);
     }
   }
 }
 
-void dequantize_base_nf4(LlamaModelImpl& model) {
+void dequantize_base(LlamaModelImpl& model) {
   for (auto& layer : model.decoder_layers) {
     for (const NamedProjection& p : projections(*layer)) {
       if (nf4_weight_of(*p.linear) != nullptr) dequantize_linear_nf4(*p.linear);
+      if (int8_weight_of(*p.linear) != nullptr) dequantize_linear_int8(*p.linear);
     }
   }
 }
 
-LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir, at::ScalarType dtype,
-                                               bool double_quant, Nf4LoadReport* report) {
+LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
+                                                     BaseQuantization kind, bool double_quant,
+                                                     QuantizedLoadReport* report) {
+  FERRY_CHECK(kind != BaseQuantization::none, "causal_lm_from_pretrained_quantized: no format given");
   if (!std::filesystem::is_directory(dir)) {
     throw InputError("model folder " + dir.string() + " does not exist (expected config.json and *.safetensors)");
   }
@@ -67,24 +100,35 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
   const bool folder_4bit = io::read_hf_quantization(dir / "config.json").nf4;
   const io::HfWeights weights(dir);  // mapped: a tensor is read when it is converted
   const std::string source = "model folder " + dir.string();
-  Nf4LoadReport found;
+  QuantizedLoadReport found;
   std::vector<std::string> missing;
-  std::set<std::string> taken;  // tensors consumed here (projection weights and their 4-bit groups)
+  std::set<std::string> taken;  // tensors consumed here (projection weights and their quantised groups)
   const LayerBuiltHook quantize_layer = [&](LlamaDecoderLayerImpl& layer, int64_t index) {
     torch::NoGradGuard no_grad;
     for (const NamedProjection& p : projections(layer)) {
       const std::string name = weight_name(index, p.name);
-      // 4-bit in the file: taken as it is (an incomplete group is an InputError naming the tensor).
-      std::optional<kernels::Nf4Tensor> stored = io::find_nf4_weight(weights, name, source);
+      // Quantised in the file: taken as it is (an incomplete group is an InputError naming the tensor).
+      std::optional<kernels::Nf4Tensor> nf4 = io::find_nf4_weight(weights, name, source);
+      std::optional<kernels::Int8Tensor> int8 = io::find_int8_weight(weights, name, source, dtype);
+      if (nf4 && kind != BaseQuantization::nf4) throw_other_format(source, name, "4-bit NF4", kind);
+      if (int8 && kind != BaseQuantization::int8) throw_other_format(source, name, "int8", kind);
       try {
-        if (stored) {
-          stored->packed = stored->packed.clone();  // owned: the mapping goes away after loading
-          stored->absmax = stored->absmax.clone();
-          if (stored->nested()) stored->nested_absmax = stored->nested_absmax.clone();
-          set_linear_nf4(*p.linear, *stored);
+        if (nf4) {
+          nf4->packed = nf4->packed.clone();  // owned: the mapping goes away after loading
+          nf4->absmax = nf4->absmax.clone();
+          if (nf4->nested()) nf4->nested_absmax = nf4->nested_absmax.clone();
+          set_linear_nf4(*p.linear, *nf4);
+          found.stored_double_quant += nf4->nested();
+        } else if (int8) {
+          int8->cb = int8->cb.clone();
+          int8->scb = int8->scb.clone();
+          set_linear_int8(*p.linear, *int8);
+        }
+        if (nf4 || int8) {
           ++found.stored;
-          found.stored_double_quant += stored->nested();
           for (const std::string& tensor : io::nf4_group_names(name)) taken.insert(tensor);
+          taken.insert(name.substr(0, name.size() - 7) + ".SCB");  // int8: `<projection>.SCB`
+          taken.insert(name.substr(0, name.size() - 7) + ".weight_format");
           continue;
         }
         if (!weights.contains(name)) {
@@ -94,7 +138,7 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
         const at::Tensor tensor = weights.tensor(name);
         if (!at::isFloatingType(tensor.scalar_type())) {
           throw InputError(detail::concat("stored as ", c10::toString(tensor.scalar_type()), " ", tensor.sizes(),
-                                          ", neither a float weight nor a 4-bit one (no ",
+                                          ", neither a float weight nor a quantised one (no ",
                                           io::nf4_group_names(name).back(),
                                           "); the checkpoint is incomplete or in a format Ferry does not read"));
         }
@@ -102,7 +146,7 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
           found.kept_float.push_back(name);
           continue;
         }
-        quantize_linear_nf4(*p.linear, tensor.to(dtype), double_quant);
+        quantize_linear(*p.linear, tensor.to(dtype), kind, double_quant);
         ++found.quantized;
         taken.insert(name);
       } catch (const InputError& e) {
@@ -111,8 +155,8 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
     }
 #ifdef __GLIBC__
     // The layer's float weights were freed, but glibc keeps such chunks in its heap (between the
-    // 4-bit tensors just allocated) once its mmap threshold has grown; hand the pages back so the
-    // process's memory follows the live tensors.
+    // quantised tensors just allocated) once its mmap threshold has grown; hand the pages back so
+    // the process's memory follows the live tensors.
     malloc_trim(0);
 #endif
   };
@@ -122,7 +166,7 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
     for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
     throw InputError(detail::concat(source, " lacks ", missing.size(), " projection weights to quantise: ", list));
   }
-  model->to(dtype);  // the full-precision rest; NF4 weights keep their format
+  model->to(dtype);  // the full-precision rest; quantised weights keep their format
   io::TensorMap rest;  // zero-copy views of everything but the projections handled above
   for (const std::string& name : weights.names()) {
     if (taken.count(name) == 0) rest.emplace(name, weights.tensor(name));
@@ -135,14 +179,18 @@ LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir,
   return model;
 }
 
-Nf4BaseSize nf4_base_size(const torch::nn::Module& model) {
-  Nf4BaseSize size;
+QuantizedBaseSize quantized_base_size(const torch::nn::Module& model) {
+  QuantizedBaseSize size;
   for (const auto& module : model.modules(/*include_self=*/false)) {
-    const auto* nf4 = dynamic_cast<const Nf4WeightImpl*>(module.get());
-    if (nf4 == nullptr) continue;
-    ++size.projections;
-    size.weights += nf4->quantized().numel();
-    size.bytes += nf4->quantized().bytes();
+    if (const auto* nf4 = dynamic_cast<const Nf4WeightImpl*>(module.get())) {
+      ++size.projections;
+      size.weights += nf4->quantized().numel();
+      size.bytes += nf4->quantized().bytes();
+    } else if (const auto* int8 = dynamic_cast<const Int8WeightImpl*>(module.get())) {
+      ++size.projections;
+      size.weights += int8->quantized().numel();
+      size.bytes += int8->quantized().bytes();
+    }
   }
   return size;
 }

@@ -24,7 +24,7 @@
 #include "src/io/nf4_checkpoint.h"
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/stage_common.h"
@@ -70,7 +70,7 @@ TEST_P(BnbFolder, Nf4LoadingTakesTheStoredBitsAndGivesTransformersLogits) {
   const fs::path dir = root / GetParam();
   const bool dq1 = std::string(GetParam()) != "dq0";  // bf16_storage holds dq1's bytes
   const io::TensorMap file = io::load_safetensors(dir / "model.safetensors");
-  Nf4LoadReport report;
+  QuantizedLoadReport report;
   // double_quant true for both: the file decides (dq0 is not double-quantised).
   LlamaForCausalLM model = causal_lm_from_pretrained_nf4(dir, at::kFloat, /*double_quant=*/true, &report);
   EXPECT_EQ(report.stored, dq1 ? 14 : 12);

@@ -393,11 +393,14 @@ TEST(Config, QuantizedBaseNeedsLoraAndThePlainPolicy) {
   EXPECT_NO_THROW(validate_config(c));
   apply_override(c, "offload.policy=params");
   EXPECT_CONTAINS(config_error([&] { validate_config(c); }), "offload.policy");
-  // int8 is not a value (yet): the parser names the ones there are.
+  // int8 follows the same rules; an unknown value names the ones there are.
   Config d;
-  const std::string int8 = config_error([&] { apply_override(d, "lora.quantize_base=int8"); });
-  EXPECT_CONTAINS(int8, "lora.quantize_base");
-  EXPECT_CONTAINS(int8, "nf4");
+  apply_override(d, "lora.quantize_base=int8");
+  EXPECT_EQ(d.lora.quantize_base, BaseQuantization::int8);
+  EXPECT_CONTAINS(config_error([&] { validate_config(d); }), "lora.rank");
+  const std::string fp4 = config_error([&] { apply_override(d, "lora.quantize_base=fp4"); });
+  EXPECT_CONTAINS(fp4, "lora.quantize_base");
+  EXPECT_CONTAINS(fp4, "int8");
 }
 
 TEST(Config, SavedConfigLoadsBack) {

@@ -15,7 +15,7 @@
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_linear.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 
 namespace ferry {
 namespace {

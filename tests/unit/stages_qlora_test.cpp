@@ -18,7 +18,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_export.h"
 #include "src/model/model_state.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
 #include "stages/sft.h"
 
