@@ -38,9 +38,7 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   }
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
-  if (config.lora.quantize_base == BaseQuantization::nf4) {
-    request.shape.base = config.lora.double_quant ? BaseFormat::nf4_double_quant : BaseFormat::nf4;
-  }
+  request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);
   request.activation_offload = config.train.activation_offload;
   request.constants.chunk_size = config.offload.chunk_size.bytes;
   request.constants.prefetch = config.offload.prefetch;

@@ -10,6 +10,7 @@
 #include "offload/chunked_engine.h"
 #include "offload/plain_engine.h"
 #include "src/model/llama_heads.h"
+#include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
@@ -69,9 +70,13 @@ std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, boo
     place(item.key(), item.value());
   }
   if (!trainable_only) {
-    // QLoRA's 4-bit base weights are buffers of their Nf4Weight modules, frozen weights all the same.
+    // QLoRA's quantised base weights are buffers of their Nf4Weight / Int8Weight modules, frozen
+    // weights all the same.
     for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-      if (dynamic_cast<const Nf4WeightImpl*>(item.value().get()) == nullptr) continue;
+      const torch::nn::Module* module = item.value().get();
+      if (dynamic_cast<const Nf4WeightImpl*>(module) == nullptr && dynamic_cast<const Int8WeightImpl*>(module) == nullptr) {
+        continue;
+      }
       for (const auto& buffer : item.value()->named_buffers(/*recurse=*/false)) {
         place(item.key() + "." + buffer.key(), buffer.value());
       }

@@ -92,9 +92,9 @@ bool takes_weight_decay(const std::string& name, const torch::Tensor& parameter)
 // Groups a model's parameters as described above, by name: `*embed_tokens.*` -> "embed",
 // `*layers.<i>.*` -> "layers.<i>", everything else -> "head". Only parameters that require grad
 // are listed when `trainable_only`. A tied embedding appears once, in "embed". Without
-// `trainable_only`, QLoRA's 4-bit base weights (the buffers of Nf4Weight modules, `...q_proj.nf4.packed`,
-// `.absmax`, `.nested_absmax`) are listed with their layer too: frozen weights the engine places
-// and pages like any other.
+// `trainable_only`, QLoRA's quantised base weights (the buffers of Nf4Weight and Int8Weight
+// modules: `...q_proj.nf4.packed`, `.absmax`, `.nested_absmax`; `...q_proj.int8.cb`, `.scb`) are
+// listed with their layer too: frozen weights the engine places and pages like any other.
 std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, bool trainable_only);
 
 enum class GroupPass { forward, backward };

@@ -64,7 +64,17 @@ int64_t lora_input_width_per_layer(const LlamaConfig& config, const std::vector<
   return sum;
 }
 
-std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format) {
+BaseFormat base_format(BaseQuantization quantize_base, bool double_quant) {
+  switch (quantize_base) {
+    case BaseQuantization::none: return BaseFormat::compute_dtype;
+    case BaseQuantization::nf4: return double_quant ? BaseFormat::nf4_double_quant : BaseFormat::nf4;
+    case BaseQuantization::int8: return BaseFormat::int8;
+  }
+  return BaseFormat::compute_dtype;
+}
+
+std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
+                                              const LlamaConfig& config) {
   if (format == BaseFormat::compute_dtype) return tensors;
   const bool nested = format == BaseFormat::nf4_double_quant;
   std::vector<TensorSpec> out;
@@ -74,6 +84,13 @@ std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, B
                             t.name.compare(t.name.size() - 12, 12, "_proj.weight") == 0;
     if (!projection) {
       out.push_back(std::move(t));
+      continue;
+    }
+    if (format == BaseFormat::int8) {  // codes, then one fp32 scale per output row
+      const std::string module = t.name.substr(0, t.name.size() - 7);  // less ".weight"
+      const int64_t rows = projection_shape(config, module.substr(module.rfind('.') + 1)).second;
+      out.push_back(TensorSpec{t.name, t.numel, 1, t.group, t.numel});
+      out.push_back(TensorSpec{module + ".SCB", rows, 4, t.group, 0});
       continue;
     }
     const int64_t blocks = kernels::nf4_blocks(t.numel, kernels::kNf4DefaultBlocksize);
@@ -101,7 +118,7 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
       dequantize_buffer_bytes_ = std::max(dequantize_buffer_bytes_, t.bytes());
     }
   }
-  layout_ = ChunkLayout::build(quantize_base_tensors(std::move(tensors), shape_.base),
+  layout_ = ChunkLayout::build(quantize_base_tensors(std::move(tensors), shape_.base, shape_.model),
                                ChunkLayoutOptions{constants_.chunk_size, constants_.alignment});
   for (const TensorSpec& t : layout_.tensors()) {
     base_weight_bytes_ += t.bytes();

@@ -43,14 +43,20 @@ enum class MasterFormat { fp32, bf16_kahan };
 // How the frozen base's decoder-layer projections are stored (lora.quantize_base, lora.double_quant):
 // in the compute dtype, or in bitsandbytes' NF4 (kernels/cpu/nf4.h) — half a byte per weight plus an
 // fp32 scale per block of 64, or, double-quantised, an 8-bit scale per block plus an fp32 one per 256
-// blocks (~0.516 byte per weight). Embeddings, norms and the head stay in the compute dtype. Each
-// projection is dequantised into a compute-dtype buffer for its matmul, one at a time.
-enum class BaseFormat { compute_dtype, nf4, nf4_double_quant };
+// blocks (~0.516 byte per weight); or int8 (kernels/ops/int8.h): a byte per weight plus an fp32
+// scale per output row. Embeddings, norms and the head stay in the compute dtype. Each projection
+// is dequantised into a compute-dtype buffer for its matmul, one at a time.
+enum class BaseFormat { compute_dtype, nf4, nf4_double_quant, int8 };
 
 // `tensors` with every decoder-layer projection weight (`model.layers.<i>.*_proj.weight`) replaced
-// by its NF4 parts as bitsandbytes names them: the packed codes under the weight's own name (uint8,
-// ceil(n / 2)), then `<name>.absmax` and, double-quantised, `<name>.nested_absmax`.
-std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format);
+// by its quantised parts as bitsandbytes names them: NF4's packed codes under the weight's own name
+// (uint8, ceil(n / 2)), then `<name>.absmax` and, double-quantised, `<name>.nested_absmax`; int8's
+// codes under the weight's name (n bytes) and the row scales as `<module>.SCB`.
+std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
+                                              const LlamaConfig& config);
+
+// The format lora.quantize_base and lora.double_quant ask for.
+BaseFormat base_format(BaseQuantization quantize_base, bool double_quant);
 
 // What the memory model needs to know about a run, besides the placement choices.
 struct TrainingShape {
@@ -65,7 +71,7 @@ struct TrainingShape {
   int64_t logits_chunk = -1;        // train.logits_chunk: rows of logits at a time (-1 auto, 0 all)
   MomentFormat moments = MomentFormat::fp32;
   MasterFormat master = MasterFormat::fp32;
-  BaseFormat base = BaseFormat::compute_dtype;  // NF4 (QLoRA) needs lora_rank > 0
+  BaseFormat base = BaseFormat::compute_dtype;  // NF4 / int8 (QLoRA) needs lora_rank > 0
 };
 
 struct MemoryModelConstants {
@@ -114,9 +120,9 @@ class MemoryModel {
   // Bytes of the model's own weights as stored (tensors without chunk padding): base_parameters()
   // × weight_bytes(), less what NF4 saves.
   uint64_t base_weight_bytes() const { return base_weight_bytes_; }
-  int64_t quantized_parameters() const { return quantized_params_; }  // weights stored in NF4
+  int64_t quantized_parameters() const { return quantized_params_; }  // weights stored in NF4 / int8
   uint64_t quantized_bytes() const { return quantized_bytes_; }       // their bytes (codes + scales)
-  // The compute-dtype buffer the largest NF4 projection is dequantised into (0 without NF4).
+  // The compute-dtype buffer the largest quantised projection is dequantised into (0 without).
   uint64_t dequantize_buffer_bytes() const { return dequantize_buffer_bytes_; }
   int64_t trainable_parameters() const;                           // base (full) or LoRA adapters
   int64_t lora_parameters_per_layer() const { return lora_params_per_layer_; }

@@ -8,7 +8,7 @@
 #include "src/core/error.h"
 #include "src/data/token_batch.h"
 #include "src/model/lora.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_family.h"
 #include "src/tokenizer/tokenizer.h"
@@ -119,10 +119,11 @@ void run_sft(const Config& given) {
     std::cout << "train-sft: LoRA rank " << config.lora.rank << " on " << config.lora.target_modules.size()
               << " projections per layer: " << adapter_parameters << " trainable parameters, base weights frozen\n";
   }
-  if (const Nf4BaseSize nf4 = nf4_base_size(*model); nf4.projections > 0) {
-    std::cout << "train-sft: QLoRA base: " << nf4.projections << " projections (" << nf4.weights
-              << " weights) in NF4" << (config.lora.double_quant ? " with double quantisation" : "") << ": "
-              << nf4.bytes << " bytes, " << nf4.bytes_per_weight() << " bytes per weight\n";
+  if (const QuantizedBaseSize base = quantized_base_size(*model); base.projections > 0) {
+    const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
+    std::cout << "train-sft: QLoRA base: " << base.projections << " projections (" << base.weights << " weights) in "
+              << (nf4 ? "NF4" : "int8") << (nf4 && config.lora.double_quant ? " with double quantisation" : "") << ": "
+              << base.bytes << " bytes, " << base.bytes_per_weight() << " bytes per weight\n";
   }
   auto engine = make_run_engine(config, loaded.shape, device, std::cout);
   const std::string name = "policy";

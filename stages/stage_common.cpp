@@ -17,9 +17,10 @@
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/nf4_checkpoint.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/checkpoint_folders.h"
@@ -51,19 +52,61 @@ std::string torch_dtype_name(at::ScalarType dtype) {
   return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
 }
 
+namespace {
+
+// The one-line notes about a model folder that stores its projections quantised
+// (src/model/quantized_base.h): what Ferry did with the stored weights under lora.quantize_base.
+void note_quantized_folder(const Config& config, const QuantizedLoadReport* report, at::ScalarType dtype) {
+  const std::string& path = config.model.path;
+  if (report == nullptr) {
+    if (io::has_nf4_weights(io::HfWeights(path))) {
+      std::cout << "note: model.path " << path << " stores its projections in 4 bits (bitsandbytes NF4); "
+                << "lora.quantize_base is none, so they are dequantised into a " << torch_dtype_name(dtype)
+                << " base (set lora.quantize_base=nf4 to train on them as stored)\n";
+    }
+    return;
+  }
+  if (report->stored > 0 && config.lora.quantize_base == BaseQuantization::int8) {
+    std::cout << "note: model.path " << path << " stores " << report->stored << " projections in int8: used as stored\n";
+  } else if (report->stored > 0) {
+    const bool asked = config.lora.double_quant;
+    std::cout << "note: model.path " << path << " stores " << report->stored << " projections in 4 bits (NF4"
+              << (report->stored_double_quant == report->stored ? ", double-quantised"
+                  : report->stored_double_quant == 0         ? ", not double-quantised"
+                                                          : ", some double-quantised")
+              << "): used as stored";
+    if (report->stored_double_quant_differs(asked)) {
+      std::cout << "; lora.double_quant " << (asked ? "true" : "false")
+                << " applies only to weights Ferry quantises itself";
+    }
+    std::cout << "\n";
+  }
+  if (!report->kept_float.empty()) {
+    std::cout << "note: model.path " << path << " stores " << report->kept_float.size()
+              << " projections in full precision (e.g. " << report->kept_float.front()
+              << ": quantization_config.llm_int8_skip_modules); they stay so, as transformers runs them\n";
+  }
+}
+
+}  // namespace
+
 LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
   LoadedCausalLm out;
-  const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
+  const BaseQuantization kind = config.lora.quantize_base;
+  const bool quantized = kind != BaseQuantization::none;
   if (!config.model.path.empty()) {
-    out.model = nf4 ? causal_lm_from_pretrained_nf4(config.model.path, dtype, config.lora.double_quant)
-                    : causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    QuantizedLoadReport report;
+    out.model = quantized ? causal_lm_from_pretrained_quantized(config.model.path, dtype, kind,
+                                                                config.lora.double_quant, &report)
+                          : causal_lm_from_pretrained(config.model.path, dtype, c10::kCPU);
+    note_quantized_folder(config, quantized ? &report : nullptr, dtype);
     out.shape = out.model->config();
   } else if (!config.model.config.empty()) {
     out.shape = io::read_hf_config(config.model.config);
     out.model = LlamaForCausalLM(out.shape);
     init_llama_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
     out.model->to(dtype);
-    if (nf4) quantize_base_nf4(*out.model->model, config.lora.double_quant);
+    if (quantized) quantize_base(*out.model->model, kind, config.lora.double_quant);
   } else {
     throw ConfigError("model: set model.path (a Hugging Face folder) or model.config (a config.json to start from scratch)");
   }
@@ -75,7 +118,7 @@ LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
 void require_full_precision_base(const Config& config, const std::string& stage) {
   if (config.lora.quantize_base == BaseQuantization::none) return;
   throw ConfigError("lora.quantize_base " + std::string(enum_name(config.lora.quantize_base)) + ": " + stage +
-                    " does not train on a 4-bit base yet (train-sft, train-dpo, train-ppo and train-grpo do); set "
+                    " does not train on a quantised base yet (train-sft, train-dpo, train-ppo and train-grpo do); set "
                     "lora.quantize_base=none");
 }
 

@@ -38,11 +38,12 @@ struct LoadedCausalLm {
 
 // model.path (a Hugging Face folder), else model.config (initialised from train.seed), built on the
 // host in `dtype`, in training mode. Throws ConfigError when neither is set. With lora.quantize_base
-// nf4 the decoder projections are NF4 (src/model/nf4_model.h): quantised tensor by tensor while a
-// folder is read, or right after initialisation from scratch.
+// nf4 or int8 the decoder projections are quantised (src/model/quantized_base.h): tensor by tensor
+// while a folder is read (or taken as the folder stores them), or right after initialisation from
+// scratch.
 LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype);
 
-// Throws ConfigError naming lora.quantize_base when it is set: `stage` cannot train on a 4-bit base yet.
+// Throws ConfigError naming lora.quantize_base when it is set: `stage` cannot train on a quantised base yet.
 void require_full_precision_base(const Config& config, const std::string& stage);
 
 // With lora.rank > 0: attaches adapters to `backbone` (src/model/lora.h, A drawn from train.seed) and

@@ -143,8 +143,9 @@ struct LoraConfig {
     v("target_modules", target_modules, "projections to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
     v("export", export_as, "merged (into the base weights) or adapter (PEFT format)");
     v("quantize_base", quantize_base,
-      "none, or nf4 (QLoRA: the decoder layers' frozen projections held in bitsandbytes' 4-bit NormalFloat, "
-      "dequantised per matmul; needs rank > 0; int8 is not supported yet)");
+      "none, nf4 (QLoRA: the decoder layers' frozen projections held in bitsandbytes' 4-bit NormalFloat, "
+      "dequantised per matmul; a model.path bitsandbytes saved in 4 bits is used as stored) or int8 (bitsandbytes' "
+      "LLM.int8 row-wise storage without outliers, ~1 byte per weight); needs rank > 0");
     v("double_quant", double_quant,
       "with quantize_base nf4: also quantise the NF4 block scales to 8 bits (bitsandbytes' "
       "bnb_4bit_use_double_quant; 0.516 instead of 0.5625 bytes per weight)");

@@ -17,6 +17,7 @@
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 
 namespace ferry::io {
@@ -249,14 +250,18 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' has shape " +
                        shape_text(shape) + ", config.json implies " + shape_text(tensor.shape));
     }
-    const at::ScalarType dtype = nf4 ? nf4->dtype : weights.info(tensor.hf_name).dtype;
+    const bool int8 = find_int8_weight(weights, tensor.hf_name, "checkpoint '" + in.string() + "'").has_value();
+    const at::ScalarType dtype = nf4 ? nf4->dtype : int8 ? at::kFloat : weights.info(tensor.hf_name).dtype;
     if (!at::isFloatingType(dtype)) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' is not floating point");
     }
     used.insert(tensor.hf_name);
   }
   for (const auto& name : weights.names()) {
-    if (used.count(name) || is_lora_tensor(name) || ignored_weight(name) || is_nf4_side_tensor(name)) continue;
+    if (used.count(name) || is_lora_tensor(name) || ignored_weight(name) || is_nf4_side_tensor(name) ||
+        is_int8_side_tensor(name)) {
+      continue;
+    }
     if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: llama.cpp reuses token_embd
     throw InputError("checkpoint '" + in.string() + "': weight '" + name + "' has no place in a GGUF " + arch +
                      " model (GGUF export writes Llama / Qwen2 / Qwen3 decoders)");
@@ -320,6 +325,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
       at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
       if (const auto nf4 = find_nf4_weight(weights, tensor.hf_name, in.string())) {
         value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
+      } else if (const auto int8 = find_int8_weight(weights, tensor.hf_name, in.string())) {
+        value = kernels::int8_dequantize_tensor(*int8, at::kFloat);  // an int8 base
       }
       if (adapted.count(tensor.hf_name)) {
         const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());

@@ -8,6 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/io/hf_quantization.h"
 
 namespace ferry::io {
 namespace {
@@ -244,6 +245,9 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& sourc
     top.fail("model_type", "is '" + type + "', which Ferry does not support (supported: " + kSupportedModelTypes + ")");
   }
   check_architectures(top);
+  // A quantised checkpoint Ferry cannot read (fp4, 8-bit, GPTQ, ...) is refused here, before any
+  // command meets its weights; bitsandbytes NF4 folders load (src/io/hf_quantization.h).
+  parse_hf_quantization(json_text, source);
   if (const auto act = top.string("hidden_act"); act && *act != "silu") {
     top.fail("hidden_act", "is '" + *act + "'; Llama-family models use silu, and Ferry supports only that");
   }

@@ -24,7 +24,8 @@ namespace ferry::io {
 
 // Throws InputError if the file cannot be read, ConfigError naming the file and key for a bad or
 // unsupported value (an unknown model_type, architectures class or rope type, a non-integer size,
-// Qwen sliding-window layers, ...), listing what is supported.
+// Qwen sliding-window layers, ...), listing what is supported, and InputError for a
+// `quantization_config` Ferry cannot read (anything but bitsandbytes 4-bit nf4: hf_quantization.h).
 LlamaConfig read_hf_config(const std::filesystem::path& config_json);
 // The same from text; `source` names it in error messages.
 LlamaConfig parse_hf_config(std::string_view json_text, const std::string& source);

@@ -9,6 +9,7 @@
 #include "src/core/file_util.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/int8_checkpoint.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
 
@@ -102,6 +103,13 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
   for (const auto& name : weights.names()) tensors.emplace(name, weights.tensor(name));
   // A QLoRA checkpoint's 4-bit base (bitsandbytes' layout): dequantised to the dtype it was trained in.
   if (has_nf4_tensors(tensors)) dequantize_nf4_tensors(tensors, "checkpoint '" + in.string() + "'");
+  // An int8 base: dequantised to the dtype config.json records (the run's precision).
+  if (has_int8_tensors(tensors)) {
+    const at::ScalarType dtype = config.torch_dtype == "bfloat16" ? at::kBFloat16
+                                 : config.torch_dtype == "float16" ? at::kHalf
+                                                                   : at::kFloat;
+    dequantize_int8_tensors(tensors, "checkpoint '" + in.string() + "'", dtype);
+  }
   if (lora) tensors = merge_lora_tensors(tensors, read_adapter_config(in / kAdapterConfigFile).scaling());
   for (const auto& [name, t] : tensors) summary.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
   summary.tensors = static_cast<int64_t>(tensors.size());

@@ -35,6 +35,20 @@ at::Tensor host_copy(const float* values, int64_t n) {
   return at::from_blob(const_cast<float*>(values), {n}, at::kFloat).clone();
 }
 
+// The packed codes as bytes (1-D). bitsandbytes may store them as another dtype
+// (bnb_4bit_quant_storage, e.g. bfloat16 for FSDP); the bytes are the same.
+at::Tensor packed_bytes(const at::Tensor& stored) {
+  at::Tensor flat = stored.contiguous().reshape({-1});
+  return flat.scalar_type() == at::kByte ? flat : flat.view(at::kByte);
+}
+
+// A 4-bit weight's side tensors without the JSON that describes them: a partial download or copy.
+[[noreturn]] void throw_missing_state(const std::string& source, const std::string& w) {
+  throw InputError(source + ": NF4 weight " + w + " lacks its tensor " + w + kStateSuffix +
+                   " (its 4-bit codes and scales are there, the quant state that describes them is not); the "
+                   "checkpoint is incomplete: copy or download it again");
+}
+
 }  // namespace
 
 void add_nf4_tensors(TensorMap& tensors, const std::string& w, const kernels::Nf4Tensor& q) {
@@ -64,10 +78,21 @@ bool has_nf4_tensors(const TensorMap& tensors) {
   return false;
 }
 
+bool has_nf4_weights(const HfWeights& weights) {
+  for (const std::string& name : weights.names()) {
+    if (ends_with(name, kStateSuffix)) return true;
+  }
+  return false;
+}
+
 std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, const std::string& source) {
   std::vector<std::string> weights;
   for (const auto& [name, t] : tensors) {
     if (ends_with(name, kStateSuffix)) weights.push_back(name.substr(0, name.size() - kStateSuffix.size()));
+  }
+  for (const auto& [name, t] : tensors) {
+    const std::string w = name.substr(0, name.rfind(".weight.") + 7);
+    if (is_nf4_side_tensor(name) && tensors.count(w + kStateSuffix) == 0) throw_missing_state(source, w);
   }
   std::map<std::string, kernels::Nf4Tensor> out;
   for (const std::string& w : weights) {
@@ -90,7 +115,7 @@ std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, c
     q.blocksize = state.blocksize;
     q.dtype = scalar_type(state.dtype);
     q.nested_offset = state.nested_offset;
-    q.packed = take(w, true).reshape({-1});
+    q.packed = packed_bytes(take(w, true));
     q.absmax = take(w + "." + kernels::kNf4AbsmaxKey, true).reshape({-1});
     take(w + "." + kernels::kNf4QuantMapKey, false);  // the NF4 code book: fixed
     take(w + "." + kernels::kNf4NestedQuantMapKey, false);  // the dynamic code book: fixed
@@ -112,16 +137,25 @@ std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, c
 
 std::optional<kernels::Nf4Tensor> find_nf4_weight(const HfWeights& weights, const std::string& w,
                                                   const std::string& source) {
-  if (!weights.contains(w + kStateSuffix)) return std::nullopt;
+  if (!weights.contains(w + kStateSuffix)) {
+    if (weights.contains(w + "." + kernels::kNf4AbsmaxKey)) throw_missing_state(source, w);
+    return std::nullopt;
+  }
   TensorMap group;
-  for (const std::string suffix : {std::string(), "." + std::string(kernels::kNf4AbsmaxKey),
-                                   "." + std::string(kernels::kNf4QuantMapKey),
-                                   "." + std::string(kernels::kNf4NestedAbsmaxKey),
-                                   "." + std::string(kernels::kNf4NestedQuantMapKey), kStateSuffix}) {
-    if (weights.contains(w + suffix)) group.emplace(w + suffix, weights.tensor(w + suffix));
+  for (const std::string& name : nf4_group_names(w)) {
+    if (weights.contains(name)) group.emplace(name, weights.tensor(name));
   }
   auto found = take_nf4_tensors(group, source);
   return std::move(found.at(w));
+}
+
+std::vector<std::string> nf4_group_names(const std::string& w) {
+  std::vector<std::string> names{w};
+  for (const char* key : {kernels::kNf4AbsmaxKey, kernels::kNf4QuantMapKey, kernels::kNf4NestedAbsmaxKey,
+                          kernels::kNf4NestedQuantMapKey, kernels::kNf4QuantStateKey}) {
+    names.push_back(w + "." + key);
+  }
+  return names;
 }
 
 bool is_nf4_side_tensor(const std::string& name) {

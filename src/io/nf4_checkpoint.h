@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/ops/nf4.h"
 #include "src/io/safetensors.h"
@@ -22,6 +23,9 @@ void add_nf4_tensors(TensorMap& tensors, const std::string& weight_name, const k
 // True when `tensors` holds an NF4 group (a `*.quant_state.bitsandbytes__nf4` entry).
 bool has_nf4_tensors(const TensorMap& tensors);
 
+// True when the folder `weights` holds an NF4 group.
+bool has_nf4_weights(const HfWeights& weights);
+
 // Removes every NF4 group from `tensors` and returns them by weight name, parsed. InputError naming
 // `source` and the tensor when a group is incomplete or does not fit its quant state.
 std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, const std::string& source);
@@ -30,6 +34,9 @@ std::map<std::string, kernels::Nf4Tensor> take_nf4_tensors(TensorMap& tensors, c
 // (views of the mapped file), or nothing when that weight is not stored 4-bit. InputError as above.
 std::optional<kernels::Nf4Tensor> find_nf4_weight(const HfWeights& weights, const std::string& weight_name,
                                                   const std::string& source);
+
+// Every tensor name an NF4 group of `weight_name` may have: W, W.absmax, ..., W.quant_state.*.
+std::vector<std::string> nf4_group_names(const std::string& weight_name);
 
 // True when `name` is one of an NF4 group's side tensors (`W.absmax`, `W.quant_map`, ...), not `W`.
 bool is_nf4_side_tensor(const std::string& name);

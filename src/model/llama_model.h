@@ -24,7 +24,7 @@ struct LayerInputs {
 };
 
 // Called for each decoder layer right after it is built and before the next one is, so a loader
-// can replace a layer's full-precision weights (QLoRA quantises them, src/model/nf4_model.h) while
+// can replace a layer's full-precision weights (QLoRA quantises them, src/model/quantized_base.h) while
 // only one layer's exist.
 using LayerBuiltHook = std::function<void(LlamaDecoderLayerImpl& layer, int64_t index)>;
 

@@ -8,6 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/io/lora_adapter.h"
+#include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 
 namespace ferry {
@@ -71,13 +72,19 @@ void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed
         continue;
       }
       const Projection p = projection(*layer.ptr(), target);
-      // (out, in), and the dtype and device the adapter takes: the float weight's, or for an NF4
-      // base (QLoRA) the dtype it was quantised from (the run's) and where its codes live.
+      // (out, in), and the dtype and device the adapter takes: the float weight's, or for a
+      // quantised base (QLoRA: NF4 or int8) the dtype it was quantised from (the run's) and where
+      // its codes live.
       const Nf4WeightImpl* nf4 = nf4_weight_of(**p.linear);
-      const torch::Tensor& w = nf4 != nullptr ? nf4->quantized().packed : (*p.linear)->weight;
+      const Int8WeightImpl* int8 = int8_weight_of(**p.linear);
+      const torch::Tensor& w = nf4 != nullptr    ? nf4->quantized().packed
+                               : int8 != nullptr ? int8->quantized().cb
+                                                 : (*p.linear)->weight;
       const int64_t out = nf4 != nullptr ? nf4->out_features() : w.size(0);
       const int64_t in = nf4 != nullptr ? nf4->in_features() : w.size(1);
-      const at::ScalarType dtype = nf4 != nullptr ? nf4->quantized().dtype : w.scalar_type();
+      const at::ScalarType dtype = nf4 != nullptr    ? nf4->quantized().dtype
+                                   : int8 != nullptr ? int8->quantized().dtype
+                                                     : w.scalar_type();
       torch::nn::Linear a(torch::nn::LinearOptions(in, settings.rank).bias(false));
       torch::nn::Linear b(torch::nn::LinearOptions(settings.rank, out).bias(false));
       // kaiming_uniform_(a=sqrt(5)) on (rank, in): gain sqrt(2 / 6), bound gain * sqrt(3 / in) = 1 / sqrt(in).
@@ -166,6 +173,7 @@ void merge_lora(LlamaModelImpl& model) {
       const Projection p = projection(*layer.ptr(), target);
       if (!p.adapter->attached()) continue;
       if (nf4_weight_of(**p.linear) != nullptr) dequantize_linear_nf4(**p.linear);  // QLoRA: merge into the float base
+      if (int8_weight_of(**p.linear) != nullptr) dequantize_linear_int8(**p.linear);
       torch::Tensor& w = (*p.linear)->weight;  // (out, in)
       const torch::Tensor delta =
           torch::matmul(p.adapter->lora_B->weight.to(torch::kFloat), p.adapter->lora_A->weight.to(torch::kFloat)) *

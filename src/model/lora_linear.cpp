@@ -1,6 +1,7 @@
 // A Linear projection with an optional LoRA adapter (see lora_linear.h).
 #include "src/model/lora_linear.h"
 
+#include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 
 namespace ferry {
@@ -10,6 +11,9 @@ torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& ada
   torch::Tensor y;
   if (const Nf4WeightImpl* nf4 = nf4_weight_of(*base)) {  // QLoRA's 4-bit base (nf4_linear.h)
     y = nf4_linear(x, *nf4);
+    if (base->bias.defined()) y = y + base->bias;
+  } else if (const Int8WeightImpl* int8 = int8_weight_of(*base)) {  // an int8 base (int8_linear.h)
+    y = int8_linear(x, *int8);
     if (base->bias.defined()) y = y + base->bias;
   } else {
     y = base.ptr()->forward(x);

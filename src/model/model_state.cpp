@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/int8_linear.h"
 #include "src/model/llama_heads.h"
 #include "src/model/nf4_linear.h"
 
@@ -73,16 +75,55 @@ void load_nf4_weights(const torch::nn::Module& model, io::TensorMap& tensors, co
   }
 }
 
+// The int8 base's projections (int8_linear.h) by the name of the weight they replace.
+std::map<std::string, Int8WeightImpl*> int8_weights(const torch::nn::Module& model) {
+  std::map<std::string, Int8WeightImpl*> out;
+  const std::string suffix = ".int8";
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* int8 = dynamic_cast<Int8WeightImpl*>(item.value().get());
+    if (int8 != nullptr && ends_with(item.key(), suffix)) {
+      out.emplace(item.key().substr(0, item.key().size() - suffix.size()) + ".weight", int8);
+    }
+  }
+  return out;
+}
+
+// The int8 side of a load, as load_nf4_weights: groups for the model's int8 weights go in as they
+// are, others are dequantised in the map (fp32; load_state converts), and a float tensor given for
+// an int8 weight is quantised into it.
+void load_int8_weights(const torch::nn::Module& model, io::TensorMap& tensors, const std::string& source) {
+  const auto weights = int8_weights(model);
+  for (auto& [name, q] : io::take_int8_tensors(tensors, source)) {
+    auto it = weights.find(name);
+    if (it != weights.end()) {
+      q.dtype = it->second->quantized().dtype;
+      it->second->assign(q);
+    } else {
+      tensors[name] = kernels::int8_dequantize_tensor(q, at::kFloat);
+    }
+  }
+  for (const auto& [name, int8] : weights) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || !at::isFloatingType(it->second.scalar_type())) continue;
+    if (it->second.sizes() != int8->quantized().cb.sizes()) continue;  // reported as a mismatch below
+    kernels::Int8Tensor q = kernels::int8_quantize_tensor(it->second.to(int8->quantized().dtype));
+    int8->assign(q);
+    tensors.erase(it);
+  }
+}
+
 }  // namespace
 
 void load_state(torch::nn::Module& model, const io::TensorMap& given, const LoadStateOptions& options) {
-  io::TensorMap nf4_rest;
+  io::TensorMap quantized_rest;
   const bool nf4 = !nf4_weights(model).empty() || io::has_nf4_tensors(given);
-  if (nf4) {
-    nf4_rest = given;
-    load_nf4_weights(model, nf4_rest, options.source);
+  const bool int8 = !int8_weights(model).empty() || io::has_int8_tensors(given);
+  if (nf4 || int8) {
+    quantized_rest = given;
+    if (nf4) load_nf4_weights(model, quantized_rest, options.source);
+    if (int8) load_int8_weights(model, quantized_rest, options.source);
   }
-  const io::TensorMap& tensors = nf4 ? nf4_rest : given;
+  const io::TensorMap& tensors = nf4 || int8 ? quantized_rest : given;
   auto parameters = model.named_parameters(/*recurse=*/true);
   const bool tied = ties_lm_head(model);
   std::vector<std::string> missing, unexpected, mismatched;
@@ -124,6 +165,7 @@ io::TensorMap state_of(const torch::nn::Module& model) {
   io::TensorMap state;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) state[item.key()] = item.value().detach();
   for (const auto& [name, nf4] : nf4_weights(model)) io::add_nf4_tensors(state, name, nf4->quantized());
+  for (const auto& [name, int8] : int8_weights(model)) io::add_int8_tensors(state, name, int8->quantized());
   return state;
 }
 

@@ -11,8 +11,10 @@ std::function<void(const torch::Tensor&)>& observer() {
   return f;
 }
 
+// The weight in `dtype`, rounded as bitsandbytes does: to the quant state's dtype, then cast.
 torch::Tensor dequantize_observed(const kernels::Nf4Tensor& q, at::ScalarType dtype) {
-  torch::Tensor w = kernels::nf4_dequantize_tensor(q, dtype);  // (out, in)
+  torch::Tensor w = kernels::nf4_dequantize_tensor(q, q.dtype);  // (out, in)
+  if (w.scalar_type() != dtype) w = w.to(dtype);
   if (observer()) observer()(w);
   return w;
 }
@@ -31,6 +33,7 @@ class Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
     ctx->saved_data["offset"] = static_cast<double>(q.nested_offset);
     ctx->saved_data["shape"] = q.shape;
     ctx->saved_data["blocksize"] = q.blocksize;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(q.dtype);
     return torch::linear(x, dequantize_observed(q, x.scalar_type()));  // (..., out)
   }
 
@@ -43,6 +46,7 @@ class Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
     q.nested_offset = static_cast<float>(ctx->saved_data["offset"].toDouble());
     q.shape = ctx->saved_data["shape"].toIntVector();
     q.blocksize = ctx->saved_data["blocksize"].toInt();
+    q.dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     const torch::Tensor& grad = grads[0];  // (..., out)
     const torch::Tensor grad_x = torch::matmul(grad, dequantize_observed(q, grad.scalar_type()));  // (..., in)
     return {grad_x, torch::Tensor()};
@@ -123,11 +127,19 @@ void quantize_linear_nf4(torch::nn::LinearImpl& linear, const torch::Tensor& sou
     throw InputError(detail::concat("weight of shape ", source.sizes(), " does not fit the projection ",
                                     linear.weight.sizes()));
   }
+  set_linear_nf4(linear, kernels::nf4_quantize_tensor(source.detach(), double_quant));
+}
+
+void set_linear_nf4(torch::nn::LinearImpl& linear, const kernels::Nf4Tensor& quantized) {
+  FERRY_CHECK(linear.weight.defined(), "set_linear_nf4: the projection is already quantised");
+  if (c10::IntArrayRef(quantized.shape) != linear.weight.sizes()) {
+    throw InputError(detail::concat("4-bit weight of shape ", c10::IntArrayRef(quantized.shape),
+                                    " does not fit the projection ", linear.weight.sizes()));
+  }
   const c10::Device device = linear.weight.device();
-  kernels::Nf4Tensor q = kernels::nf4_quantize_tensor(source.detach(), double_quant);
   ModuleParameters::of(linear).erase("weight");
   linear.weight = torch::Tensor();
-  linear.register_module("nf4", Nf4Weight(kernels::nf4_to_device(q, device)));
+  linear.register_module("nf4", Nf4Weight(kernels::nf4_to_device(quantized, device)));
 }
 
 void dequantize_linear_nf4(torch::nn::LinearImpl& linear) {

@@ -4,7 +4,9 @@
 // adapter children), and lora_project (lora_linear.h) calls nf4_linear for it.
 //
 // nf4_linear dequantises the weight per call into the input's dtype and runs the matmul; its
-// backward dequantises again for grad_input = grad_out @ W. The dequantised weight is never saved
+// backward dequantises again for grad_input = grad_out @ W. As bitsandbytes' matmul_4bit, the
+// weight is dequantised into its quant state's dtype first and then cast when the input's differs
+// (a bf16 checkpoint used in fp32), so both round the same. The dequantised weight is never saved
 // for backward (the graph holds only the packed tensors), and the weight gets no gradient.
 #pragma once
 
@@ -53,6 +55,11 @@ Nf4WeightImpl* nf4_weight_of(const torch::nn::LinearImpl& linear);
 // (any float dtype; the quant state records it), with bnb's double quantisation when
 // `double_quant`. The Linear's float weight is released; its bias (if any) stays a parameter.
 void quantize_linear_nf4(torch::nn::LinearImpl& linear, const torch::Tensor& source, bool double_quant);
+
+// Replaces `linear`'s float weight parameter by the NF4 weight `quantized` as it is (a 4-bit
+// checkpoint's tensors; they are moved to the Linear's device, so pass owned tensors, not views of
+// a mapped file). InputError when its shape is not the Linear's (out, in).
+void set_linear_nf4(torch::nn::LinearImpl& linear, const kernels::Nf4Tensor& quantized);
 
 // Undoes quantize_linear_nf4: the dequantised weight, in the quant state's dtype, becomes the
 // Linear's (frozen) weight parameter again (merging adapters into an NF4 model does this first).

@@ -6,16 +6,19 @@
 #include "src/core/error.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/model_state.h"
 
 namespace ferry {
 namespace {
 
-// The folder's weights; a QLoRA checkpoint's NF4 base (nf4_checkpoint.h) dequantised.
+// The folder's weights; a QLoRA checkpoint's NF4 or int8 base (nf4_checkpoint.h, int8_checkpoint.h)
+// dequantised (int8 into fp32; the model converts).
 io::TensorMap read_weights(const std::filesystem::path& dir) {
   io::TensorMap weights = io::load_hf_weights(dir);
   if (io::has_nf4_tensors(weights)) io::dequantize_nf4_tensors(weights, "model folder " + dir.string());
+  if (io::has_int8_tensors(weights)) io::dequantize_int8_tensors(weights, "model folder " + dir.string(), at::kFloat);
   return weights;
 }
 

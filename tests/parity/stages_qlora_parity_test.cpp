@@ -20,7 +20,7 @@
 #include "src/io/safetensors.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/train/backbone_runner.h"
 #include "stages/sft.h"
 

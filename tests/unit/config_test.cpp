@@ -391,13 +391,16 @@ TEST(Config, QuantizedBaseNeedsLoraUnderAnyPolicy) {
   EXPECT_CONTAINS(no_rank, "lora.rank");
   apply_override(c, "lora.rank=8");
   EXPECT_NO_THROW(validate_config(c));
-  apply_override(c, "offload.policy=params");  // the engines page the 4-bit base like other weights
+  apply_override(c, "offload.policy=params");  // the engines page the quantised base like other weights
   EXPECT_NO_THROW(validate_config(c));
-  // int8 is not a value (yet): the parser names the ones there are.
+  // int8 follows the same rules; an unknown value names the ones there are.
   Config d;
-  const std::string int8 = config_error([&] { apply_override(d, "lora.quantize_base=int8"); });
-  EXPECT_CONTAINS(int8, "lora.quantize_base");
-  EXPECT_CONTAINS(int8, "nf4");
+  apply_override(d, "lora.quantize_base=int8");
+  EXPECT_EQ(d.lora.quantize_base, BaseQuantization::int8);
+  EXPECT_CONTAINS(config_error([&] { validate_config(d); }), "lora.rank");
+  const std::string fp4 = config_error([&] { apply_override(d, "lora.quantize_base=fp4"); });
+  EXPECT_CONTAINS(fp4, "lora.quantize_base");
+  EXPECT_CONTAINS(fp4, "int8");
 }
 
 TEST(Config, SavedConfigLoadsBack) {

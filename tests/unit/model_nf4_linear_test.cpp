@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "kernels/cpu/nf4.h"
+#include "src/core/error.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_linear.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 
 namespace ferry {
 namespace {
@@ -122,6 +123,34 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Nf4Linear,
                            return std::string(info.param.dtype == torch::kFloat ? "fp32" : "bf16") +
                                   (info.param.double_quant ? "_nested" : "_plain");
                          });
+
+// A 4-bit checkpoint's weight whose quant state says bf16 used in fp32 (a bf16 download run on the
+// CPU): as bitsandbytes' matmul_4bit, the weight is dequantised to bf16, then widened, forward and
+// backward; set_linear_nf4 installs the stored tensors unchanged.
+TEST(Nf4Linear, AStoredWeightComputesInTheInputDtypeFromItsOwnDtype) {
+  torch::manual_seed(7);
+  const torch::Tensor w = torch::randn({24, 100});  // 2400 elements: a partial last block
+  const kernels::Nf4Tensor q = kernels::nf4_quantize_tensor(w.to(torch::kBFloat16), /*double_quant=*/true);
+  ASSERT_EQ(q.dtype, torch::kBFloat16);
+  torch::nn::Linear linear(torch::nn::LinearOptions(100, 24).bias(false));
+  set_linear_nf4(*linear, q);
+  const Nf4WeightImpl* nf4 = nf4_weight_of(*linear);
+  ASSERT_NE(nf4, nullptr);
+  EXPECT_TRUE(torch::equal(nf4->quantized().packed, q.packed));
+  EXPECT_TRUE(torch::equal(nf4->quantized().absmax, q.absmax));
+  const torch::Tensor w_ref = kernels::nf4_dequantize_tensor(q, torch::kBFloat16).to(torch::kFloat);
+  ASSERT_FALSE(torch::equal(w_ref, kernels::nf4_dequantize_tensor(q, torch::kFloat)))
+      << "the two roundings should differ somewhere for this test to mean anything";
+  torch::Tensor x = torch::randn({3, 100}, torch::requires_grad());
+  const torch::Tensor y = nf4_linear(x, *nf4);
+  EXPECT_TRUE(torch::equal(y, torch::linear(x.detach(), w_ref)));
+  const torch::Tensor g = torch::randn({3, 24});
+  y.backward(g);
+  EXPECT_TRUE(torch::allclose(x.grad(), torch::matmul(g, w_ref), 0, 1e-6));
+
+  torch::nn::Linear wrong(torch::nn::LinearOptions(24, 100).bias(false));
+  EXPECT_THROW(set_linear_nf4(*wrong, q), InputError);
+}
 
 LlamaConfig tiny_shape() {
   LlamaConfig c;

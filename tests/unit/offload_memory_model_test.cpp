@@ -247,6 +247,16 @@ TEST(MemoryModel, Nf4BaseCountsPackedCodesScalesAndOneDequantisationBuffer) {
   shape.base = BaseFormat::nf4;
   const MemoryModel plain(shape, constants);
   EXPECT_EQ(plain.quantized_bytes(), 2u * (4 * 2304 + 3 * 4608));
+  // int8: a byte per weight plus an fp32 scale per output row: q, k, v, o 4096 + 64*4; gate, up
+  // 8192 + 128*4; down 8192 + 64*4 = 43264 per layer.
+  shape.base = BaseFormat::int8;
+  const MemoryModel int8(shape, constants);
+  EXPECT_EQ(int8.quantized_parameters(), 2 * 40960);
+  EXPECT_EQ(int8.quantized_bytes(), 2u * 43264);
+  EXPECT_EQ(int8.dequantize_buffer_bytes(), 8192u * 2);
+  EXPECT_TRUE(int8.layout().contains("model.layers.1.mlp.down_proj.SCB"));
+  EXPECT_EQ(base_format(BaseQuantization::nf4, true), BaseFormat::nf4_double_quant);
+  EXPECT_EQ(base_format(BaseQuantization::int8, true), BaseFormat::int8);
   EXPECT_THROW(  // NF4 is a frozen base under adapters
       {
         TrainingShape full = shape;

@@ -22,7 +22,7 @@
 #include "offload/engine.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
-#include "src/model/nf4_model.h"
+#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
 #include "stages/grpo.h"
 #include "stages/ppo.h"
@@ -208,14 +208,18 @@ TEST(QloraSftExport, GgufOfTheFourBitCheckpointEqualsGgufOfItsMergedExport) {
 }
 
 // The offloading engines hold the 4-bit base like any frozen weights: same numbers as `none`.
-TEST(QloraOffload, OptimizerAndParamsTrainLikeNoneAndResumeExactly) {
+class QloraOffload : public ::testing::TestWithParam<BaseQuantization> {};
+
+TEST_P(QloraOffload, OptimizerAndParamsTrainLikeNoneAndResumeExactly) {
   torch::set_num_threads(1);
+  const BaseQuantization kind = GetParam();
+  const std::string tag(enum_name(kind));
   std::map<std::string, std::vector<double>> losses;
   std::map<std::string, fs::path> dirs;
   for (const OffloadPolicy policy : {OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params}) {
     const std::string name(enum_name(policy));
-    const fs::path dir = dirs[name] = fresh_dir("policy_" + name);
-    Config config = sft_config(dir, BaseQuantization::nf4, Precision::fp32);
+    const fs::path dir = dirs[name] = fresh_dir(tag + "_policy_" + name);
+    Config config = sft_config(dir, kind, Precision::fp32);
     config.train.max_steps = 8;
     config.train.save_every = 4;
     config.offload.policy = policy;
@@ -226,19 +230,21 @@ TEST(QloraOffload, OptimizerAndParamsTrainLikeNoneAndResumeExactly) {
     // The base in the checkpoint is the quantised one, untouched by training.
     const io::HfWeights a(dirs.at("none") / "step-4"), b(dir / "step-8");
     const std::string w = "model.layers.1.self_attn.q_proj.weight";
+    const std::string scales = kind == BaseQuantization::nf4 ? w + ".absmax" : "model.layers.1.self_attn.q_proj.SCB";
+    EXPECT_EQ(b.info(w).dtype, kind == BaseQuantization::nf4 ? at::kByte : at::kChar) << name;
     EXPECT_TRUE(torch::equal(a.load(w), b.load(w))) << name;
-    EXPECT_TRUE(torch::equal(a.load(w + ".absmax"), b.load(w + ".absmax"))) << name;
+    EXPECT_TRUE(torch::equal(a.load(scales), b.load(scales))) << name;
   }
   for (const char* name : {"optimizer", "params"}) {
     for (size_t i = 0; i < 8; ++i) {
       EXPECT_NEAR(losses[name][i], losses["none"][i], 1e-6 * losses["none"][i]) << name << " step " << i + 1;
     }
   }
-  // Resuming under `params` writes the checkpoint's 4-bit base into the engine's chunks.
-  const fs::path resumed = fresh_dir("policy_params_resumed");
+  // Resuming under `params` writes the checkpoint's quantised base into the engine's chunks.
+  const fs::path resumed = fresh_dir(tag + "_policy_params_resumed");
   fs::create_directories(resumed);
   fs::copy(dirs.at("params") / "step-4", resumed / "step-4", fs::copy_options::recursive);
-  Config second = sft_config(resumed, BaseQuantization::nf4, Precision::fp32);
+  Config second = sft_config(resumed, kind, Precision::fp32);
   second.train.max_steps = 8;
   second.train.save_every = 4;
   second.offload.policy = OffloadPolicy::params;
@@ -249,9 +255,12 @@ TEST(QloraOffload, OptimizerAndParamsTrainLikeNoneAndResumeExactly) {
   for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(after[i], losses["params"][4 + i]) << "step " << 5 + i;
 }
 
+INSTANTIATE_TEST_SUITE_P(Kinds, QloraOffload, ::testing::Values(BaseQuantization::nf4, BaseQuantization::int8),
+                         [](const auto& info) { return std::string(enum_name(info.param)); });
+
 // Engine accounting: the 4-bit base costs ~0.52 byte per weight on the device (codes, 8-bit block
 // scales, fp32 nested scales), and under `params` it pages layer by layer like a float base.
-TEST(QloraOffload, EngineAccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
+TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
   using offload::MemoryCategory;
   using offload::MemoryTier;
   auto loaded = [] {

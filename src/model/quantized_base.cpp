@@ -1,0 +1,198 @@
+// The quantised base of a Llama model: quantise, load quantised, measure (see quantized_base.h).
+#include "src/model/quantized_base.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/io/hf_checkpoint.h"
+#include "src/io/hf_config.h"
+#include "src/io/hf_quantization.h"
+#include "src/io/int8_checkpoint.h"
+#include "src/io/nf4_checkpoint.h"
+#include "src/model/int8_linear.h"
+#include "src/model/model_state.h"
+#include "src/model/nf4_linear.h"
+
+namespace ferry {
+namespace {
+
+struct NamedProjection {
+  const char* name;  // under model.layers.<i>.
+  torch::nn::LinearImpl* linear;
+};
+
+std::vector<NamedProjection> projections(LlamaDecoderLayerImpl& layer) {
+  auto& a = *layer.self_attn;
+  auto& m = *layer.mlp;
+  return {{"self_attn.q_proj", a.q_proj.get()},  {"self_attn.k_proj", a.k_proj.get()},
+          {"self_attn.v_proj", a.v_proj.get()},  {"self_attn.o_proj", a.o_proj.get()},
+          {"mlp.gate_proj", m.gate_proj.get()}, {"mlp.up_proj", m.up_proj.get()},
+          {"mlp.down_proj", m.down_proj.get()}};
+}
+
+std::string weight_name(int64_t layer, const char* projection) {
+  return "model.layers." + std::to_string(layer) + "." + projection + ".weight";
+}
+
+bool quantized(const torch::nn::LinearImpl& linear) {
+  return nf4_weight_of(linear) != nullptr || int8_weight_of(linear) != nullptr;
+}
+
+// Replaces `linear`'s float weight by `source` quantised into `kind`.
+void quantize_linear(torch::nn::LinearImpl& linear, const torch::Tensor& source, BaseQuantization kind,
+                     bool double_quant) {
+  if (kind == BaseQuantization::int8) {
+    if (source.sizes() != linear.weight.sizes()) {
+      throw InputError(detail::concat("weight of shape ", source.sizes(), " does not fit the projection ",
+                                      linear.weight.sizes()));
+    }
+    set_linear_int8(linear, kernels::int8_quantize_tensor(source.detach()));
+  } else {
+    quantize_linear_nf4(linear, source, double_quant);
+  }
+}
+
+[[noreturn]] void throw_other_format(const std::string& source, const std::string& name, const char* stored,
+                                     BaseQuantization kind) {
+  throw ConfigError(detail::concat("lora.quantize_base ", enum_name(kind), ": ", source, " stores ", name,
+                                   " (and the other projections) in ", stored, "; requantising it would stack two "
+                                   "roundings: set lora.quantize_base=",
+                                   std::string(stored) == "int8" ? "int8" : "nf4",
+                                   " to use the weights as stored, or none to dequantise them"));
+}
+
+}  // namespace
+
+void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant) {
+  FERRY_CHECK(kind != BaseQuantization::none, "quantize_base: no format given");
+  torch::NoGradGuard no_grad;
+  for (auto& layer : model.decoder_layers) {
+    for (const NamedProjection& p : projections(*layer)) {
+      if (quantized(*p.linear)) throw UserError("the model's base is already quantised");
+      quantize_linear(*p.linear, p.linear->weight, kind, double_quant);
+    }
+  }
+}
+
+void dequantize_base(LlamaModelImpl& model) {
+  for (auto& layer : model.decoder_layers) {
+    for (const NamedProjection& p : projections(*layer)) {
+      if (nf4_weight_of(*p.linear) != nullptr) dequantize_linear_nf4(*p.linear);
+      if (int8_weight_of(*p.linear) != nullptr) dequantize_linear_int8(*p.linear);
+    }
+  }
+}
+
+LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
+                                                     BaseQuantization kind, bool double_quant,
+                                                     QuantizedLoadReport* report) {
+  FERRY_CHECK(kind != BaseQuantization::none, "causal_lm_from_pretrained_quantized: no format given");
+  if (!std::filesystem::is_directory(dir)) {
+    throw InputError("model folder " + dir.string() + " does not exist (expected config.json and *.safetensors)");
+  }
+  const LlamaConfig config = io::read_hf_config(dir / "config.json");
+  const bool folder_4bit = io::read_hf_quantization(dir / "config.json").nf4;
+  const io::HfWeights weights(dir);  // mapped: a tensor is read when it is converted
+  const std::string source = "model folder " + dir.string();
+  QuantizedLoadReport found;
+  std::vector<std::string> missing;
+  std::set<std::string> taken;  // tensors consumed here (projection weights and their quantised groups)
+  const LayerBuiltHook quantize_layer = [&](LlamaDecoderLayerImpl& layer, int64_t index) {
+    torch::NoGradGuard no_grad;
+    for (const NamedProjection& p : projections(layer)) {
+      const std::string name = weight_name(index, p.name);
+      // Quantised in the file: taken as it is (an incomplete group is an InputError naming the tensor).
+      std::optional<kernels::Nf4Tensor> nf4 = io::find_nf4_weight(weights, name, source);
+      std::optional<kernels::Int8Tensor> int8 = io::find_int8_weight(weights, name, source, dtype);
+      if (nf4 && kind != BaseQuantization::nf4) throw_other_format(source, name, "4-bit NF4", kind);
+      if (int8 && kind != BaseQuantization::int8) throw_other_format(source, name, "int8", kind);
+      try {
+        if (nf4) {
+          nf4->packed = nf4->packed.clone();  // owned: the mapping goes away after loading
+          nf4->absmax = nf4->absmax.clone();
+          if (nf4->nested()) nf4->nested_absmax = nf4->nested_absmax.clone();
+          set_linear_nf4(*p.linear, *nf4);
+          found.stored_double_quant += nf4->nested();
+        } else if (int8) {
+          int8->cb = int8->cb.clone();
+          int8->scb = int8->scb.clone();
+          set_linear_int8(*p.linear, *int8);
+        }
+        if (nf4 || int8) {
+          ++found.stored;
+          for (const std::string& tensor : io::nf4_group_names(name)) taken.insert(tensor);
+          taken.insert(name.substr(0, name.size() - 7) + ".SCB");  // int8: `<projection>.SCB`
+          taken.insert(name.substr(0, name.size() - 7) + ".weight_format");
+          continue;
+        }
+        if (!weights.contains(name)) {
+          missing.push_back(name);
+          continue;
+        }
+        const at::Tensor tensor = weights.tensor(name);
+        if (!at::isFloatingType(tensor.scalar_type())) {
+          throw InputError(detail::concat("stored as ", c10::toString(tensor.scalar_type()), " ", tensor.sizes(),
+                                          ", neither a float weight nor a quantised one (no ",
+                                          io::nf4_group_names(name).back(),
+                                          "); the checkpoint is incomplete or in a format Ferry does not read"));
+        }
+        if (folder_4bit) {  // left unquantised by transformers (llm_int8_skip_modules): keep it so
+          found.kept_float.push_back(name);
+          continue;
+        }
+        quantize_linear(*p.linear, tensor.to(dtype), kind, double_quant);
+        ++found.quantized;
+        taken.insert(name);
+      } catch (const InputError& e) {
+        throw InputError(source + ": " + name + ": " + e.what());
+      }
+    }
+#ifdef __GLIBC__
+    // The layer's float weights were freed, but glibc keeps such chunks in its heap (between the
+    // quantised tensors just allocated) once its mmap threshold has grown; hand the pages back so
+    // the process's memory follows the live tensors.
+    malloc_trim(0);
+#endif
+  };
+  LlamaForCausalLM model(config, quantize_layer);
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
+    throw InputError(detail::concat(source, " lacks ", missing.size(), " projection weights to quantise: ", list));
+  }
+  model->to(dtype);  // the full-precision rest; quantised weights keep their format
+  io::TensorMap rest;  // zero-copy views of everything but the projections handled above
+  for (const std::string& name : weights.names()) {
+    if (taken.count(name) == 0) rest.emplace(name, weights.tensor(name));
+  }
+  LoadStateOptions options;
+  options.source = source;
+  load_state(*model, rest, options);
+  model->eval();
+  if (report != nullptr) *report = std::move(found);
+  return model;
+}
+
+QuantizedBaseSize quantized_base_size(const torch::nn::Module& model) {
+  QuantizedBaseSize size;
+  for (const auto& module : model.modules(/*include_self=*/false)) {
+    if (const auto* nf4 = dynamic_cast<const Nf4WeightImpl*>(module.get())) {
+      ++size.projections;
+      size.weights += nf4->quantized().numel();
+      size.bytes += nf4->quantized().bytes();
+    } else if (const auto* int8 = dynamic_cast<const Int8WeightImpl*>(module.get())) {
+      ++size.projections;
+      size.weights += int8->quantized().numel();
+      size.bytes += int8->quantized().bytes();
+    }
+  }
+  return size;
+}
+
+}  // namespace ferry

@@ -1,0 +1,78 @@
+// QLoRA's quantised frozen base for a whole Llama model, NF4 (src/model/nf4_linear.h) or int8
+// (src/model/int8_linear.h): which weights are quantised (the seven projections of every decoder
+// layer, targeted by LoRA or not; embeddings, norms, biases and the heads stay in full precision),
+// loading a Hugging Face folder with them quantised one tensor at a time (or taken as stored when
+// the folder holds them quantised already), and what the quantised base costs.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "src/config/config_enum.h"
+#include "src/model/llama_heads.h"
+
+namespace ferry {
+
+// Quantises every decoder projection of `model` from its current float weight (a model built from
+// scratch, or loaded in full precision) into `kind` (nf4 or int8; `double_quant` for nf4). Throws
+// UserError when some are quantised already.
+void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant);
+
+// What causal_lm_from_pretrained_quantized found in the folder, for the caller's notes.
+struct QuantizedLoadReport {
+  int64_t quantized = 0;  // projections quantised from full-precision weights (with double_quant as asked)
+  int64_t stored = 0;     // projections stored quantised in the wanted format, taken as they are
+  int64_t stored_double_quant = 0;      // of those, double-quantised NF4
+  std::vector<std::string> kept_float;  // stored in full precision in a 4-bit folder: left so
+  bool stored_double_quant_differs(bool asked) const { return stored > 0 && stored_double_quant != (asked ? stored : 0); }
+};
+
+// As causal_lm_from_pretrained (pretrained.h) with the projections in `kind` (nf4 or int8): each
+// layer's projections are quantised from the mapped safetensors right after the layer is built
+// (its float weights then released), so the full-precision model never exists at once. The host
+// peak is the quantised layers + the full-precision embeddings, norms and head in `dtype` + one
+// layer's projections in fp32 (as built) + one projection converted to `dtype`. Each weight is
+// converted to `dtype` before quantising (an NF4 quant state records it), as transformers loads
+// with torch_dtype first.
+//
+// A folder that stores projections quantised already follows the file. NF4 (bitsandbytes'
+// `save_pretrained` of a 4-bit model, src/io/hf_quantization.h; or a Ferry QLoRA checkpoint): each
+// stored weight goes into its Nf4Weight bit for bit (no dequantise/requantise), with its own
+// blocksize, double quantisation and dtype, whatever `double_quant` asks (that applies only to
+// weights quantised here); a projection such a folder stores in full precision (transformers'
+// llm_int8_skip_modules) stays full precision, as transformers runs it. Int8 (a Ferry checkpoint of
+// an int8 run): taken as stored. A folder stored in the other format is a ConfigError naming
+// lora.quantize_base (requantising would stack two roundings). `report` (optional) says what was
+// found.
+LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
+                                                     BaseQuantization kind, bool double_quant,
+                                                     QuantizedLoadReport* report = nullptr);
+
+// Undoes quantize_base: every quantised projection gets its dequantised float weight back (frozen).
+void dequantize_base(LlamaModelImpl& model);
+
+struct QuantizedBaseSize {
+  int64_t projections = 0;  // quantised (NF4 or int8)
+  int64_t weights = 0;      // elements they hold
+  int64_t bytes = 0;        // codes + scales
+  double bytes_per_weight() const { return weights > 0 ? static_cast<double>(bytes) / weights : 0.0; }
+};
+QuantizedBaseSize quantized_base_size(const torch::nn::Module& model);
+
+// NF4 shorthands (QLoRA's usual form).
+inline void quantize_base_nf4(LlamaModelImpl& model, bool double_quant) {
+  quantize_base(model, BaseQuantization::nf4, double_quant);
+}
+inline LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir, at::ScalarType dtype,
+                                                      bool double_quant, QuantizedLoadReport* report = nullptr) {
+  return causal_lm_from_pretrained_quantized(dir, dtype, BaseQuantization::nf4, double_quant, report);
+}
+inline void dequantize_base_nf4(LlamaModelImpl& model) { dequantize_base(model); }
+using Nf4BaseSize = QuantizedBaseSize;
+inline Nf4BaseSize nf4_base_size(const torch::nn::Module& model) { return quantized_base_size(model); }
+
+}  // namespace ferry
