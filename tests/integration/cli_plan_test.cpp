@@ -36,31 +36,33 @@ std::string write_llama7b_config() {
   return (dir / "llama7b.yaml").string();
 }
 
-// A TinyLlama-1.1B-shaped model folder (GQA: 4 key/value heads); returns the folder.
-std::string write_tinyllama_folder() {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / "tinyllama";
+// A model folder holding only `config_json` (the plan needs no weights); returns the folder.
+std::string write_model_folder(const std::string& name, const std::string& config_json) {
+  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / name;
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << R"({
+  std::ofstream(dir / "config.json") << config_json;
+  return dir.string();
+}
+
+// A TinyLlama-1.1B-shaped model folder (GQA: 4 key/value heads).
+std::string write_tinyllama_folder() {
+  return write_model_folder("tinyllama", R"({
   "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
   "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
   "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 2048,
   "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16"
-})";
-  return dir.string();
+})");
 }
 
-// A Llama-3-8B-shaped model folder (GQA 8 kv heads, 128k vocabulary); returns the folder.
+// A Llama-3-8B-shaped model folder (GQA 8 kv heads, 128k vocabulary).
 std::string write_llama3_8b_folder() {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / "llama3-8b";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << R"({
+  return write_model_folder("llama3-8b", R"({
   "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
   "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
   "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
   "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": false,
   "torch_dtype": "bfloat16"
-})";
-  return dir.string();
+})");
 }
 
 TEST(CliPlan, DemoModel) {

@@ -16,6 +16,7 @@
 #include "src/model/model_state.h"
 #include "src/model/nf4_linear.h"
 #include "src/model/quantized_base.h"
+#include "tests/support/quantized_base_twin.h"
 
 namespace ferry {
 namespace {
@@ -152,63 +153,12 @@ TEST(Nf4Linear, AStoredWeightComputesInTheInputDtypeFromItsOwnDtype) {
   EXPECT_THROW(set_linear_nf4(*wrong, q), InputError);
 }
 
-LlamaConfig tiny_shape() {
-  LlamaConfig c;
-  c.vocab_size = 300;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  return c;
-}
+using quantized_test::tiny_shape;
 
 TEST(Nf4Model, LoraOnAnNf4BaseEqualsLoraOnItsDequantisedTwin) {
-  torch::set_num_threads(1);
-  const LlamaConfig shape = tiny_shape();
-  LoraConfig lora;
-  lora.rank = 4;
-  lora.alpha = 8;
-  lora.target_modules = {"q_proj", "v_proj", "down_proj"};
-  LlamaForCausalLM qlora(shape);
-  init_llama_weights(*qlora, shape, 0.05, 1);
-  quantize_base_nf4(*qlora->model, /*double_quant=*/true);
-  LlamaForCausalLM twin(shape);
-  io::TensorMap dequantized = state_of(*qlora);
-  io::dequantize_nf4_tensors(dequantized, "qlora");
-  load_state(*twin, dequantized);
-  for (auto* m : {&qlora, &twin}) {
-    apply_lora(*(*m)->model, lora, 9);
-    freeze_base_weights(**m);
-    torch::NoGradGuard no_grad;
-    for (auto& item : (*m)->named_parameters()) {
-      if (item.key().find("lora_B") != std::string::npos) item.value().fill_(0.03);
-    }
-  }
-  const Nf4BaseSize size = nf4_base_size(*qlora);
-  EXPECT_EQ(size.projections, 2 * 7);
-  EXPECT_NEAR(size.bytes_per_weight(), 0.516, 0.01);
-  const torch::Tensor ids = torch::randint(0, 300, {2, 9});
-  std::vector<torch::Tensor> losses;
-  for (auto* m : {&qlora, &twin}) {
-    const torch::Tensor logits = (*m)->forward(ids);
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 300}), ids.reshape({-1}));
-    loss.backward();
-    losses.push_back(loss.detach());
-  }
-  EXPECT_NEAR(losses[0].item<double>(), losses[1].item<double>(), 1e-5);
-  const auto twin_params = twin->named_parameters();
-  int adapters = 0;
-  for (const auto& item : qlora->named_parameters()) {
-    const bool adapter = item.key().find("lora_") != std::string::npos;
-    EXPECT_EQ(item.value().grad().defined(), adapter) << item.key();
-    if (!adapter) continue;
-    ++adapters;
-    EXPECT_LE((item.value().grad() - twin_params[item.key()].grad()).abs().max().item<double>(), 1e-5) << item.key();
-  }
-  EXPECT_EQ(adapters, 2 * 3 * 2);
+  quantized_test::expect_lora_matches_dequantized_twin(
+      tiny_shape(), BaseQuantization::nf4, /*double_quant=*/true,
+      [](io::TensorMap& tensors) { io::dequantize_nf4_tensors(tensors, "qlora"); }, 0.516, 0.01);
 }
 
 TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
@@ -266,24 +216,8 @@ TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
 }
 
 TEST(Nf4Model, MergingAdaptersDequantisesTheTargetedProjections) {
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.05, 4);
-  quantize_base_nf4(*model->model, false);
-  LoraConfig lora;
-  lora.rank = 2;
-  lora.target_modules = {"o_proj"};
-  apply_lora(*model->model, lora, 1);
-  const torch::Tensor ids = torch::randint(0, 300, {1, 6});
-  torch::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) {
-    if (item.key().find("lora_B") != std::string::npos) item.value().fill_(0.02);
-  }
-  const torch::Tensor before = model->forward(ids);
-  merge_lora(*model->model);
-  EXPECT_EQ(nf4_weight_of(*model->model->decoder_layers[0]->self_attn->o_proj), nullptr);
-  EXPECT_NE(nf4_weight_of(*model->model->decoder_layers[0]->self_attn->q_proj), nullptr);
-  EXPECT_LE((model->forward(ids) - before).abs().max().item<double>(), 1e-5);
+  quantized_test::expect_merging_dequantises_the_targeted_projections(
+      BaseQuantization::nf4, [](const torch::nn::LinearImpl& linear) { return nf4_weight_of(linear) != nullptr; });
 }
 
 }  // namespace
