@@ -1,5 +1,5 @@
 // `ferry version`: Ferry's version, the libtorch it runs on, whether CUDA kernels are compiled in,
-// whether a GPU is visible, and the CPU SIMD level the kernels use.
+// whether a GPU is visible, the CPU SIMD level the kernels use, and whether data parallelism is built.
 #include <CLI/CLI.hpp>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "src/cli/commands.h"
+#include "src/dist/communicator.h"
 
 namespace ferry::cli {
 
@@ -24,7 +25,11 @@ void add_version_command(CLI::App& app) {
               << "libtorch " << TORCH_VERSION << "\n"
               << "cuda kernels: " << (cuda_compiled ? "compiled in" : "not compiled (CPU-only build)") << "\n"
               << "gpu: " << (gpu ? std::to_string(torch::cuda::device_count()) + " visible" : "none visible") << "\n"
-              << "cpu simd: " << kernels::simd_level() << "\n";
+              << "cpu simd: " << kernels::simd_level() << "\n"
+              << "data parallelism: "
+              << (dist::gloo_compiled_in() ? "c10d Gloo (ferry launch, torchrun)"
+                                           : "not compiled (no Gloo headers at build time: apt-get install libgloo-dev)")
+              << "\n";
   });
 }
 

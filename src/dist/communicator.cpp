@@ -167,4 +167,12 @@ void quiet_unless_primary() {
 
 bool is_primary_process() { return read_dist_env().rank == 0; }
 
+bool gloo_compiled_in() {
+#ifdef FERRY_WITH_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace ferry::dist

@@ -56,6 +56,9 @@ Communicator* process_communicator(const DistributedConfig& config);
 // rank 0 reports for the run (errors still go to std::cerr). The CLI calls it first thing.
 void quiet_unless_primary();
 
+// Whether this build can join a process group (it was compiled with the Gloo headers).
+bool gloo_compiled_in();
+
 // Whether this process is rank 0 (or alone): the one that writes logs, checkpoints and exports.
 // Reads the environment only; joins nothing.
 bool is_primary_process();

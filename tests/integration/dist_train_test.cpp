@@ -84,12 +84,19 @@ void expect_same_steps(const std::vector<Row>& a, const std::vector<Row>& b, siz
   }
 }
 
+// Skips the calling test when this Ferry was built without Gloo (single-process only).
+#define SKIP_WITHOUT_GLOO()                                                                   \
+  if (run_ferry("version").output.find("data parallelism: c10d Gloo") == std::string::npos) { \
+    GTEST_SKIP() << "built without the Gloo headers (apt-get install libgloo-dev)";          \
+  }
+
 const std::vector<Row>& single() {
   static const std::vector<Row> rows = rows_of(train("single", 1, 2));
   return rows;
 }
 
 TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
+  SKIP_WITHOUT_GLOO();
   ASSERT_EQ(single().size(), 6u);
   EXPECT_LT(single().back().loss, single().front().loss);
   for (const char* policy : {"none", "optimizer", "params"}) {
@@ -101,6 +108,7 @@ TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
 }
 
 TEST(DistTrain, CheckpointsResumeAtAnotherProcessCount) {
+  SKIP_WITHOUT_GLOO();
   ASSERT_EQ(single().size(), 6u);
   // A 2-process checkpoint, resumed by one process (accumulation 2)...
   const fs::path two = train("resume_two", 2, 1);
@@ -144,6 +152,7 @@ std::optional<int> wait_for(pid_t child, double seconds) {
 }
 
 TEST(DistTrain, AKilledProcessStopsTheOthersWithAMessageInsteadOfAHang) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = test_dir() / "killed";
   const std::string args = "train-sft --config " + config() + " --set output.dir=" + out.string() +
                            " --set train.max_steps=100000 --set train.save_every=0 --set distributed.timeout=20";
@@ -171,6 +180,7 @@ TEST(DistTrain, AKilledProcessStopsTheOthersWithAMessageInsteadOfAHang) {
 }
 
 TEST(DistTrain, LaunchNamesTheProcessThatFailedAndRefusesWhatCannotRunDataParallel) {
+  SKIP_WITHOUT_GLOO();
   const auto bad = run_ferry("launch --nproc 2 -- train-sft --config " + config() +
                              " --set output.dir=" + (test_dir() / "bad").string() + " --set train.max_steps=0x");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
