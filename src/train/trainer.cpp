@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <iostream>
 
 #include "src/core/error.h"
@@ -254,9 +254,11 @@ TrainResult Trainer::run() {
       last_save_step = step;
     }
     if (stopping) {
-      console_ << "stopped by signal " << stop.signal_number() << " after step " << step << "; checkpoint "
+      // A data-parallel run may stop for another process's signal: reported as SIGTERM here.
+      const int signal_number = stop.requested() ? stop.signal_number() : SIGTERM;
+      console_ << "stopped by signal " << signal_number << " after step " << step << "; checkpoint "
                << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
-      result.stop_signal = stop.requested() ? stop.signal_number() : SIGTERM;  // another process's signal
+      result.stop_signal = signal_number;
       break;
     }
   }
