@@ -1,8 +1,9 @@
 // Data-parallel training on c10d Gloo, as a user runs it (`ferry launch`, or the torchrun
 // environment set by hand), on the CPU: 2 processes with grad_accumulation 1 take the steps of one
 // process with grad_accumulation 2 (same global batch) under every offload policy; checkpoints of
-// either resume on the other; rank 0 alone writes; a killed process stops the run with a message
-// naming it instead of a hang; a train-ppo under launch is refused.
+// either resume on the other; rank 0 alone writes; a signal to one process stops both with a
+// checkpoint; a killed process stops the run with a message naming it instead of a hang; a
+// train-ppo under launch is refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -177,6 +179,34 @@ TEST(DistTrain, AKilledProcessStopsTheOthersWithAMessageInsteadOfAHang) {
   EXPECT_CONTAINS(log, "rank 0 of 2");
   EXPECT_CONTAINS(log, "another process of this run stopped or did not answer within distributed.timeout (20 s)");
   std::cout << "rank 0 stopped " << seconds << " s after rank 1 was killed:\n" << log.substr(log.rfind("error:")) << "\n";
+}
+
+TEST(DistTrain, ASignalToOneProcessStopsBothAfterTheStepWithACheckpoint) {
+  SKIP_WITHOUT_GLOO();
+  const fs::path out = test_dir() / "signalled";
+  const std::string args = "train-sft --config " + config() + " --set output.dir=" + out.string() +
+                           " --set train.max_steps=100000 --set train.save_every=0 --set distributed.timeout=30";
+  const int port = static_cast<int>(ferry::dist::free_port("127.0.0.1"));
+  const pid_t rank0 = start_rank(0, port, args, test_dir() / "signal0.log");
+  const pid_t rank1 = start_rank(1, port, args, test_dir() / "signal1.log");
+  for (int i = 0; i < 600 && ferry_test::count_lines_with((out / "metrics.jsonl").string(), "\"loss\"") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(rank1, SIGTERM);  // rank 1 alone gets the signal
+  const std::optional<int> code0 = wait_for(rank0, 40), code1 = wait_for(rank1, 40);
+  const std::string log = ferry_test::read_text((test_dir() / "signal0.log").string());
+  ASSERT_TRUE(code0.has_value() && code1.has_value()) << log;
+  EXPECT_EQ(*code0, 128 + SIGTERM) << log;
+  EXPECT_EQ(*code1, 128 + SIGTERM);
+  EXPECT_CONTAINS(log, "stopped by signal 15 after step");
+  int checkpoints = 0;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    if (entry.path().filename().string().rfind("step-", 0) == 0) {
+      ++checkpoints;
+      EXPECT_TRUE(fs::exists(entry.path() / "trainer_state.json"));
+    }
+  }
+  EXPECT_EQ(checkpoints, 1) << "rank 0 saves the step both stopped after";
 }
 
 TEST(DistTrain, LaunchNamesTheProcessThatFailedAndRefusesWhatCannotRunDataParallel) {
