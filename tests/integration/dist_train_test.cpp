@@ -1,7 +1,7 @@
 // Data-parallel training on c10d Gloo, as a user runs it (`ferry launch`, or the torchrun
 // environment set by hand), on the CPU: 2 processes with grad_accumulation 1 take the steps of one
 // process with grad_accumulation 2 (same global batch) under every offload policy; checkpoints of
-// either resume on the other; rank 0 alone writes; a signal to one process stops both with a
+// either resume on the other; train-rm and train-dpo likewise; rank 0 alone writes; a signal to one process stops both with a
 // checkpoint; a killed process stops the run with a message naming it instead of a hang; a
 // train-ppo under launch is refused.
 #include <gtest/gtest.h>
@@ -106,6 +106,28 @@ TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
     expect_same_steps(single(), rows_of(run), 0, std::string("2 processes under ") + policy);
     EXPECT_TRUE(fs::exists(run / "final" / "model.safetensors")) << policy;
     EXPECT_TRUE(fs::exists(run / "step-3" / "trainer_state.json")) << policy;
+  }
+}
+
+TEST(DistTrain, RewardModelAndDpoTakeTheStepsOfOneProcessToo) {
+  SKIP_WITHOUT_GLOO();
+  const auto sft = run_ferry("train-sft --config " + ferry_test::quick_sft_stage(test_dir()) + ferry_test::kQuietCpu);
+  ASSERT_EQ(sft.exit_code, 0) << sft.output;
+  for (const std::string stage : {"rm", "dpo"}) {
+    std::vector<std::vector<Row>> runs;
+    for (const int nproc : {1, 2}) {
+      const fs::path out = test_dir() / (stage + std::to_string(nproc));
+      const std::string args = "train-" + stage + " --config configs/demo-" + stage + ".yaml --set model.path=" +
+                               (test_dir() / "sft" / "final").string() + " --set output.dir=" + out.string() +
+                               " --set train.max_steps=4 --set train.micro_batch_size=4 --set train.save_every=0"
+                               " --set data.eval_file= --set train.grad_accumulation=" + std::to_string(2 / nproc) +
+                               ferry_test::kQuietCpu;
+      const auto r = run_ferry(nproc > 1 ? "launch --nproc 2 -- " + args : args);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      runs.push_back(rows_of(out));
+    }
+    ASSERT_EQ(runs[0].size(), 4u) << stage;
+    expect_same_steps(runs[0], runs[1], 0, "train-" + stage + " on 2 processes");
   }
 }
 
