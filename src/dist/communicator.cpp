@@ -20,6 +20,8 @@
 #include <ATen/ATen.h>
 
 namespace ferry::dist {
+
+#ifdef FERRY_WITH_GLOO
 namespace {
 
 constexpr int64_t kBucketBytes = 32ll << 20;
@@ -30,7 +32,6 @@ std::chrono::milliseconds as_duration(double seconds) {
 
 }  // namespace
 
-#ifdef FERRY_WITH_GLOO
 struct Communicator::Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
