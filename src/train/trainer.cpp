@@ -74,14 +74,29 @@ std::optional<Evaluation> Trainer::evaluate() {
   if (batches.empty()) return std::nullopt;
   torch::NoGradGuard no_grad;
   BackboneRunner runner(engine_, /*activation_checkpointing=*/false, config_.train.logits_chunk);
+  // Data parallel: every process evaluates every WORLD_SIZE-th batch and the sums are added up
+  // (when there are fewer batches than processes, each evaluates all of them).
+  const int64_t world = comm_ != nullptr ? comm_->size() : 1;
+  const int64_t rank = comm_ != nullptr ? comm_->rank() : 0;
+  const bool sharded = world > 1 && static_cast<int64_t>(batches.size()) >= world;
   double sum = 0.0;
   MetricValues extra;
   int64_t weight = 0;
-  for (const MicroBatch& batch : batches) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const MicroBatch& batch = batches[i];
+    weight += batch.loss_weight;
+    if (sharded && static_cast<int64_t>(i) % world != rank) continue;
     const LossSum loss = objective_.loss(batch, runner);
     sum += loss.sum.item<double>();
     add_metric_values(extra, loss.extra);
-    weight += batch.loss_weight;
+  }
+  if (sharded) {
+    std::vector<double> sums{sum};
+    for (const MetricValue& v : extra) sums.push_back(v.value);
+    torch::Tensor packed = torch::tensor(sums, torch::kDouble);
+    comm_->all_reduce_sum({packed});
+    sum = packed[0].item<double>();
+    for (size_t k = 0; k < extra.size(); ++k) extra[k].value = packed[static_cast<int64_t>(k) + 1].item<double>();
   }
   const double units = static_cast<double>(std::max<int64_t>(weight, 1));
   return Evaluation{sum / units, divided(std::move(extra), units)};

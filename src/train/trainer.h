@@ -26,7 +26,7 @@
 // are summed over the processes (engine.reduce_gradients) every process takes the step a single
 // process with grad_accumulation × WORLD_SIZE would take. Losses are summed the same way; rank 0
 // alone writes metrics, checkpoints and final/ (checkpoints resume at any process count with the
-// same global batch). Every process evaluates the whole eval set.
+// same global batch). Evaluation is shared out the same way: every WORLD_SIZE-th eval batch.
 #pragma once
 
 #include <cstdint>

@@ -43,9 +43,9 @@ std::string config() {
       test_dir(), "sft.yaml",
       "stage: sft\nmodel: {config: configs/demo-model.json}\n"
       "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
-      "data: {train_file: data/sft_train.jsonl, max_samples: 200, max_length: 64}\n"
-      "train: {micro_batch_size: 4, max_steps: 6, save_every: 3, learning_rate: 1.0e-3, warmup_steps: 2, "
-      "device: cpu}\n"
+      "data: {train_file: data/sft_train.jsonl, eval_file: data/sft_eval.jsonl, max_samples: 200, max_length: 64}\n"
+      "train: {micro_batch_size: 4, max_steps: 6, save_every: 3, eval_every: 3, learning_rate: 1.0e-3, "
+      "warmup_steps: 2, device: cpu}\n"
       "output: {keep_last: 0}\nlogging: {progress: never, tensorboard: false}\n");
   return path;
 }
@@ -62,6 +62,16 @@ std::vector<Row> rows_of(const fs::path& run) {
     if (row.contains("loss") && row.contains("grad_norm")) {
       out.push_back({row.at("loss").get<double>(), row.at("grad_norm").get<double>()});
     }
+  }
+  return out;
+}
+
+std::vector<double> eval_losses_of(const fs::path& run) {
+  std::vector<double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("eval_loss")) out.push_back(row.at("eval_loss").get<double>());
   }
   return out;
 }
@@ -104,6 +114,11 @@ TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
   for (const char* policy : {"none", "optimizer", "params"}) {
     const fs::path run = train(std::string("two_") + policy, 2, 1, std::string(" --set offload.policy=") + policy);
     expect_same_steps(single(), rows_of(run), 0, std::string("2 processes under ") + policy);
+    // Evaluation is shared between the processes and summed: the same eval losses (steps 3 and 6).
+    const std::vector<double> eval_one = eval_losses_of(test_dir() / "single"), eval_two = eval_losses_of(run);
+    ASSERT_EQ(eval_one.size(), 2u);
+    ASSERT_EQ(eval_two.size(), 2u) << policy;
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(eval_two[i], eval_one[i], 1e-9 * eval_one[i]) << policy;
     EXPECT_TRUE(fs::exists(run / "final" / "model.safetensors")) << policy;
     EXPECT_TRUE(fs::exists(run / "step-3" / "trainer_state.json")) << policy;
   }
