@@ -38,17 +38,26 @@ bool ties_lm_head(torch::nn::Module& model) {
   return false;
 }
 
-// QLoRA's NF4 projections by the name of the weight they replace: `...q_proj.nf4` -> `...q_proj.weight`.
-std::map<std::string, Nf4WeightImpl*> nf4_weights(const torch::nn::Module& model) {
-  std::map<std::string, Nf4WeightImpl*> out;
-  const std::string suffix = ".nf4";
+// QLoRA's quantised projections of type W (Nf4WeightImpl, Int8WeightImpl: the child `suffix` of
+// their Linear) by the name of the weight they replace: `...q_proj.nf4` -> `...q_proj.weight`.
+template <class W>
+std::map<std::string, W*> quantized_weights(const torch::nn::Module& model, const std::string& suffix) {
+  std::map<std::string, W*> out;
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    auto* nf4 = dynamic_cast<Nf4WeightImpl*>(item.value().get());
-    if (nf4 != nullptr && ends_with(item.key(), suffix)) {
-      out.emplace(item.key().substr(0, item.key().size() - suffix.size()) + ".weight", nf4);
+    auto* weight = dynamic_cast<W*>(item.value().get());
+    if (weight != nullptr && ends_with(item.key(), suffix)) {
+      out.emplace(item.key().substr(0, item.key().size() - suffix.size()) + ".weight", weight);
     }
   }
   return out;
+}
+
+std::map<std::string, Nf4WeightImpl*> nf4_weights(const torch::nn::Module& model) {
+  return quantized_weights<Nf4WeightImpl>(model, ".nf4");
+}
+
+std::map<std::string, Int8WeightImpl*> int8_weights(const torch::nn::Module& model) {
+  return quantized_weights<Int8WeightImpl>(model, ".int8");
 }
 
 // The NF4 side of a load: bitsandbytes' groups for the model's NF4 weights go into them as they are,
@@ -73,19 +82,6 @@ void load_nf4_weights(const torch::nn::Module& model, io::TensorMap& tensors, co
                                              nf4->quantized().blocksize));
     tensors.erase(it);
   }
-}
-
-// The int8 base's projections (int8_linear.h) by the name of the weight they replace.
-std::map<std::string, Int8WeightImpl*> int8_weights(const torch::nn::Module& model) {
-  std::map<std::string, Int8WeightImpl*> out;
-  const std::string suffix = ".int8";
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    auto* int8 = dynamic_cast<Int8WeightImpl*>(item.value().get());
-    if (int8 != nullptr && ends_with(item.key(), suffix)) {
-      out.emplace(item.key().substr(0, item.key().size() - suffix.size()) + ".weight", int8);
-    }
-  }
-  return out;
 }
 
 // The int8 side of a load, as load_nf4_weights: groups for the model's int8 weights go in as they
