@@ -2,6 +2,7 @@
 // injected failure mid-save), manifests that keep incomplete checkpoints from being resumed,
 // pruning, resume resolution, and the stop signal.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -52,7 +53,10 @@ TEST(LossScalerTest, BacksOffOnOverflowAndGrowsAfterInterval) {
 class CheckpointFolders : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("ferry_ckpt_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    // One folder per process and test: ctest runs this fixture's tests in parallel processes.
+    dir = fs::temp_directory_path() /
+          ("ferry_ckpt_test_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
   }
   void TearDown() override { fs::remove_all(dir); }
