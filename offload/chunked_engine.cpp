@@ -77,7 +77,10 @@ ChunkedEngine::~ChunkedEngine() {
   for (auto& [name, m] : models_) {
     for (Param& p : m.params) {
       if (p.trainable) torch::autograd::impl::set_post_acc_grad_hooks(p.parameter, nullptr);
-      if (!m.chunks[static_cast<size_t>(p.chunk)].device.defined()) p.parameter.set_data(p.host_view);
+      // (zero_stage 3: another process's chunk has no host copy here; the parameter stays empty.)
+      if (!m.chunks[static_cast<size_t>(p.chunk)].device.defined() && !p.host_view.is_meta()) {
+        p.parameter.set_data(p.host_view);
+      }
     }
   }
 }
@@ -137,15 +140,55 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     }
   }
 
-  check_host_budget(name, host_bytes_needed(layout.total_bytes(), tensors, trainable));
+  // ZeRO: each chunk with trainable parameters gets an owner, balancing their bytes; under stage
+  // 3 every chunk does (its weights live on the owner only), balancing the chunks' bytes.
+  std::vector<int64_t> chunk_owner(layout.chunks().size(), rank());
+  if (sharded_state() && (trainable || sharded_weights())) {
+    std::vector<uint64_t> unit_size(layout.chunks().size(), 0);
+    if (sharded_weights()) {
+      for (size_t c = 0; c < unit_size.size(); ++c) unit_size[c] = layout.chunks()[c].bytes;
+    } else {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        if (tensors[i].requires_grad()) {
+          unit_size[static_cast<size_t>(layout.placements()[i].chunk)] += static_cast<uint64_t>(tensors[i].numel());
+        }
+      }
+    }
+    std::vector<size_t> units;
+    std::vector<uint64_t> unit_bytes;
+    for (size_t c = 0; c < unit_size.size(); ++c) {
+      if (unit_size[c] == 0) continue;
+      units.push_back(c);
+      unit_bytes.push_back(unit_size[c]);
+    }
+    owned_bytes_.resize(static_cast<size_t>(options_.shard_group->size()), 0);
+    const std::vector<int64_t> owners = offload::assign_owners(unit_bytes, owned_bytes_);
+    for (size_t u = 0; u < units.size(); ++u) chunk_owner[units[u]] = owners[u];
+  }
+  std::vector<bool> state_held(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    state_held[i] = chunk_owner[static_cast<size_t>(layout.placements()[i].chunk)] == rank();
+  }
+  uint64_t held_chunk_bytes = layout.total_bytes();
+  if (sharded_weights()) {
+    held_chunk_bytes = 0;
+    for (size_t c = 0; c < layout.chunks().size(); ++c) {
+      if (chunk_owner[c] == rank()) held_chunk_bytes += layout.chunks()[c].bytes;
+    }
+  }
+  check_host_budget(name, host_bytes_needed(held_chunk_bytes, tensors, trainable, state_held));
 
   torch::NoGradGuard no_grad;
   m.chunks.resize(layout.chunks().size());
   for (size_t c = 0; c < layout.chunks().size(); ++c) {
     const offload::Chunk& spec = layout.chunks()[c];
     Chunk& chunk = m.chunks[c];
-    chunk.host = transfers_->host_buffer(static_cast<int64_t>(spec.bytes));
-    m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::weights, spec.bytes);
+    chunk.owner = chunk_owner[c];
+    chunk.bytes = spec.bytes;
+    if (!sharded_weights() || chunk.owner == rank()) {
+      chunk.host = transfers_->host_buffer(static_cast<int64_t>(spec.bytes));
+      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::weights, spec.bytes);
+    }
     if (options_.policy == OffloadPolicy::optimizer) {
       chunk.keep = true;
     } else {
@@ -168,16 +211,27 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     p.chunk = place.chunk;
     p.only_group = specs[i].group;
     p.offset = place.offset;
-    p.host_view = m.chunks[static_cast<size_t>(place.chunk)]
-                      .host.narrow(0, static_cast<int64_t>(place.offset), static_cast<int64_t>(place.bytes))
-                      .view(tensor.scalar_type())
-                      .view(tensor.sizes());
-    p.host_view.copy_(tensor.detach());
+    const torch::Tensor& host = m.chunks[static_cast<size_t>(place.chunk)].host;
+    if (host.defined()) {
+      p.host_view = host.narrow(0, static_cast<int64_t>(place.offset), static_cast<int64_t>(place.bytes))
+                        .view(tensor.scalar_type())
+                        .view(tensor.sizes());
+      p.host_view.copy_(tensor.detach());
+    } else {  // zero_stage 3, another process's chunk: its shape and dtype only (no storage)
+      p.host_view = torch::empty(tensor.sizes(), tensor.options().device(at::kMeta).requires_grad(false));
+    }
     p.placeholder = torch::empty({0}, tensor.options().device(device).requires_grad(false));
     m.chunks[static_cast<size_t>(place.chunk)].params.push_back(i);
     p.trainable = trainable && tensor.requires_grad();
-    if (p.trainable) {
-      p.decay = takes_weight_decay(p.name, tensor);
+    if (p.trainable) p.decay = takes_weight_decay(p.name, tensor);
+    if (p.trainable && !state_held[i]) {  // another process holds its optimizer state: gradients only
+      p.grad = fp32_host(tensor);
+      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
+      if (!transfers_->emulated()) {
+        p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
+        m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.staging.nbytes());
+      }
+    } else if (p.trainable) {
       if (tensor.scalar_type() == at::kFloat) {
         p.master = p.host_view;
       } else if (tensor.scalar_type() == at::kBFloat16 && options_.master_weights == MasterWeights::bf16_kahan) {
@@ -256,7 +310,7 @@ void ChunkedEngine::point_parameters_at_device(Model& m, int64_t chunk) {
 void ChunkedEngine::page_in(Model& m, int64_t chunk) {
   Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
   if (ch.device.defined()) return;
-  const uint64_t bytes = static_cast<uint64_t>(ch.host.numel());
+  const uint64_t bytes = ch.bytes;
   if (accountant_.would_exceed(MemoryTier::device, bytes)) {
     std::ostringstream message;
     message << "offload.gpu_memory: model '" << m.name << "' needs its parameter chunk " << chunk << " ("
@@ -271,7 +325,13 @@ void ChunkedEngine::page_in(Model& m, int64_t chunk) {
   ch.device_bytes = offload::MemoryReservation(accountant_, MemoryTier::device, MemoryCategory::weights, bytes);
   ch.device = transfers_->device_buffer(static_cast<int64_t>(bytes));
   offload::ActivationMeter::hand_over(ch.device);  // counted as weights above
-  ch.arrival = transfers_->to_device(ch.device, ch.host);
+  if (sharded_weights()) {
+    // The owner sends its host bytes; the others receive them into their device buffers.
+    options_.shard_group->broadcast({owns(ch) ? ch.host : ch.device}, ch.owner);
+    if (owns(ch)) ch.arrival = transfers_->to_device(ch.device, ch.host);
+  } else {
+    ch.arrival = transfers_->to_device(ch.device, ch.host);
+  }
   point_parameters_at_device(m, chunk);
 }
 
@@ -431,6 +491,7 @@ void ChunkedEngine::update_chunk_now(Model& m, int64_t chunk) {
 
 bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier) {
   bool updated = false;
+  if (!owns(ch)) return false;  // its owner updates it and sends the new weights
   for (size_t i : ch.params) {
     Param& p = m.params[i];
     if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
@@ -484,10 +545,11 @@ void ChunkedEngine::finish_gradients() {
   }
 }
 
-void ChunkedEngine::reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) {
+void ChunkedEngine::reduce_gradients() {
+  if (options_.shard_group == nullptr) return;
   torch::NoGradGuard no_grad;
   FERRY_CHECK(!overlap_.armed, "reduce_gradients: the gradients were consumed during backward (overlapped step)");
-  std::vector<torch::Tensor> grads;
+  std::vector<offload::OwnedTensor> grads;
   for (auto& [name, m] : models_) {
     for (Param& p : m.params) {
       if (!p.trainable) continue;
@@ -496,10 +558,22 @@ void ChunkedEngine::reduce_gradients(const std::function<void(const std::vector<
         p.has_grad = true;
       }
       p.norm = torch::Tensor();  // taken before the sum
-      grads.push_back(p.grad);
+      grads.push_back({p.grad, m.chunks[static_cast<size_t>(p.chunk)].owner});
     }
   }
-  reduce(grads);
+  offload::ShardGroup& group = *options_.shard_group;
+  if (options_.zero_stage < 2 || !sharded_state()) {
+    std::vector<torch::Tensor> all;
+    for (const auto& g : grads) all.push_back(g.tensor);
+    group.all_reduce_sum(all);
+    return;
+  }
+  offload::reduce_to_owners(group, grads);
+  for (auto& [name, m] : models_) {
+    for (Param& p : m.params) {
+      if (p.trainable && !owns(m.chunks[static_cast<size_t>(p.chunk)])) p.has_grad = false;  // its owner holds the sum
+    }
+  }
 }
 
 double ChunkedEngine::gradient_norm(const std::vector<std::string>& models) {
@@ -512,6 +586,8 @@ double ChunkedEngine::gradient_norm(const std::vector<std::string>& models) {
     }
     if (!norms.empty()) sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
   }
+  // zero_stage 2: each process holds its own share of the summed gradients.
+  if (sharded_state() && options_.zero_stage >= 2) sum_of_squares = offload::sum_over_processes(*options_.shard_group, sum_of_squares);
   return std::sqrt(sum_of_squares);
 }
 
@@ -540,20 +616,41 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
       // Paged chunks read the new weights at their next page-in.
       if (updated && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
     }
+    if (sharded_weights()) {
+      // Every owner sends the new weights of its resident chunks into the others' device copies
+      // (a paged-out chunk is sent at its next page-in).
+      std::vector<offload::OwnedTensor> chunks;
+      for (Chunk& ch : m->chunks) {
+        if (ch.trainable && ch.device.defined()) chunks.push_back({owns(ch) ? ch.host : ch.device, ch.owner});
+      }
+      offload::broadcast_from_owners(*options_.shard_group, chunks);
+    } else if (sharded_state()) {
+      // Every owner sends the new weights of the chunks it updated (their host bytes); resident
+      // copies of the others' chunks follow.
+      std::vector<offload::OwnedTensor> chunks;
+      for (Chunk& ch : m->chunks) {
+        if (ch.trainable) chunks.push_back({ch.host, ch.owner});
+      }
+      offload::broadcast_from_owners(*options_.shard_group, chunks);
+      for (Chunk& ch : m->chunks) {
+        if (ch.trainable && !owns(ch) && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
+      }
+    }
     for (Chunk& ch : m->chunks) transfers_->wait_compute(ch.arrival);
   }
 }
 
 uint64_t ChunkedEngine::host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors,
-                                          bool trainable) const {
+                                          bool trainable, const std::vector<bool>& state_held) const {
   uint64_t bytes = chunk_bytes;
-  for (const torch::Tensor& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i];
     if (!trainable || !t.requires_grad()) continue;
     const uint64_t n = static_cast<uint64_t>(t.numel());
-    // Moments and the fp32 gradient accumulator; fp32 master weights unless the weights are fp32;
-    // the pinned gradient staging buffer on a GPU.
-    bytes += moment_bytes(t.numel()) + n * (4 + (t.scalar_type() == at::kFloat ? 0 : 4)) +
-             (transfers_->emulated() ? 0 : t.nbytes());
+    // The fp32 gradient accumulator and the pinned gradient staging buffer on a GPU; where this
+    // process holds the optimizer state, moments and fp32 master weights unless the weights are fp32.
+    bytes += n * 4 + (transfers_->emulated() ? 0 : t.nbytes());
+    if (state_held[i]) bytes += moment_bytes(t.numel()) + (t.scalar_type() == at::kFloat ? 0 : n * 4);
   }
   return bytes;
 }
@@ -609,7 +706,7 @@ std::vector<offload::ParameterStateRef> ChunkedEngine::state_refs(bool dequantiz
   std::vector<offload::ParameterStateRef> refs;
   for (const auto& [name, m] : models_) {
     for (const Param& p : m.params) {
-      if (!p.trainable) continue;
+      if (!p.trainable || !owns(m.chunks[static_cast<size_t>(p.chunk)])) continue;
       offload::ParameterStateRef ref{name, p.name, p.exp_avg, p.exp_avg_sq,
                                      separate_master(p) ? p.master : torch::Tensor()};
       if (p.compensation.defined()) {  // files hold the fp32 master: decoded to save, encoded after a load
@@ -639,7 +736,9 @@ void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = m.steps;
   }
-  offload::save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps);
+  offload::StateShard shard;
+  if (sharded_state()) shard = {options_.shard_group->rank(), options_.shard_group->size()};
+  offload::save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps, shard);
 }
 
 void ChunkedEngine::load_state(const std::filesystem::path& dir) {
@@ -652,7 +751,7 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   size_t i = 0;
   for (auto& [name, m] : models_) {
     for (Param& p : m.params) {
-      if (!p.trainable) continue;
+      if (!p.trainable || !owns(m.chunks[static_cast<size_t>(p.chunk)])) continue;
       const offload::ParameterStateRef& ref = refs[i++];
       if (int8_moments()) {  // quantising the saved (dequantised) moments gives back the same codes
         kernels::quantize_int8_moments(ref.exp_avg.data_ptr<float>(), ref.exp_avg_sq.data_ptr<float>(), int8_state(p),
@@ -672,7 +771,25 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
 void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, const std::function<void()>& fn) {
   Model& m = model(name);
   if (transfers_) transfers_->synchronize();
-  for (Param& p : m.params) p.parameter.set_data(p.host_view);
+  // zero_stage 3: the other processes' chunks are gathered into temporary host buffers.
+  std::vector<torch::Tensor> gathered(m.chunks.size());
+  if (sharded_weights()) {
+    std::vector<offload::OwnedTensor> chunks;
+    for (size_t c = 0; c < m.chunks.size(); ++c) {
+      Chunk& ch = m.chunks[c];
+      if (!owns(ch)) gathered[c] = torch::empty({static_cast<int64_t>(ch.bytes)}, torch::dtype(at::kByte));
+      chunks.push_back({owns(ch) ? ch.host : gathered[c], ch.owner});
+    }
+    offload::broadcast_from_owners(*options_.shard_group, chunks);
+  }
+  const auto host_tensor = [&](const Param& p) {
+    const torch::Tensor& bytes = gathered[static_cast<size_t>(p.chunk)];
+    if (!bytes.defined()) return p.host_view;
+    return bytes.narrow(0, static_cast<int64_t>(p.offset), static_cast<int64_t>(p.host_view.nbytes()))
+        .view(p.host_view.scalar_type())
+        .view(p.host_view.sizes());
+  };
+  for (Param& p : m.params) p.parameter.set_data(host_tensor(p));
   const auto restore = [&] {
     for (size_t c = 0; c < m.chunks.size(); ++c) {
       if (m.chunks[c].device.defined()) {
@@ -695,10 +812,19 @@ void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, c
     if (p.trainable && separate_master(p)) p.master.copy_(p.host_view);
     if (p.trainable && p.compensation.defined()) p.compensation.zero_();  // the written weights are the master
   }
-  for (Chunk& ch : m.chunks) {
+  for (size_t c = 0; c < m.chunks.size(); ++c) {
+    Chunk& ch = m.chunks[c];
     if (!ch.device.defined()) continue;
-    ch.arrival = transfers_->to_device(ch.device, ch.host);
+    ch.arrival = transfers_->to_device(ch.device, gathered[c].defined() ? gathered[c] : ch.host);
     transfers_->wait_compute(ch.arrival);
+  }
+  if (transfers_) transfers_->synchronize();  // the gathered buffers are read by those copies
+}
+
+void ChunkedEngine::for_each_trainable(const std::string& name,
+                                       const std::function<void(const std::string&, const torch::Tensor&)>& fn) {
+  for (const Param& p : model(name).params) {
+    if (p.trainable) fn(p.name, p.host_view);  // what with_weights points the parameter at
   }
 }
 

@@ -19,6 +19,13 @@
 //   make_resident({names}) pages every chunk of the named models in and every chunk of the
 //                 others out (PPO's phases); make_resident({}) returns to the policy's placement.
 //
+// Data parallelism with ZeRO (EngineOptions::shard_group, offload/shard_group.h): each chunk has
+// an owning process. Stage 1 and 2: only the owner holds the master weights and moments of the
+// chunk's trainable parameters, updates them and broadcasts the chunk's new host bytes. Stage 3:
+// only the owner holds the chunk's host copy at all; every page-in is a broadcast from it into
+// the others' device buffers, a step broadcasts the updated resident chunks, and with_weights
+// gathers the model into temporary host buffers — all of them collective calls.
+//
 // Gradients never stay on the device: a post-accumulate-grad hook on every trainable parameter
 // (registered in add_model) starts the copy of the fresh gradient to a host staging buffer on the
 // side stream and frees the device gradient; copies are folded into an fp32 host accumulator
@@ -71,7 +78,7 @@ class ChunkedEngine : public ParameterEngine {
   void before_group(const GroupRef& group, GroupPass pass) override;
   void after_group(const GroupRef& group, GroupPass pass) override;
   void finish_gradients() override;
-  void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) override;
+  void reduce_gradients() override;
   double gradient_norm(const std::vector<std::string>& models = {}) override;
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
@@ -82,6 +89,8 @@ class ChunkedEngine : public ParameterEngine {
   void save_state(const std::filesystem::path& dir) const override;
   void load_state(const std::filesystem::path& dir) override;
   void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) override;
+  void for_each_trainable(const std::string& model,
+                          const std::function<void(const std::string&, const torch::Tensor&)>& fn) override;
   bool needs_recompute(const GroupRef& group) const override;
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
@@ -132,10 +141,13 @@ class ChunkedEngine : public ParameterEngine {
   // The host bytes add_model will hold for a model: its chunks and, per trainable tensor, moments,
   // gradient accumulator, fp32 master and staging; a ConfigError naming offload.host_memory when
   // they do not fit beside what is held.
-  uint64_t host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors, bool trainable) const;
+  // `state_held`: per tensor, whether this process holds its optimizer state (ZeRO: it owns it).
+  uint64_t host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors, bool trainable,
+                             const std::vector<bool>& state_held) const;
   void check_host_budget(const std::string& model, uint64_t needed) const;
   struct Chunk {
-    torch::Tensor host;    // bytes
+    uint64_t bytes = 0;
+    torch::Tensor host;    // bytes; undefined for another process's chunk under zero_stage 3
     torch::Tensor device;  // bytes; defined while resident
     offload::Transfer arrival;
     offload::MemoryReservation device_bytes;
@@ -145,6 +157,11 @@ class ChunkedEngine : public ParameterEngine {
     bool trainable = false;      // holds a trainable parameter
     bool handed = false;         // overlapped step: given to the worker
     bool updated = false;        // overlapped step: AdamW done
+    // The process that holds the optimizer state of the chunk's trainable parameters and updates
+    // them (zero_stage >= 1; else this one). Another's chunk has gradient buffers here, but no
+    // master weights or moments; under zero_stage 3 not even its weights on the host: a page-in
+    // receives them from the owner (a broadcast), and every chunk, frozen ones too, has an owner.
+    int64_t owner = 0;
   };
   struct Model {
     std::string name;
@@ -170,6 +187,15 @@ class ChunkedEngine : public ParameterEngine {
   const Model& model(const std::string& name) const;
   std::vector<Model*> selected(const std::vector<std::string>& models);
   bool chunk_stays(const Model& m, int64_t chunk) const;
+  int64_t rank() const { return options_.shard_group != nullptr ? options_.shard_group->rank() : 0; }
+  // zero_stage >= 1 over several processes: optimizer state and updates are sharded by chunk.
+  bool sharded_state() const {
+    return options_.shard_group != nullptr && options_.shard_group->size() > 1 && options_.zero_stage >= 1;
+  }
+  bool owns(const Chunk& ch) const { return !sharded_state() || ch.owner == rank(); }
+  // zero_stage 3: the weights are sharded too. Page-ins and with_weights are then collective:
+  // every process makes the same calls in the same order.
+  bool sharded_weights() const { return sharded_state() && options_.zero_stage >= 3; }
   void page_in(Model& m, int64_t chunk);
   void page_out(Model& m, int64_t chunk);
   void point_parameters_at_device(Model& m, int64_t chunk);
@@ -198,6 +224,7 @@ class ChunkedEngine : public ParameterEngine {
   std::unique_ptr<kernels::ThreadPool> pool_;
   Overlap overlap_;
   int64_t chunks_during_backward_ = 0;
+  std::vector<uint64_t> owned_bytes_;  // per process: the trainable bytes it owns (sharded_state)
   std::unique_ptr<offload::BackgroundWorker> worker_;  // last: joined first
 };
 

@@ -73,6 +73,7 @@
 #include "offload/accountant.h"
 #include "offload/activation_meter.h"
 #include "offload/activation_offload.h"
+#include "offload/shard_group.h"
 #include "src/config/config.h"
 
 namespace ferry {
@@ -147,6 +148,14 @@ struct EngineOptions {
   // train.activation_offload, or the planner's choice under `auto`: the inputs of recomputed
   // decoder layers wait in host memory between forward and backward (activation_offload()).
   bool activation_offload = false;
+  // Data parallelism (src/dist): the processes whose gradients reduce_gradients() sums, and what
+  // is sharded over them (distributed.zero_stage, offload/shard_group.h): 0 nothing; 1 the
+  // optimizer state and update, each process updating the units it owns and broadcasting their
+  // new weights; 2 also the summed gradients (each unit's are reduced onto its owner only); 3
+  // also the host copies of the weights (ChunkedEngine only; with_weights is then collective).
+  // Null for one process. The group outlives the engine (the process's communicator).
+  offload::ShardGroup* shard_group = nullptr;
+  int64_t zero_stage = 0;
 
   // Whether recompute_layers asks for the group (GroupRef index 1 + layer).
   bool recomputes_layer_group(int64_t group_index) const;
@@ -180,10 +189,12 @@ class ParameterEngine {
   // Called once after the last backward of an optimizer step.
   virtual void finish_gradients() = 0;
 
-  // Data parallelism (src/dist): after finish_gradients(), hands `reduce` the gradients of every
-  // trainable parameter of every model (a zero one where no backward reached it), in a fixed order,
-  // to be summed over the processes in place; gradient_norm() and step() then use the sums.
-  virtual void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) = 0;
+  // Data parallelism (EngineOptions::shard_group): after finish_gradients(), sums the gradients of
+  // every trainable parameter of every model (zero where no backward reached it) over the
+  // processes: all of them on every process, or under zero_stage 2 each unit's on its owner, the
+  // others dropping theirs. gradient_norm() and step() then use the sums (the norm adds up the
+  // owners' parts). A no-op without a group.
+  virtual void reduce_gradients() = 0;
 
   // Global L2 norm of all gradients of the trainable models in `models` (empty: all), as stored
   // (that is, still multiplied by the loss scale), accumulated in double.
@@ -212,7 +223,10 @@ class ParameterEngine {
 
   // Optimizer state (fp32 master weights if any, Adam moments, step counts) of every trainable
   // model into / from `dir`. Loading checks every name and shape first (InputError naming the file).
-  // The model weights themselves are the caller's (a Hugging Face folder beside it).
+  // The model weights themselves are the caller's (a Hugging Face folder beside it). Under
+  // zero_stage >= 1 every process saves the state it owns as its shard file into the same `dir`
+  // (offload/optimizer_state_file.h), and loads what it owns from whichever file holds it: a
+  // checkpoint resumes at any process count.
   virtual void save_state(const std::filesystem::path& dir) const = 0;
   virtual void load_state(const std::filesystem::path& dir) = 0;
 
@@ -222,6 +236,11 @@ class ParameterEngine {
   // loading checkpoints go through this, never through the parameters directly.
   enum class WeightAccess { read, write };
   virtual void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) = 0;
+  // Calls `fn` with the name and tensor of each trainable parameter of the model (one that
+  // requires grad), in the engine's fixed order. Call it inside with_weights: the tensors are then
+  // the current weights, and writes to them under WeightAccess::write are kept.
+  virtual void for_each_trainable(const std::string& model,
+                                  const std::function<void(const std::string&, const torch::Tensor&)>& fn) = 0;
 
   // True when the group's parameters are paged out between its forward and its backward, so the
   // runner must recompute the group's forward in backward (between before_group/after_group

@@ -1,6 +1,7 @@
 // Offload policy `none`: AdamW where the parameters are (CpuAdamW on CPU, fused AdamW on CUDA).
 #include "offload/plain_engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/adamw.h"
@@ -46,6 +47,10 @@ PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), acco
                       "keeps the optimizer where the model runs; use offload.policy optimizer or params, or "
                       "offload.master_weights fp32");
   }
+  if (options.zero_stage >= 3 && options.shard_group != nullptr && options.shard_group->size() > 1) {
+    throw ConfigError("distributed.zero_stage 3 needs offload.policy optimizer, params or auto (the chunked engine "
+                      "pages the sharded weights in); use zero_stage 2 with offload.policy none");
+  }
   if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
 }
 
@@ -71,6 +76,17 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
   }
   if (!trainable) return;
   torch::NoGradGuard no_grad;
+  std::vector<int64_t> owners;
+  if (sharded_state()) {
+    std::vector<uint64_t> bytes;
+    for (const ParameterGroup& group : m.groups) {
+      for (const auto& [pname, p] : group.parameters) {
+        if (p.requires_grad()) bytes.push_back(p.nbytes());
+      }
+    }
+    owned_bytes_.resize(static_cast<size_t>(options_.shard_group->size()), 0);
+    owners = offload::assign_owners(bytes, owned_bytes_);
+  }
   for (const ParameterGroup& group : m.groups) {
     for (const auto& [pname, p] : group.parameters) {
       if (!p.requires_grad()) continue;
@@ -78,12 +94,17 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
       TrainedParameter t;
       t.name = pname;
       t.parameter = p;
+      t.decay = takes_weight_decay(pname, p);
+      if (!owners.empty()) t.owner = owners[m.parameters.size()];
+      if (!owns(t)) {  // another process holds its optimizer state
+        m.parameters.push_back(std::move(t));
+        continue;
+      }
       const auto fp32 = p.options().dtype(at::kFloat);
       if (p.scalar_type() != at::kFloat) t.master = p.detach().to(at::kFloat).clone();
       t.exp_avg = torch::zeros(p.sizes(), fp32);
       t.exp_avg_sq = torch::zeros(p.sizes(), fp32);
       if (p.is_cuda()) t.cuda_step = torch::zeros({}, fp32);
-      t.decay = takes_weight_decay(pname, p);
       if (t.master.defined()) {
         accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::master, t.master.nbytes());
       }
@@ -105,16 +126,35 @@ std::vector<PlainEngine::Model*> PlainEngine::selected(const std::vector<std::st
   return offload::trainable_models(models_, models);
 }
 
-void PlainEngine::reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) {
+void PlainEngine::reduce_gradients() {
+  if (options_.shard_group == nullptr) return;
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
+  std::vector<offload::OwnedTensor> grads;
   for (Model* m : selected({})) {
     for (auto& t : m->parameters) {
       if (!t.parameter.grad().defined()) t.parameter.mutable_grad() = torch::zeros_like(t.parameter);
-      grads.push_back(t.parameter.grad());
+      grads.push_back({t.parameter.grad(), t.owner});
     }
   }
-  reduce(grads);
+  offload::ShardGroup& group = *options_.shard_group;
+  if (options_.zero_stage < 2 || group.size() == 1) {
+    std::vector<torch::Tensor> all;
+    for (const auto& g : grads) all.push_back(g.tensor);
+    group.all_reduce_sum(all);
+    return;
+  }
+  offload::reduce_to_owners(group, grads);
+  uint64_t dropped = 0;
+  for (Model* m : selected({})) {
+    for (auto& t : m->parameters) {
+      if (owns(t)) continue;
+      dropped += t.parameter.grad().nbytes();
+      t.parameter.mutable_grad() = torch::Tensor();  // its owner holds the sum
+    }
+  }
+  dropped = std::min(dropped, counted_gradient_bytes_);
+  accountant_.release(offload::MemoryTier::device, offload::MemoryCategory::grads, dropped);
+  counted_gradient_bytes_ -= dropped;
 }
 
 double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
@@ -130,6 +170,8 @@ double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
     // One host sync per model: the per-tensor norms are summed on their device.
     sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
   }
+  // zero_stage 2: each process holds its own share of the summed gradients.
+  if (sharded_state() && options_.zero_stage >= 2) sum_of_squares = offload::sum_over_processes(*options_.shard_group, sum_of_squares);
   return std::sqrt(sum_of_squares);
 }
 
@@ -145,7 +187,7 @@ void PlainEngine::step(double learning_rate, double grad_multiplier, const std::
     kernels::AdamWParams params = options_.adamw_params(learning_rate, m->steps);
     for (auto& t : m->parameters) {
       torch::Tensor grad = t.parameter.grad();
-      if (!grad.defined()) continue;  // unused in this step: left alone, as torch's optimizers do
+      if (!grad.defined() || !owns(t)) continue;  // unused in this step: left alone, as torch's optimizers do
       params.weight_decay = t.decay ? options_.weight_decay : 0.0;
       if (t.parameter.is_cpu()) {
         grad = grad.contiguous();
@@ -167,6 +209,13 @@ void PlainEngine::step(double learning_rate, double grad_multiplier, const std::
       }
     }
   }
+  if (!sharded_state()) return;
+  // Every owner sends the new weights of what it updated.
+  std::vector<offload::OwnedTensor> weights;
+  for (Model* m : selected(models)) {
+    for (auto& t : m->parameters) weights.push_back({t.parameter.detach(), t.owner});
+  }
+  offload::broadcast_from_owners(*options_.shard_group, weights);
 }
 
 void PlainEngine::finish_gradients() {
@@ -203,7 +252,9 @@ int64_t PlainEngine::step_count(const std::string& name) const { return model(na
 std::vector<offload::ParameterStateRef> PlainEngine::state_refs() const {
   std::vector<offload::ParameterStateRef> refs;
   for (const auto& [name, m] : models_) {
-    for (const auto& t : m.parameters) refs.push_back({name, t.name, t.exp_avg, t.exp_avg_sq, t.master});
+    for (const auto& t : m.parameters) {
+      if (owns(t)) refs.push_back({name, t.name, t.exp_avg, t.exp_avg_sq, t.master});
+    }
   }
   return refs;
 }
@@ -213,7 +264,9 @@ void PlainEngine::save_state(const std::filesystem::path& dir) const {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = m.steps;
   }
-  offload::save_optimizer_state(dir, "none", state_refs(), steps);
+  offload::StateShard shard;
+  if (sharded_state()) shard = {options_.shard_group->rank(), options_.shard_group->size()};
+  offload::save_optimizer_state(dir, "none", state_refs(), steps, shard);
 }
 
 void PlainEngine::load_state(const std::filesystem::path& dir) {
@@ -241,6 +294,11 @@ void PlainEngine::with_weights(const std::string& name, WeightAccess access, con
   }
 }
 
+void PlainEngine::for_each_trainable(const std::string& name,
+                                     const std::function<void(const std::string&, const torch::Tensor&)>& fn) {
+  for (const auto& t : model(name).parameters) fn(t.name, t.parameter);
+}
+
 EngineMemoryReport PlainEngine::memory_report() const {
   std::map<std::pair<std::string, std::string>, uint64_t> bytes;
   for (const auto& [name, m] : models_) {
@@ -252,7 +310,7 @@ EngineMemoryReport PlainEngine::memory_report() const {
     }
     for (const auto& t : m.parameters) {
       if (t.master.defined()) bytes[{"master weights", tier_of(t.master)}] += t.master.nbytes();
-      bytes[{"adam moments", tier_of(t.exp_avg)}] += t.exp_avg.nbytes() + t.exp_avg_sq.nbytes();
+      if (t.exp_avg.defined()) bytes[{"adam moments", tier_of(t.exp_avg)}] += t.exp_avg.nbytes() + t.exp_avg_sq.nbytes();
     }
   }
   EngineMemoryReport report;

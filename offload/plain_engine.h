@@ -31,7 +31,7 @@ class PlainEngine : public ParameterEngine {
   void before_group(const GroupRef&, GroupPass) override {}
   void after_group(const GroupRef&, GroupPass) override {}
   void finish_gradients() override;
-  void reduce_gradients(const std::function<void(const std::vector<torch::Tensor>&)>& reduce) override;
+  void reduce_gradients() override;
   double gradient_norm(const std::vector<std::string>& models = {}) override;
   bool gradients_finite(const std::vector<std::string>& models = {}) override;
   void step(double learning_rate, double grad_multiplier, const std::vector<std::string>& models = {}) override;
@@ -41,6 +41,8 @@ class PlainEngine : public ParameterEngine {
   void load_state(const std::filesystem::path& dir) override;
   bool needs_recompute(const GroupRef& group) const override { return options_.recomputes_layer_group(group.index); }
   void with_weights(const std::string& model, WeightAccess access, const std::function<void()>& fn) override;
+  void for_each_trainable(const std::string& model,
+                          const std::function<void(const std::string&, const torch::Tensor&)>& fn) override;
   EngineMemoryReport memory_report() const override;
   const offload::MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
@@ -55,6 +57,9 @@ class PlainEngine : public ParameterEngine {
     torch::Tensor exp_avg, exp_avg_sq;  // fp32, beside the parameter
     torch::Tensor cuda_step;   // fp32 scalar on the GPU for _fused_adamw_ (undefined on CPU)
     bool decay = true;         // false for norms and biases
+    // The process that holds the optimizer state and updates the tensor (zero_stage >= 1; else
+    // this one). Another's tensor has no master and no moments here.
+    int64_t owner = 0;
   };
   struct Model {
     std::vector<ParameterGroup> groups;
@@ -64,6 +69,12 @@ class PlainEngine : public ParameterEngine {
   };
 
   std::vector<Model*> selected(const std::vector<std::string>& models);
+  int64_t rank() const { return options_.shard_group != nullptr ? options_.shard_group->rank() : 0; }
+  // zero_stage >= 1 over several processes: optimizer state and updates are sharded.
+  bool sharded_state() const {
+    return options_.shard_group != nullptr && options_.shard_group->size() > 1 && options_.zero_stage >= 1;
+  }
+  bool owns(const TrainedParameter& t) const { return !sharded_state() || t.owner == rank(); }
   std::vector<offload::ParameterStateRef> state_refs() const;
   const Model& model(const std::string& name) const;
 
@@ -75,6 +86,7 @@ class PlainEngine : public ParameterEngine {
   offload::MemoryAccountant accountant_;
   uint64_t counted_gradient_bytes_ = 0;
   std::unique_ptr<offload::ActivationOffloader> offloader_;  // with options.activation_offload
+  std::vector<uint64_t> owned_bytes_;  // per process: the trainable bytes it owns (sharded_state)
 };
 
 }  // namespace ferry

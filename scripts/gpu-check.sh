@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
 # CUDA tests (tests/gpu: model and generation, RMSNorm and NF4 dequant kernels, offload policies against the CPU),
-# short train-sft / train-rm / train-dpo / train-ppo / train-grpo runs on the GPU and the GPU benchmarks (scripts/bench-*-gpu.sh:
+# short train-sft / train-rm / train-dpo / train-ppo / train-grpo runs on the GPU, 2-process data parallelism
+# (NCCL with 2 GPUs; ZeRO 2 and 3) and the GPU benchmarks (scripts/bench-*-gpu.sh:
 # offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
 #
 # Two steps, one script:
@@ -102,6 +103,38 @@ grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-(ppo|grp
 note "preference stages exit: $pref_rc"
 rm -rf "$pref"
 [ "$pref_rc" = 0 ] || rc=1
+
+echo "== data parallelism on the GPU: 2 processes (c10d NCCL when there are 2 GPUs, else both on one GPU through Gloo), ZeRO 2 and 3 against 1 process with the same global batch, fp32"
+dp=$out/dp-runs
+dpargs="--config configs/demo-sft.yaml --set train.max_steps=20 --set train.eval_every=0 --set train.save_every=0
+  --set train.device=cuda --set logging.progress=never --set logging.tensorboard=false --set train.micro_batch_size=16"
+{
+  build-gpu/ferry train-sft $dpargs --set output.dir=$dp/one --set train.grad_accumulation=2 &&
+  build-gpu/ferry launch --nproc 2 -- train-sft $dpargs --set output.dir=$dp/zero2 --set distributed.zero_stage=2 &&
+  build-gpu/ferry launch --nproc 2 -- train-sft $dpargs --set output.dir=$dp/zero3 --set distributed.zero_stage=3 \
+    --set offload.policy=params
+} > "$out/dp.log" 2>&1
+dp_rc=$?
+if [ "$dp_rc" = 0 ]; then
+  "$python" - "$dp" <<'PY' | tee -a "$summary"
+import json, sys
+dp = sys.argv[1]
+def rows(run):
+    return [json.loads(l) for l in open(f"{dp}/{run}/metrics.jsonl") if '"grad_norm"' in l]
+one = rows("one")
+for run in ("zero2", "zero3"):
+    r = rows(run)
+    worst = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(one, r))
+    rate = sum(x["tokens_per_s"] for x in r[5:]) / max(len(r[5:]), 1)
+    print(f"dp {run}: {len(r)} steps, worst relative loss difference vs 1 process {worst:.2e}, {rate:.0f} tokens/s "
+          f"(1 process: {sum(x['tokens_per_s'] for x in one[5:]) / max(len(one[5:]), 1):.0f})")
+PY
+else
+  tail -20 "$out/dp.log" | tee -a "$summary"
+fi
+note "data parallel exit: $dp_rc"
+rm -rf "$dp"
+[ "$dp_rc" = 0 ] || rc=1
 
 echo "== GPU benchmarks"
 for bench in scripts/bench-*-gpu.sh; do

@@ -29,7 +29,7 @@ void add_version_command(CLI::App& app) {
               << "data parallelism: "
               << (dist::gloo_compiled_in() ? "c10d Gloo (ferry launch, torchrun)"
                                            : "not compiled (no Gloo headers at build time: apt-get install libgloo-dev)")
-              << "\n";
+              << (dist::nccl_compiled_in() ? ", NCCL for CUDA tensors" : "") << "\n";
   });
 }
 

@@ -390,11 +390,30 @@ struct LoggingConfig {
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT; `ferry launch` sets it). One process: ignored.
 struct DistributedConfig {
   double timeout = 300.0;
+  int64_t zero_stage = 0;
+  DistributedMode mode = DistributedMode::sync;
+  int64_t inner_steps = 50;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  PseudoGradient pseudo_gradient = PseudoGradient::fp32;
 
   template <class V>
   void visit(V& v) {
     v("timeout", timeout, "seconds any collective (and the rendezvous) may wait for the other processes before the "
       "run stops with an error naming them");
+    v("zero_stage", zero_stage, "ZeRO sharding over the processes: 0 every process holds everything; 1 each holds "
+      "the optimizer state (master weights, Adam moments) of its share of the parameters and updates only those; 2 "
+      "also sums each share's gradients on its owner only (a reduce instead of an all-reduce); 3 also keeps each "
+      "share's weights on its owner only, sent to the others when they page them in (offload.policy optimizer, "
+      "params or auto)");
+    v("mode", mode, "sync: the gradients are summed every step; diloco: each process takes inner_steps AdamW steps "
+      "on its own batches, then the processes average how far their weights moved (the pseudo-gradient) and take "
+      "one outer Nesterov step (for slow links between machines)");
+    v("inner_steps", inner_steps, "diloco: local optimizer steps between two synchronisations");
+    v("outer_lr", outer_lr, "diloco: learning rate of the outer Nesterov SGD step");
+    v("outer_momentum", outer_momentum, "diloco: momentum of the outer Nesterov SGD step");
+    v("pseudo_gradient", pseudo_gradient, "diloco: how the pseudo-gradient is sent: fp32, bf16 or int8 (one "
+      "absmax scale per 256 values)");
   }
 };
 

@@ -27,6 +27,8 @@ enum class RewardKind { verifier, model, command };
 enum class AnswerMatch { exact, numeric, contains };
 enum class OptimizerState { fp32, int8 };
 enum class MasterWeights { fp32, bf16_kahan };
+enum class DistributedMode { sync, diloco };
+enum class PseudoGradient { fp32, bf16, int8 };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -71,6 +73,9 @@ FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numer
 
 FERRY_ENUM_NAMES(OptimizerState, {OptimizerState::fp32, "fp32"}, {OptimizerState::int8, "int8"});
 FERRY_ENUM_NAMES(MasterWeights, {MasterWeights::fp32, "fp32"}, {MasterWeights::bf16_kahan, "bf16_kahan"});
+FERRY_ENUM_NAMES(DistributedMode, {DistributedMode::sync, "sync"}, {DistributedMode::diloco, "diloco"});
+FERRY_ENUM_NAMES(PseudoGradient, {PseudoGradient::fp32, "fp32"}, {PseudoGradient::bf16, "bf16"},
+                 {PseudoGradient::int8, "int8"});
 #undef FERRY_ENUM_NAMES
 
 template <class E>

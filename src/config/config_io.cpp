@@ -490,6 +490,28 @@ void validate_config(const Config& c) {
   require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
   require(c.logging.log_every >= 1, "logging.log_every must be >= 1");
   require(c.distributed.timeout > 0, "distributed.timeout must be > 0 seconds");
+  require(c.distributed.zero_stage >= 0 && c.distributed.zero_stage <= 3,
+          "distributed.zero_stage must be 0, 1, 2 or 3 (got " + to_text(c.distributed.zero_stage) + ")");
+  require(c.distributed.zero_stage < 3 || c.offload.policy != OffloadPolicy::none,
+          "distributed.zero_stage 3 shards the weights over the processes' host memory and pages them in: set "
+          "offload.policy optimizer, params or auto (under none every process keeps the whole model where it "
+          "runs), or use zero_stage 2");
+  if (c.distributed.mode == DistributedMode::diloco) {
+    require(c.distributed.inner_steps >= 1, "distributed.inner_steps must be >= 1");
+    require(c.distributed.outer_lr > 0, "distributed.outer_lr must be > 0");
+    require(c.distributed.outer_momentum >= 0 && c.distributed.outer_momentum < 1,
+            "distributed.outer_momentum must be in [0, 1)");
+    require(c.distributed.zero_stage == 0,
+            "distributed.mode diloco keeps each process's own optimizer state: set distributed.zero_stage 0");
+    require(c.train.save_every % c.distributed.inner_steps == 0,
+            "distributed.mode diloco saves checkpoints where the processes agree, after an outer step: make "
+            "train.save_every (" + to_text(c.train.save_every) + ") a multiple of distributed.inner_steps (" +
+                to_text(c.distributed.inner_steps) + ")");
+    require(c.train.eval_every % c.distributed.inner_steps == 0,
+            "distributed.mode diloco evaluates where the processes agree, after an outer step: make "
+            "train.eval_every (" + to_text(c.train.eval_every) + ") a multiple of distributed.inner_steps (" +
+                to_text(c.distributed.inner_steps) + ")");
+  }
 }
 
 std::string config_to_yaml(const Config& config) {

@@ -13,8 +13,16 @@
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+#ifdef FERRY_WITH_NCCL
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <ATen/ATen.h>
@@ -34,7 +42,11 @@ std::chrono::milliseconds as_duration(double seconds) {
 
 struct Communicator::Group {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;  // CPU tensors (and CUDA ones without NCCL)
+#ifdef FERRY_WITH_NCCL
+  // CUDA tensors, on the GPUs themselves: when every process of this machine has a GPU of its own.
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
 };
 #else
 struct Communicator::Group {};
@@ -65,8 +77,19 @@ std::unique_ptr<Communicator> Communicator::join(const DistEnv& env, double time
     group->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(as_duration(timeout_seconds));
     gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, static_cast<int>(env.rank),
+    group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", group->store),
+                                                              static_cast<int>(env.rank),
                                                               static_cast<int>(env.world_size), gloo_options);
+#ifdef FERRY_WITH_NCCL
+    const int64_t gpus = c10::cuda::device_count();
+    if (gpus > 0 && env.local_world_size <= gpus) {
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = as_duration(timeout_seconds);
+      group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", group->store),
+                                                                static_cast<int>(env.rank),
+                                                                static_cast<int>(env.world_size), nccl_options);
+    }
+#endif
   } catch (const std::exception& e) {
     throw PeerError(detail::concat("rank ", env.rank, " of ", env.world_size, ": joining the process group at ",
                                    env.master_addr, ":", env.master_port, " failed: ", e.what(),
@@ -83,7 +106,22 @@ std::unique_ptr<Communicator> Communicator::join(const DistEnv& env, double time
 }
 
 void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
+  run_bucketed(tensors, Collective::all_reduce, 0);
+}
+
+void Communicator::reduce_sum(const std::vector<at::Tensor>& tensors, int64_t root) {
+  run_bucketed(tensors, Collective::reduce, root);
+}
+
+void Communicator::broadcast(const std::vector<at::Tensor>& tensors, int64_t root) {
+  run_bucketed(tensors, Collective::broadcast, root);
+}
+
+void Communicator::run_bucketed(const std::vector<at::Tensor>& tensors, Collective collective, int64_t root) {
 #ifdef FERRY_WITH_GLOO
+  const char* name = collective == Collective::all_reduce ? "all-reduce"
+                     : collective == Collective::reduce   ? "reduce"
+                                                          : "broadcast";
   size_t i = 0;
   while (i < tensors.size()) {
     // One bucket: consecutive tensors of one dtype up to kBucketBytes (a larger tensor alone).
@@ -95,22 +133,49 @@ void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
       bytes += static_cast<int64_t>(tensors[i].nbytes());
       bucket.push_back(tensors[i++]);
     }
-    const bool in_place = bucket.size() == 1 && bucket[0].is_cpu() && bucket[0].is_contiguous();
+    payload_bytes_ += static_cast<uint64_t>(bytes);
+    // CUDA tensors stay on the GPU under NCCL; everything else goes through Gloo on the host.
+    c10d::Backend* backend = group_->gloo.get();
+    bool on_gpu = false;
+#ifdef FERRY_WITH_NCCL
+    if (group_->nccl) {
+      on_gpu = true;
+      for (const at::Tensor& t : bucket) on_gpu = on_gpu && t.is_cuda();
+      if (on_gpu) backend = group_->nccl.get();
+    }
+#endif
+    const bool in_place = bucket.size() == 1 && bucket[0].is_contiguous() && (bucket[0].is_cpu() || on_gpu);
     at::Tensor flat;
     if (in_place) {
       flat = bucket[0].view({-1});
     } else {
       std::vector<at::Tensor> parts;
-      for (const at::Tensor& t : bucket) parts.push_back(t.reshape({-1}).to(at::kCPU));
+      for (const at::Tensor& t : bucket) parts.push_back(on_gpu ? t.reshape({-1}) : t.reshape({-1}).to(at::kCPU));
       flat = at::cat(parts);
     }
     std::vector<at::Tensor> list{flat};
     try {
-      group_->gloo->allreduce(list)->wait(as_duration(timeout_seconds_));
+      c10::intrusive_ptr<c10d::Work> work;
+      if (collective == Collective::all_reduce) {
+        work = backend->allreduce(list);
+      } else if (collective == Collective::reduce) {
+        c10d::ReduceOptions options;
+        options.rootRank = root;
+        work = backend->reduce(list, options);
+      } else {
+        c10d::BroadcastOptions options;
+        options.rootRank = root;
+        work = backend->broadcast(list, options);
+      }
+      // Gloo: the host waits; NCCL: the current CUDA stream waits, so the copies below follow it.
+      work->wait(as_duration(timeout_seconds_));
     } catch (const std::exception& e) {
-      fail("all-reduce of " + std::to_string(bucket.size()) + " tensor(s)", e);
+      fail(std::string(name) + " of " + std::to_string(bucket.size()) + " tensor(s)", e);
     }
-    if (in_place) continue;
+    // Only the root's tensors receive a reduce; a broadcast's root keeps its own.
+    const bool receives = collective == Collective::all_reduce ||
+                          (collective == Collective::reduce ? env_.rank == root : env_.rank != root);
+    if (in_place || !receives) continue;
     int64_t offset = 0;
     for (const at::Tensor& t : bucket) {
       const int64_t n = t.numel();
@@ -120,6 +185,28 @@ void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
   }
 #else
   (void)tensors;
+  (void)collective;
+  (void)root;
+#endif
+}
+
+std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input) {
+#ifdef FERRY_WITH_GLOO
+  // As bytes: Gloo gathers those whatever the tensor's dtype (it refuses some, e.g. int16).
+  std::vector<at::Tensor> inputs{input.contiguous().reshape({-1}).view(at::kByte)};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int64_t r = 0; r < env_.world_size; ++r) outputs[0].push_back(at::empty_like(inputs[0]));
+  payload_bytes_ += static_cast<uint64_t>(input.nbytes());
+  try {
+    group_->gloo->allgather(outputs, inputs)->wait(as_duration(timeout_seconds_));
+  } catch (const std::exception& e) {
+    fail("all-gather of " + std::to_string(input.nbytes()) + " bytes", e);
+  }
+  std::vector<at::Tensor> gathered;
+  for (const at::Tensor& bytes : outputs[0]) gathered.push_back(bytes.view(input.scalar_type()).view(input.sizes()));
+  return gathered;
+#else
+  return {input};
 #endif
 }
 
@@ -167,6 +254,14 @@ void quiet_unless_primary() {
 }
 
 bool is_primary_process() { return read_dist_env().rank == 0; }
+
+bool nccl_compiled_in() {
+#ifdef FERRY_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool gloo_compiled_in() {
 #ifdef FERRY_WITH_GLOO

@@ -14,6 +14,7 @@
 #include "offload/rate_probe.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 
 namespace ferry {
 
@@ -98,6 +99,10 @@ std::unique_ptr<ParameterEngine> make_run_engine(Config& config, const LlamaConf
 #endif
   }
   options.device = device;
+  // A data-parallel run: the engine sums gradients over the processes and shards what
+  // distributed.zero_stage says.
+  options.shard_group = dist::process_communicator(config.distributed);
+  options.zero_stage = config.distributed.zero_stage;
   return make_parameter_engine(options);
 }
 

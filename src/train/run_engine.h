@@ -1,7 +1,8 @@
 // The parameter engine a training run uses, from its config: resolves offload.policy auto into a
 // plan (offload/auto_policy.h), caps the GPU's caching allocator at offload.gpu_memory (so
 // activations and workspaces are held to the budget too, not only what the engine counts), and
-// makes the engine. Every stage builds its engine here.
+// makes the engine. Every stage builds its engine here; in a data-parallel run the engine gets the
+// process group and distributed.zero_stage (EngineOptions::shard_group).
 #pragma once
 
 #include <torch/types.h>

@@ -10,6 +10,7 @@
 #include "src/core/error.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/checkpoint_folders.h"
+#include "src/train/diloco.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/stop_signal.h"
@@ -38,6 +39,12 @@ Trainer::Trainer(const Config& config, ParameterEngine& engine, BatchSource& dat
 
 int64_t Trainer::micro_batches_per_step() const {
   return config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
+}
+
+Trainer::~Trainer() = default;
+
+bool Trainer::sharded_weights() const {
+  return comm_ != nullptr && comm_->size() > 1 && config_.distributed.zero_stage >= 3;
 }
 
 int64_t Trainer::total_steps() const {
@@ -82,6 +89,7 @@ std::optional<Evaluation> Trainer::evaluate() {
   double sum = 0.0;
   MetricValues extra;
   int64_t weight = 0;
+  int64_t evaluated = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
     const MicroBatch& batch = batches[i];
     weight += batch.loss_weight;
@@ -89,6 +97,13 @@ std::optional<Evaluation> Trainer::evaluate() {
     const LossSum loss = objective_.loss(batch, runner);
     sum += loss.sum.item<double>();
     add_metric_values(extra, loss.extra);
+    ++evaluated;
+  }
+  // zero_stage 3 pages the weights in collectively: every process runs as many forwards, the
+  // ones short of a batch repeating their last and discarding it.
+  const int64_t per_process = sharded ? (static_cast<int64_t>(batches.size()) + world - 1) / world : 0;
+  for (int64_t extra_pass = evaluated; sharded_weights() && extra_pass < per_process; ++extra_pass) {
+    (void)objective_.loss(batches[static_cast<size_t>(rank)], runner);
   }
   if (sharded) {
     std::vector<double> sums{sum};
@@ -113,21 +128,59 @@ void Trainer::evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t
 }
 
 void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler) {
-  if (comm_ != nullptr && comm_->rank() != 0) return;  // every process holds the same state
   const fs::path output(config_.output.dir);
+  const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
+  // ZeRO (distributed.zero_stage >= 1): every process owns part of the optimizer state and writes
+  // its shard file; the others' go to a staging folder that rank 0 moves into the checkpoint
+  // before it is complete. Otherwise every process holds the same state and rank 0 writes it.
+  const bool shards = comm_ != nullptr && comm_->size() > 1 && config_.distributed.zero_stage >= 1;
+  // DiLoCo: every process's own inner optimizer state, rank R's in diloco-rank-R/.
+  const bool replicas = diloco_ != nullptr;
+  // A temporary name (".tmp-"): a run killed while saving leaves nothing resume takes, and the
+  // next prune removes it.
+  const fs::path staging = output / (".step-" + std::to_string(step) + ".tmp-shards");
+  if (comm_ != nullptr && comm_->rank() != 0) {
+    if (shards || replicas) {
+      const fs::path dir = replicas ? staging / ("diloco-rank-" + std::to_string(comm_->rank())) : staging;
+      fs::create_directories(dir);
+      engine_.save_state(dir);
+      comm_->barrier();  // the shards are written
+      if (sharded_weights()) engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [] {});
+      comm_->barrier();  // rank 0 has moved them into the checkpoint and pruned
+    }
+    return;
+  }
+  const bool gathered = shards || replicas;
+  if (gathered) comm_->barrier();
   TrainerState state;
   state.step = step;
   state.total_steps = total;
   state.cursor = data_.cursor();
   state.loss_scaler = scaler.state();
   state.seed = config_.train.seed;
-  const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
-  write_checkpoint_atomic(output, step, [&](const fs::path& folder) {
-    engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
-    engine_.save_state(folder);
-    save_trainer_state(folder, state);
-  });
+  try {
+    write_checkpoint_atomic(output, step, [&](const fs::path& folder) {
+      engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
+      engine_.save_state(folder);
+      if (gathered && fs::is_directory(staging)) {
+        for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), folder / entry.path().filename());
+      }
+      if (diloco_) diloco_->save(folder);
+      save_trainer_state(folder, state);
+    });
+  } catch (...) {
+    if (gathered) {
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);
+      comm_->barrier();
+    }
+    throw;
+  }
   prune_checkpoints(output, config_.output.keep_last);
+  if (gathered) {
+    fs::remove_all(staging);
+    comm_->barrier();
+  }
 }
 
 TrainResult Trainer::run() {
@@ -138,10 +191,14 @@ TrainResult Trainer::run() {
   LossScaler scaler(t.precision == Precision::fp16, t.fp16_initial_scale);
 
   int64_t step = 0;
-  if (const auto resume = resolve_resume(output, t.resume, console_)) {
+  const bool diloco = comm_ != nullptr && comm_->size() > 1 && config_.distributed.mode == DistributedMode::diloco;
+  const std::optional<fs::path> resume = resolve_resume(output, t.resume, console_);
+  if (resume) {
     const TrainerState state = load_trainer_state(*resume);
     engine_.with_weights(model_.name, ParameterEngine::WeightAccess::write, [&] { model_.load(*resume); });
-    engine_.load_state(*resume);
+    // DiLoCo: each process's own inner optimizer state, where the checkpoint has one for its rank.
+    const fs::path replica = diloco ? *resume / ("diloco-rank-" + std::to_string(comm_->rank())) : fs::path();
+    engine_.load_state(diloco && fs::is_directory(replica) ? replica : *resume);
     data_.restore(state.cursor);
     scaler.restore(state.loss_scaler);
     restore_rng_state(*resume);
@@ -151,6 +208,12 @@ TrainResult Trainer::run() {
       console_ << "note: the checkpoint's run had " << state.total_steps << " steps, this one has " << total
                << "; the learning-rate schedule follows this run's length\n";
     }
+  }
+
+  if (diloco) {
+    diloco_ = std::make_unique<DiLoCo>(config_.distributed, *comm_, engine_, model_.name);
+    diloco_->start();
+    if (resume) diloco_->load(*resume);
   }
 
   MetricsLoggerOptions metrics_options = metrics_options_;
@@ -185,17 +248,23 @@ TrainResult Trainer::run() {
   while (step < total) {
     const auto started = std::chrono::steady_clock::now();
     engine_.zero_grad();
+    const uint64_t sent_before = comm_ != nullptr ? comm_->payload_bytes() : 0;
     std::vector<MicroBatch> batches;  // this process's share of the step's micro-batches
     int64_t weight = 0, tokens = 0;    // over all of them
+    int64_t own_weight = 0;            // over this process's share
     for (int64_t i = 0; i < micro_batches_per_step(); ++i) {
       MicroBatch batch = data_.next_train_batch();
       weight += batch.loss_weight;
       tokens += batch.tokens;
-      if (i % world == rank) batches.push_back(std::move(batch));
+      if (i % world == rank) {
+        own_weight += batch.loss_weight;
+        batches.push_back(std::move(batch));
+      }
     }
-    // The loss of the step is the mean over all units of all its micro-batches.
+    // The loss of the step is the mean over all units of all its micro-batches (DiLoCo: of this
+    // process's, which its own step follows).
     const double scale = scaler.scale();
-    const double per_unit = 1.0 / static_cast<double>(std::max<int64_t>(weight, 1));
+    const double per_unit = 1.0 / static_cast<double>(std::max<int64_t>(diloco ? own_weight : weight, 1));
     const double lr = learning_rate_at(plan, step);
     double loss_sum = 0.0;
     MetricValues extra_sum;
@@ -211,7 +280,7 @@ TrainResult Trainer::run() {
     }
     engine_.finish_gradients();
     if (comm_ != nullptr) {
-      engine_.reduce_gradients([&](const std::vector<torch::Tensor>& grads) { comm_->all_reduce_sum(grads); });
+      if (!diloco) engine_.reduce_gradients();
       // The losses and the objective's extra values, summed over the processes too.
       std::vector<double> sums{loss_sum};
       for (const MetricValue& extra : extra_sum) sums.push_back(extra.value);
@@ -242,7 +311,8 @@ TrainResult Trainer::run() {
       }
     }
     ++step;
-    const double loss = loss_sum * per_unit;
+    if (diloco && (step % config_.distributed.inner_steps == 0 || step == total)) diloco_->synchronize();
+    const double loss = loss_sum / static_cast<double>(std::max<int64_t>(weight, 1));
     result.last_loss = loss;
     result.last_extra = divided(std::move(extra_sum), static_cast<double>(std::max<int64_t>(weight, 1)));
     if (on_step) on_step(step, loss);
@@ -251,6 +321,7 @@ TrainResult Trainer::run() {
     MetricValues values{{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                         {"tokens_per_s", static_cast<double>(tokens) / std::max(seconds, 1e-9)}};
     if (scaler.enabled()) values.push_back({"loss_scale", scaler.scale()});
+    if (comm_ != nullptr) values.push_back({"comm_bytes", static_cast<double>(comm_->payload_bytes() - sent_before)});
     values.insert(values.end(), result.last_extra.begin(), result.last_extra.end());
     metrics.log_train(step, values);
 
@@ -263,6 +334,11 @@ TrainResult Trainer::run() {
       torch::Tensor flag = torch::tensor({stopping ? 1.0 : 0.0}, torch::kDouble);
       comm_->all_reduce_sum({flag});
       stopping = flag.item<double>() > 0;
+    }
+    if (stopping && diloco && step % config_.distributed.inner_steps != 0 && step != total) {
+      console_ << "note: stopping between DiLoCo synchronisations: the processes take the outer step now, so "
+                  "that the checkpoint holds weights they agree on\n";
+      diloco_->synchronize();
     }
     if ((t.save_every > 0 && step % t.save_every == 0) || step == total || stopping) {
       save_checkpoint(step, total, scaler);
@@ -288,6 +364,8 @@ TrainResult Trainer::run() {
         engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
       });
       console_ << "final model: " << result.final_dir.string() << "\n";
+    } else if (sharded_weights()) {
+      engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [] {});  // gathered by every process
     }
   }
   metrics.close();

@@ -27,11 +27,20 @@
 // process with grad_accumulation × WORLD_SIZE would take. Losses are summed the same way; rank 0
 // alone writes metrics, checkpoints and final/ (checkpoints resume at any process count with the
 // same global batch). Evaluation is shared out the same way: every WORLD_SIZE-th eval batch.
+// With distributed.zero_stage >= 1 the engine shards the optimizer state (EngineOptions), and
+// each process writes its shard of it into the checkpoint rank 0 completes. With
+// distributed.mode diloco (src/train/diloco.h) the gradients are not summed: each process steps on
+// its own micro-batches (W is then the sum over its own), and every distributed.inner_steps steps
+// (and at the last) the processes take DiLoCo's outer step together; checkpoints and evaluations
+// fall on those steps, and each process's inner optimizer state goes into the checkpoint
+// (diloco-rank-R/ beside rank 0's). Data-parallel steps log `comm_bytes`: the bytes this process
+// handed to collectives in the step (Communicator::payload_bytes).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -44,6 +53,8 @@
 #include "src/train/training_task.h"
 
 namespace ferry {
+
+class DiLoCo;  // src/train/diloco.h
 
 // The model a run trains, as the loop saves and resumes it.
 struct TrainedModel {
@@ -80,6 +91,7 @@ class Trainer {
   // (resume, evaluation, checkpoints); metrics_options lets tests inject the metrics console.
   Trainer(const Config& config, ParameterEngine& engine, BatchSource& data, TrainingObjective& objective,
           TrainedModel model, std::ostream* console = nullptr, MetricsLoggerOptions metrics_options = {});
+  ~Trainer();
 
   // Runs to the end (or a stop signal). Throws what the parts throw; checkpoints already written
   // stay valid.
@@ -101,6 +113,9 @@ class Trainer {
   void save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler);
 
   int64_t micro_batches_per_step() const;  // grad_accumulation on every process together
+  // distributed.zero_stage 3 over several processes: the engine's page-ins and with_weights are
+  // collective, so every process makes them, rank 0 alone writing.
+  bool sharded_weights() const;
 
   const Config& config_;
   ParameterEngine& engine_;
@@ -110,6 +125,7 @@ class Trainer {
   std::ostream& console_;
   MetricsLoggerOptions metrics_options_;
   dist::Communicator* comm_ = nullptr;  // data-parallel runs (src/dist); null for one process
+  std::unique_ptr<DiLoCo> diloco_;      // distributed.mode diloco over several processes
 };
 
 }  // namespace ferry

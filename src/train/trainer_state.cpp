@@ -36,7 +36,8 @@ void save_trainer_state(const std::filesystem::path& dir, const TrainerState& st
 
   io::TensorMap rng{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};
   if (at::globalContext().hasCUDA()) {
-    rng["cuda"] = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, 0)).get_state();
+    // The current GPU's generator (index -1): this process's (training_device sets it).
+    rng["cuda"] = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA)).get_state();
   }
   io::save_safetensors(dir / kRngStateFile, rng);
 }
@@ -86,7 +87,7 @@ void restore_rng_state(const std::filesystem::path& dir) {
   cpu_generator.set_state(cpu->second);
   auto cuda = rng.find("cuda");
   if (cuda != rng.end() && at::globalContext().hasCUDA()) {
-    at::Generator cuda_generator = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, 0));
+    at::Generator cuda_generator = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA));
     cuda_generator.set_state(cuda->second);
   }
 }

@@ -1,7 +1,7 @@
 // Data-parallel training on c10d Gloo, as a user runs it (`ferry launch`, or the torchrun
 // environment set by hand), on the CPU: 2 processes with grad_accumulation 1 take the steps of one
-// process with grad_accumulation 2 (same global batch) under every offload policy; checkpoints of
-// either resume on the other; train-rm and train-dpo likewise; rank 0 alone writes; a signal to one process stops both with a
+// process with grad_accumulation 2 (same global batch) under every offload policy and ZeRO stages
+// 0, 1, 2 and 3; checkpoints of either resume on the other (ZeRO's sharded ones too); train-rm and train-dpo likewise; rank 0 alone writes; a signal to one process stops both with a
 // checkpoint; a killed process stops the run with a message naming it instead of a hang; a
 // train-ppo under launch is refused.
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ const fs::path& test_dir() {
 // 6 steps of SFT of the demo-shaped model from scratch, fp32, checkpoints at 3 and 6.
 std::string config() {
   static const std::string path = ferry_test::write_text(
-      test_dir(), "sft.yaml",
+      test_dir(), "dist_sft.yaml",
       "stage: sft\nmodel: {config: configs/demo-model.json}\n"
       "tokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
       "data: {train_file: data/sft_train.jsonl, eval_file: data/sft_eval.jsonl, max_samples: 200, max_length: 64}\n"
@@ -162,6 +162,93 @@ TEST(DistTrain, CheckpointsResumeAtAnotherProcessCount) {
   fs::copy(test_dir() / "single" / "step-3", two_from_one / "step-3", fs::copy_options::recursive);
   train("two_from_one", 2, 1, " --set train.resume=auto");
   expect_same_steps(single(), rows_of(two_from_one), 3, "2 processes resuming a 1-process checkpoint");
+}
+
+TEST(DistTrain, ZeroStagesTakeTheStepsOfOneProcess) {
+  SKIP_WITHOUT_GLOO();
+  ASSERT_EQ(single().size(), 6u);
+  for (const char* policy : {"none", "optimizer", "params"}) {
+    for (const char* stage : {"1", "2", "3"}) {
+      if (std::string(policy) == "none" && std::string(stage) == "3") continue;  // needs the chunked engine
+      const std::string what = std::string("2 processes, zero_stage ") + stage + " under " + policy;
+      const fs::path run = train(std::string("zero") + stage + "_" + policy, 2, 1,
+                                 std::string(" --set offload.policy=") + policy + " --set distributed.zero_stage=" + stage);
+      expect_same_steps(single(), rows_of(run), 0, what);
+      // Each process saved its shard of the optimizer state into the checkpoint.
+      EXPECT_TRUE(fs::exists(run / "step-3" / "optimizer_state.shard-0-of-2.safetensors")) << what;
+      EXPECT_TRUE(fs::exists(run / "step-3" / "optimizer_state.shard-1-of-2.safetensors")) << what;
+      EXPECT_FALSE(fs::exists(run / "step-3" / "optimizer_state.safetensors")) << what;
+    }
+  }
+}
+
+TEST(DistTrain, ZeroShardedCheckpointsResumeAtAnotherProcessCount) {
+  SKIP_WITHOUT_GLOO();
+  ASSERT_EQ(single().size(), 6u);
+  const std::string zero = " --set distributed.zero_stage=2 --set offload.policy=optimizer";
+  // Two shards, resumed by one process ...
+  const fs::path two = train("zero_resume_two", 2, 1, zero);
+  const fs::path one_from_two = test_dir() / "zero_one_from_two";
+  fs::create_directories(one_from_two);
+  fs::copy(two / "step-3", one_from_two / "step-3", fs::copy_options::recursive);
+  train("zero_one_from_two", 1, 2, " --set train.resume=auto --set offload.policy=optimizer");
+  expect_same_steps(single(), rows_of(one_from_two), 3, "1 process resuming a ZeRO-2 checkpoint of 2");
+  // ... and one process's whole state, sharded on resume by two.
+  const fs::path two_from_one = test_dir() / "zero_two_from_one";
+  fs::create_directories(two_from_one);
+  fs::copy(test_dir() / "single" / "step-3", two_from_one / "step-3", fs::copy_options::recursive);
+  train("zero_two_from_one", 2, 1, " --set train.resume=auto" + zero);
+  expect_same_steps(single(), rows_of(two_from_one), 3, "2 ZeRO-2 processes resuming a 1-process checkpoint");
+}
+
+std::vector<double> comm_bytes_of(const fs::path& run) {
+  std::vector<double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("comm_bytes") && row.contains("grad_norm")) out.push_back(row.at("comm_bytes").get<double>());
+  }
+  return out;
+}
+
+TEST(DistTrain, DiLoCoSynchronisesEveryInnerStepsAndResumesExactly) {
+  SKIP_WITHOUT_GLOO();
+  ASSERT_EQ(single().size(), 6u);
+  const std::string diloco = " --set distributed.mode=diloco --set distributed.inner_steps=3";
+  const fs::path run = train("diloco", 2, 1, diloco);
+  const std::vector<Row> rows = rows_of(run);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_LT(rows.back().loss, rows.front().loss);
+  // Steps 1 and 2 send only the step's loss sums; step 3 also sends the fp32 pseudo-gradient: 4
+  // bytes per weight, about the size of the fp32 model file (what a sync step sends every step).
+  const std::vector<double> sent = comm_bytes_of(run);
+  ASSERT_EQ(sent.size(), 6u);
+  EXPECT_LT(sent[0], 100.0);
+  EXPECT_LT(sent[1], 100.0);
+  const double model_bytes = static_cast<double>(fs::file_size(run / "final" / "model.safetensors"));
+  EXPECT_NEAR(sent[2], model_bytes, 0.01 * model_bytes);
+  const std::vector<double> sent_sync = comm_bytes_of(test_dir() / "single");
+  EXPECT_TRUE(sent_sync.empty()) << "one process communicates nothing";
+  EXPECT_TRUE(fs::exists(run / "step-3" / "diloco_state.safetensors"));
+  EXPECT_TRUE(fs::exists(run / "step-3" / "diloco-rank-1" / "optimizer_state.safetensors"));
+  // Resumed from step 3 on 2 processes: steps 4..6 as the run that never stopped.
+  const fs::path resumed = test_dir() / "diloco_resumed";
+  fs::create_directories(resumed);
+  fs::copy(run / "step-3", resumed / "step-3", fs::copy_options::recursive);
+  train("diloco_resumed", 2, 1, diloco + " --set train.resume=auto");
+  expect_same_steps(rows, rows_of(resumed), 3, "DiLoCo resumed at step 3");
+  // int8 pseudo-gradients: about a quarter of the bytes at the synchronisation.
+  const fs::path int8 = train("diloco_int8", 2, 1, diloco + " --set distributed.pseudo_gradient=int8");
+  const std::vector<double> sent_int8 = comm_bytes_of(int8);
+  ASSERT_EQ(sent_int8.size(), 6u);
+  EXPECT_LT(sent_int8[2], 0.26 * sent[2]);
+  EXPECT_GT(sent_int8[2], 0.24 * sent[2]);
+}
+
+TEST(DistTrain, DiLoCoCheckpointsMustFallOnSynchronisations) {
+  const auto r = run_ferry("train-sft --config " + config() + " --set distributed.mode=diloco --set distributed.inner_steps=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.save_every (3) a multiple of distributed.inner_steps (2)"), std::string::npos) << r.output;
 }
 
 // Starts `ferry ARGS` as one rank of a 2-process group by the torchrun environment; its pid.
