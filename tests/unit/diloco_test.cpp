@@ -9,14 +9,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <exception>
 #include <filesystem>
-#include <thread>
 
 #include "offload/engine.h"
-#include "src/dist/communicator.h"
-#include "src/dist/launcher.h"
 #include "src/train/diloco.h"
+#include "tests/support/two_process_group.h"
 
 namespace ferry {
 namespace {
@@ -45,61 +42,44 @@ struct Outcome {
   uint64_t bytes[2] = {0, 0};
 };
 
-Outcome run_two_processes(PseudoGradient format, const fs::path& save_dir) {
+Outcome run_diloco(PseudoGradient format, const fs::path& save_dir) {
   Outcome outcome;
-  std::exception_ptr failure[2];
-  const int64_t port = dist::free_port("127.0.0.1");
-  const auto process = [&](int64_t rank) {
-    try {
-      dist::DistEnv env;
-      env.rank = rank;
-      env.world_size = 2;
-      env.master_port = port;
-      const auto comm = dist::Communicator::join(env, 60.0);
-      DistributedConfig config;
-      config.mode = DistributedMode::diloco;
-      config.outer_lr = kOuterLr;
-      config.outer_momentum = kMomentum;
-      config.pseudo_gradient = format;
-      std::vector<torch::Tensor> weights = initial_weights();
-      for (auto& w : weights) w.requires_grad_(true);
-      EngineOptions options;
-      options.device = c10::Device(c10::kCPU);
-      auto engine = make_parameter_engine(options);
-      engine->add_model("policy", {{"layers.0", {{"a.weight", weights[0]}, {"a.norm", weights[1]}, {"b.weight", weights[2]}}}},
-                        true);
-      DiLoCo diloco(config, *comm, *engine, "policy");
-      diloco.start();
-      for (int round = 0; round < 2; ++round) {
-        engine->with_weights("policy", ParameterEngine::WeightAccess::write, [&] {
-          torch::NoGradGuard no_grad;
-          const std::vector<torch::Tensor> moved = local_move(
-              {weights[0].detach().clone(), weights[1].detach().clone(), weights[2].detach().clone()}, rank, round);
-          for (size_t i = 0; i < weights.size(); ++i) weights[i].copy_(moved[i]);
-        });
-        const uint64_t before = comm->payload_bytes();
-        diloco.synchronize();
-        outcome.bytes[rank] = comm->payload_bytes() - before;
-      }
-      EXPECT_EQ(diloco.outer_steps(), 2);
-      for (const auto& w : weights) outcome.weights[rank].push_back(w.detach().clone());
-      if (!save_dir.empty() && rank == 0) {
-        diloco.save(save_dir);
-        DiLoCo loaded(config, *comm, *engine, "policy");
-        loaded.start();
-        loaded.load(save_dir);
-        EXPECT_EQ(loaded.outer_steps(), 2);
-      }
-    } catch (...) {
-      failure[rank] = std::current_exception();
+  ferry_test::run_two_processes([&](int64_t rank, dist::Communicator& comm) {
+    DistributedConfig config;
+    config.mode = DistributedMode::diloco;
+    config.outer_lr = kOuterLr;
+    config.outer_momentum = kMomentum;
+    config.pseudo_gradient = format;
+    std::vector<torch::Tensor> weights = initial_weights();
+    for (auto& w : weights) w.requires_grad_(true);
+    EngineOptions options;
+    options.device = c10::Device(c10::kCPU);
+    auto engine = make_parameter_engine(options);
+    engine->add_model("policy", {{"layers.0", {{"a.weight", weights[0]}, {"a.norm", weights[1]}, {"b.weight", weights[2]}}}},
+                      true);
+    DiLoCo diloco(config, comm, *engine, "policy");
+    diloco.start();
+    for (int round = 0; round < 2; ++round) {
+      engine->with_weights("policy", ParameterEngine::WeightAccess::write, [&] {
+        torch::NoGradGuard no_grad;
+        const std::vector<torch::Tensor> moved = local_move(
+            {weights[0].detach().clone(), weights[1].detach().clone(), weights[2].detach().clone()}, rank, round);
+        for (size_t i = 0; i < weights.size(); ++i) weights[i].copy_(moved[i]);
+      });
+      const uint64_t before = comm.payload_bytes();
+      diloco.synchronize();
+      outcome.bytes[rank] = comm.payload_bytes() - before;
     }
-  };
-  std::thread second(process, 1);
-  process(0);
-  second.join();
-  for (const auto& f : failure) {
-    if (f) std::rethrow_exception(f);
-  }
+    EXPECT_EQ(diloco.outer_steps(), 2);
+    for (const auto& w : weights) outcome.weights[rank].push_back(w.detach().clone());
+    if (!save_dir.empty() && rank == 0) {
+      diloco.save(save_dir);
+      DiLoCo loaded(config, comm, *engine, "policy");
+      loaded.start();
+      loaded.load(save_dir);
+      EXPECT_EQ(loaded.outer_steps(), 2);
+    }
+  });
   return outcome;
 }
 
@@ -137,7 +117,7 @@ TEST(DiLoCo, OuterNesterovStepOnTheMeanPseudoGradient) {
       {PseudoGradient::int8, 1e-3, 4 * 256 + 4 * 4}};
   for (const Format& f : formats) {
     const std::string what(enum_name(f.format));
-    const Outcome got = run_two_processes(f.format, f.format == PseudoGradient::fp32 ? dir : fs::path());
+    const Outcome got = run_diloco(f.format, f.format == PseudoGradient::fp32 ? dir : fs::path());
     for (int rank = 0; rank < 2; ++rank) {
       ASSERT_EQ(got.weights[rank].size(), expected.size());
       EXPECT_EQ(got.bytes[rank], f.bytes_per_sync) << what;

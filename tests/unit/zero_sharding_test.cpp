@@ -11,16 +11,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <exception>
 #include <filesystem>
 #include <functional>
-#include <thread>
 
 #include "offload/engine.h"
 #include "offload/optimizer_state_file.h"
 #include "src/core/error.h"
-#include "src/dist/communicator.h"
-#include "src/dist/launcher.h"
+#include "tests/support/two_process_group.h"
 
 namespace ferry {
 namespace {
@@ -149,43 +146,26 @@ TEST_P(ZeroSharding, TwoProcessesStepLikeAdamWOnSummedGradientsHoldingHalfTheMom
   std::vector<double> reference_norms;
   for (int s = 0; s < kSteps; ++s) reference_norms.push_back(reference.step(s));
 
-  const int64_t port = dist::free_port("127.0.0.1");
   const MemoryTier tier = c.policy == OffloadPolicy::none ? MemoryTier::device : MemoryTier::host;
   uint64_t moments[2] = {0, 0}, host_weights[2] = {0, 0};
-  std::exception_ptr failure[2];
-  const auto process = [&](int64_t rank) {
-    try {
-      dist::DistEnv env;
-      env.rank = rank;
-      env.world_size = 2;
-      env.master_port = port;
-      const auto comm = dist::Communicator::join(env, 60.0);
-      EngineOptions options = options_for(c.policy);
-      options.shard_group = comm.get();
-      options.zero_stage = c.zero_stage;
-      Tensors model;
-      auto engine = make_parameter_engine(options);
-      engine->add_model("policy", model.groups(), true);
-      for (int s = 0; s < kSteps; ++s) {
-        const double norm = engine_step(*engine, model, rank, s);
-        EXPECT_NEAR(norm, reference_norms[static_cast<size_t>(s)], 1e-5 * reference_norms[static_cast<size_t>(s)])
-            << name << ", rank " << rank << ", step " << s;
-      }
-      expect_weights(*engine, model, reference.model, name + ", rank " + std::to_string(rank));
-      moments[rank] = engine->accountant().current(tier, MemoryCategory::moments);
-      host_weights[rank] = engine->accountant().current(MemoryTier::host, MemoryCategory::weights);
-      engine->save_state(dir);
-      comm->barrier();
-    } catch (...) {
-      failure[rank] = std::current_exception();
+  ferry_test::run_two_processes([&](int64_t rank, dist::Communicator& comm) {
+    EngineOptions options = options_for(c.policy);
+    options.shard_group = &comm;
+    options.zero_stage = c.zero_stage;
+    Tensors model;
+    auto engine = make_parameter_engine(options);
+    engine->add_model("policy", model.groups(), true);
+    for (int s = 0; s < kSteps; ++s) {
+      const double norm = engine_step(*engine, model, rank, s);
+      EXPECT_NEAR(norm, reference_norms[static_cast<size_t>(s)], 1e-5 * reference_norms[static_cast<size_t>(s)])
+          << name << ", rank " << rank << ", step " << s;
     }
-  };
-  std::thread second(process, 1);
-  process(0);
-  second.join();
-  for (const auto& f : failure) {
-    if (f) std::rethrow_exception(f);
-  }
+    expect_weights(*engine, model, reference.model, name + ", rank " + std::to_string(rank));
+    moments[rank] = engine->accountant().current(tier, MemoryCategory::moments);
+    host_weights[rank] = engine->accountant().current(MemoryTier::host, MemoryCategory::weights);
+    engine->save_state(dir);
+    comm.barrier();
+  });
 
   Tensors whole;
   const uint64_t all_moments = 8 * static_cast<uint64_t>(whole.numel());

@@ -1,0 +1,41 @@
+// Two processes of a data-parallel run inside one test: two threads, each joined to one c10d
+// process group (TCPStore + Gloo on a free local port) as rank 0 and rank 1.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "src/dist/communicator.h"
+#include "src/dist/launcher.h"
+
+namespace ferry_test {
+
+// Runs fn(rank, its communicator) in both threads and waits for them; rethrows the first failure
+// (rank 0's before rank 1's). Needs a build with Gloo (ferry::dist::gloo_compiled_in()).
+inline void run_two_processes(const std::function<void(int64_t, ferry::dist::Communicator&)>& fn,
+                              double timeout_seconds = 60.0) {
+  const int64_t port = ferry::dist::free_port("127.0.0.1");
+  std::exception_ptr failure[2];
+  const auto process = [&](int64_t rank) {
+    try {
+      ferry::dist::DistEnv env;
+      env.rank = rank;
+      env.world_size = 2;
+      env.master_port = port;
+      const auto comm = ferry::dist::Communicator::join(env, timeout_seconds);
+      fn(rank, *comm);
+    } catch (...) {
+      failure[rank] = std::current_exception();
+    }
+  };
+  std::thread second(process, 1);
+  process(0);
+  second.join();
+  for (const auto& f : failure) {
+    if (f) std::rethrow_exception(f);
+  }
+}
+
+}  // namespace ferry_test
