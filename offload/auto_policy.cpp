@@ -6,6 +6,7 @@
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
+#include "src/dist/dist_env.h"
 
 namespace ferry::offload {
 namespace {
@@ -39,6 +40,9 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
   request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);
+  // A data-parallel run (torchrun / `ferry launch`) plans one process's share.
+  request.shape.processes = dist::read_dist_env().world_size;
+  request.shape.zero_stage = config.distributed.zero_stage;
   request.activation_offload = config.train.activation_offload;
   request.constants.chunk_size = config.offload.chunk_size.bytes;
   request.constants.prefetch = config.offload.prefetch;

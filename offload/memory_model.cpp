@@ -330,6 +330,15 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
     }
     case OffloadPolicy::auto_: break;
   }
+  if (shape_.processes > 1 && shape_.zero_stage >= 1) {  // this process's share (ZeRO)
+    const uint64_t n = u64(shape_.processes);
+    const auto share = [n](uint64_t bytes) { return (bytes + n - 1) / n; };
+    for (MemoryTier tier : {D, H}) {
+      b.at(tier, C::master) = share(b.at(tier, C::master));
+      b.at(tier, C::moments) = share(b.at(tier, C::moments));
+    }
+    if (shape_.zero_stage >= 3 && choice.policy != OffloadPolicy::none) b.at(H, C::weights) = share(b.at(H, C::weights));
+  }
   b.at(D, C::activations) =
       activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
   b.at(H, C::activations) =

@@ -72,6 +72,11 @@ struct TrainingShape {
   MomentFormat moments = MomentFormat::fp32;
   MasterFormat master = MasterFormat::fp32;
   BaseFormat base = BaseFormat::compute_dtype;  // NF4 / int8 (QLoRA) needs lora_rank > 0
+  // Data parallelism: the estimate is one process's. With distributed.zero_stage >= 1 it holds
+  // 1/processes of the master weights and moments, at stage 3 (offloading policies) also of the
+  // weights' host copies (the engines balance owners by bytes; the estimate rounds up).
+  int64_t processes = 1;
+  int64_t zero_stage = 0;
 };
 
 struct MemoryModelConstants {

@@ -87,6 +87,10 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   table.tied_embeddings = m.tie_word_embeddings && layout.chunks().size() > 1;
   table.overlap_step = model.shape().overlap_step;
   table.trainable_parameters = static_cast<double>(model.trainable_parameters());
+  // ZeRO: each process runs AdamW on its share only (the broadcast of the new weights is not costed).
+  if (model.shape().processes > 1 && model.shape().zero_stage >= 1) {
+    table.trainable_parameters /= static_cast<double>(model.shape().processes);
+  }
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double h = static_cast<double>(m.hidden_size);

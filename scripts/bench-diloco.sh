@@ -4,8 +4,9 @@
 # of a global batch of 32 sequences, on NPROC processes (c10d Gloo, `ferry launch`):
 #   sync                gradients all-reduced every step (distributed.mode sync)
 #   int8/15 nesterov    15 local AdamW steps per process, int8 pseudo-gradients, the DiLoCo paper's
-#                       outer Nesterov step (outer_lr 0.7, outer_momentum 0.9: the defaults)
-#   int8/15 average     the same with outer_lr 1, outer_momentum 0: the processes' weights averaged
+#                       outer Nesterov step (outer_lr 0.7, outer_momentum 0.9)
+#   int8/15 average     the same with outer_lr 1, outer_momentum 0 (the defaults): the processes'
+#                       weights averaged
 #   fp32/50 average     50 local steps, fp32 pseudo-gradients, averaged
 # Prints each run's held-out eval loss at the end, the bytes each process handed to collectives
 # (the sum of metrics.jsonl's comm_bytes, rank 0) in total and per optimizer step, and the ratios
@@ -39,8 +40,9 @@ run() {  # name, extra --set arguments...
 }
 diloco=(--set distributed.mode=diloco)
 average=(--set distributed.outer_lr=1.0 --set distributed.outer_momentum=0)
+nesterov=(--set distributed.outer_lr=0.7 --set distributed.outer_momentum=0.9)
 run sync
-run int8_15_nesterov "${diloco[@]}" --set distributed.inner_steps=15 --set distributed.pseudo_gradient=int8
+run int8_15_nesterov "${diloco[@]}" --set distributed.inner_steps=15 --set distributed.pseudo_gradient=int8 "${nesterov[@]}"
 run int8_15_average "${diloco[@]}" --set distributed.inner_steps=15 --set distributed.pseudo_gradient=int8 "${average[@]}"
 run fp32_50_average "${diloco[@]}" --set distributed.inner_steps=50 --set distributed.pseudo_gradient=fp32 "${average[@]}"
 "$python" - "$work" "$cores" "$nproc_run" "$steps" <<'PY'

@@ -39,6 +39,7 @@ struct PlanArgs {
   double device_tflops = 0;
   double cpu_adam_rate = 0;  // G params/s
   bool measure = false;      // --measure: this machine's rates instead of defaults
+  int64_t nproc = 0;         // --nproc: plan one of N data-parallel processes (0: WORLD_SIZE or 1)
 };
 
 std::filesystem::path model_config_path(const Config& config) {
@@ -125,6 +126,8 @@ void run_plan(const PlanArgs& args) {
   if (args.device_tflops < 0 || args.cpu_adam_rate < 0) throw UserError("rates must be positive (0: the default)");
 
   offload::PlannerRequest request = offload::planner_request(config, model, budget.bytes);
+  if (args.nproc < 0) throw UserError("--nproc must be >= 1");
+  if (args.nproc > 0) request.shape.processes = args.nproc;
   if (!args.device_overhead.empty()) {
     request.constants.device_overhead_bytes = parse_size_flag(args.device_overhead, "--device-overhead");
   }
@@ -159,6 +162,14 @@ void run_plan(const PlanArgs& args) {
         << " byte each); each is dequantised for its matmul into a " << enum_name(config.train.precision)
         << " buffer of up to " << format_bytes_approx(shape_model.dequantize_buffer_bytes())
         << " (counted under buffers); embeddings, norms and head stay " << enum_name(config.train.precision) << "\n";
+  }
+  if (request.shape.processes > 1) {
+    out << "data parallel: " << request.shape.processes << " processes, distributed.zero_stage "
+        << config.distributed.zero_stage << "; the figures are one process's"
+        << (config.distributed.zero_stage >= 3   ? " (1/N of the master weights, moments and host weights)"
+            : config.distributed.zero_stage >= 1 ? " (1/N of the master weights and moments)"
+                                                 : " (each holds everything: distributed.zero_stage 1-3 shards it)")
+        << "\n";
   }
   out << "device budget: " << format_bytes_approx(budget.bytes) << " (" << budget.source << ")\n";
   out << "host budget: "
@@ -227,6 +238,9 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--gpu-memory", args->gpu_memory, "device memory budget, e.g. 8GiB (overrides offload.gpu_memory)");
   command->add_option("--device-tflops", args->device_tflops, "sustained device TFLOP/s in the run's precision (0: default)");
   command->add_option("--cpu-adam-rate", args->cpu_adam_rate, "CPU AdamW rate in billions of parameters per second (0: default)");
+  command->add_option("--nproc", args->nproc,
+                      "plan one of N data-parallel processes (ferry launch --nproc N), whose share of the state "
+                      "distributed.zero_stage sets (default: WORLD_SIZE, else 1)");
   command->add_flag("--measure", args->measure,
                     "measure CPU AdamW here (and PCIe and matmul rates when a GPU is visible) instead of defaults");
   command->add_option("--device-overhead", args->device_overhead, "device memory for the CUDA context and workspaces, e.g. 768MiB");

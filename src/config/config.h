@@ -393,8 +393,8 @@ struct DistributedConfig {
   int64_t zero_stage = 0;
   DistributedMode mode = DistributedMode::sync;
   int64_t inner_steps = 50;
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
+  double outer_lr = 1.0;
+  double outer_momentum = 0.0;
   PseudoGradient pseudo_gradient = PseudoGradient::fp32;
 
   template <class V>
@@ -410,7 +410,8 @@ struct DistributedConfig {
       "on its own batches, then the processes average how far their weights moved (the pseudo-gradient) and take "
       "one outer Nesterov step (for slow links between machines)");
     v("inner_steps", inner_steps, "diloco: local optimizer steps between two synchronisations");
-    v("outer_lr", outer_lr, "diloco: learning rate of the outer Nesterov SGD step");
+    v("outer_lr", outer_lr, "diloco: learning rate of the outer Nesterov SGD step (1 with momentum 0: the processes' "
+      "weights are averaged; the DiLoCo paper's 0.7 and 0.9 are for long pre-training runs)");
     v("outer_momentum", outer_momentum, "diloco: momentum of the outer Nesterov SGD step");
     v("pseudo_gradient", pseudo_gradient, "diloco: how the pseudo-gradient is sent: fp32, bf16 or int8 (one "
       "absmax scale per 256 values)");

@@ -6,8 +6,8 @@
 // processes average their pseudo-gradients Δ = θ_outer − θ_local and take one outer Nesterov SGD
 // step, as torch.optim.SGD(nesterov=True) does:
 //   b ← μ·b + mean(Δ);   θ_outer ← θ_outer − outer_lr·(mean(Δ) + μ·b)
-// and every process goes on from the new θ_outer. Only trainable parameters take part (with LoRA,
-// the adapters). Δ travels as distributed.pseudo_gradient:
+// and every process goes on from the new θ_outer (with the defaults outer_lr 1, μ 0: the mean of
+// the processes' weights). Only trainable parameters take part (with LoRA, the adapters). Δ travels as distributed.pseudo_gradient:
 //   fp32  one all-reduce of the fp32 values;
 //   bf16  an all-gather of the bf16 values;
 //   int8  an all-gather of int8 codes with one fp32 absmax scale per 256 values (≈ 1.016 bytes

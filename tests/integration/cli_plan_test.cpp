@@ -107,6 +107,22 @@ TEST(CliPlan, SevenBillionFitsEightGibWithOffloading) {
   EXPECT_CONTAINS(r.output, "estimated step:");
 }
 
+// 7B in bf16 under `params` needs ~113 GiB of host memory in one process (fp32 master weights,
+// moments and accumulated gradients); one of 4 ZeRO processes holds a quarter of the master
+// weights and moments (~57 GiB), so it fits a 64 GiB host.
+TEST(CliPlan, ZeroShardsFitWhereOneProcessDoesNot) {
+  const std::string args = "plan --config " + write_llama7b_config() +
+                           " --set offload.policy=params --set offload.host_memory=64GiB --gpu-memory 8GiB";
+  const Result alone = run_ferry(args);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  const Result stage0 = run_ferry(args + " --nproc 4");
+  EXPECT_EQ(stage0.exit_code, 2) << stage0.output;  // every process holds everything
+  EXPECT_CONTAINS(stage0.output, "each holds everything");
+  const Result sharded = run_ferry(args + " --nproc 4 --set distributed.zero_stage=1");
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  EXPECT_CONTAINS(sharded.output, "data parallel: 4 processes, distributed.zero_stage 1");
+}
+
 // The optimizer's share of the estimated step, in seconds ("optimizer 1.23 s" / "850.0 ms").
 double optimizer_seconds(const std::string& output) {
   const size_t at = output.find(", optimizer ");

@@ -214,7 +214,9 @@ std::vector<double> comm_bytes_of(const fs::path& run) {
 TEST(DistTrain, DiLoCoSynchronisesEveryInnerStepsAndResumesExactly) {
   SKIP_WITHOUT_GLOO();
   ASSERT_EQ(single().size(), 6u);
-  const std::string diloco = " --set distributed.mode=diloco --set distributed.inner_steps=3";
+  // With outer momentum, so that the resume has momentum to restore.
+  const std::string diloco = " --set distributed.mode=diloco --set distributed.inner_steps=3"
+                             " --set distributed.outer_lr=0.7 --set distributed.outer_momentum=0.9";
   const fs::path run = train("diloco", 2, 1, diloco);
   const std::vector<Row> rows = rows_of(run);
   ASSERT_EQ(rows.size(), 6u);

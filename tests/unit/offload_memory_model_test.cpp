@@ -106,6 +106,37 @@ TEST(MemoryModel, OptimizerKeepsAtMostFourBytesPerParamOnTheDevice) {
   EXPECT_EQ(e.bytes.at(H, C::weights), 2 * P);
 }
 
+// ZeRO: one of N data-parallel processes holds 1/N of the master weights and moments (stage >= 1)
+// and, at stage 3 under the offloading policies, of the weights' host copies; nothing else.
+TEST(MemoryModel, ZeroStagesDivideOneProcesssStateByTheProcessCount) {
+  const auto estimate = [](OffloadPolicy policy, int64_t processes, int64_t stage) {
+    TrainingShape shape;
+    shape.model = small_model();
+    shape.precision = Precision::bf16;
+    shape.seq_len = kSeq;
+    shape.processes = processes;
+    shape.zero_stage = stage;
+    MemoryModelConstants constants;
+    constants.device_overhead_bytes = kOverhead;
+    return MemoryModel(shape, constants).estimate(choice(policy, true)).bytes;
+  };
+  for (OffloadPolicy policy : {OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params}) {
+    const auto one = estimate(policy, 1, 0);
+    const MemoryTier state = policy == OffloadPolicy::none ? D : H;
+    EXPECT_EQ(estimate(policy, 4, 0).at(state, C::moments), one.at(state, C::moments));  // stage 0: all of it
+    for (int64_t stage : {1, 2, 3}) {
+      if (policy == OffloadPolicy::none && stage == 3) continue;  // needs the chunked engine
+      const auto four = estimate(policy, 4, stage);
+      EXPECT_EQ(four.at(state, C::moments), 8 * P / 4) << enum_name(policy) << " stage " << stage;
+      EXPECT_EQ(four.at(state, C::master), 4 * P / 4) << enum_name(policy) << " stage " << stage;
+      EXPECT_EQ(four.at(D, C::weights), one.at(D, C::weights));
+      EXPECT_EQ(four.at(H, C::grads), one.at(H, C::grads));
+      EXPECT_EQ(four.at(H, C::weights), stage == 3 ? (one.at(H, C::weights) + 3) / 4 : one.at(H, C::weights))
+          << enum_name(policy) << " stage " << stage;
+    }
+  }
+}
+
 TEST(MemoryModel, ParamsKeepsTwoChunksInFlight) {
   const MemoryModel m = model_for(Precision::bf16);
   // bf16 chunks (256-byte aligned): embedding 12800; a layer: norm 128 -> 256, q/k/v/o 8192 each,
