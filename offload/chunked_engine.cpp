@@ -297,14 +297,15 @@ bool ChunkedEngine::chunk_stays(const Model& m, int64_t chunk) const {
   return false;
 }
 
+torch::Tensor ChunkedEngine::device_view(const Chunk& ch, const Param& p) {
+  return ch.device.narrow(0, static_cast<int64_t>(p.offset), static_cast<int64_t>(p.host_view.nbytes()))
+      .view(p.host_view.scalar_type())
+      .view(p.host_view.sizes());
+}
+
 void ChunkedEngine::point_parameters_at_device(Model& m, int64_t chunk) {
   Chunk& ch = m.chunks[static_cast<size_t>(chunk)];
-  for (size_t i : ch.params) {
-    Param& p = m.params[i];
-    p.parameter.set_data(ch.device.narrow(0, static_cast<int64_t>(p.offset), static_cast<int64_t>(p.host_view.nbytes()))
-                             .view(p.host_view.scalar_type())
-                             .view(p.host_view.sizes()));
-  }
+  for (size_t i : ch.params) m.params[i].parameter.set_data(device_view(ch, m.params[i]));
 }
 
 void ChunkedEngine::page_in(Model& m, int64_t chunk) {
@@ -326,9 +327,13 @@ void ChunkedEngine::page_in(Model& m, int64_t chunk) {
   ch.device = transfers_->device_buffer(static_cast<int64_t>(bytes));
   offload::ActivationMeter::hand_over(ch.device);  // counted as weights above
   if (sharded_weights()) {
-    // The owner sends its host bytes; the others receive them into their device buffers.
-    options_.shard_group->broadcast({owns(ch) ? ch.host : ch.device}, ch.owner);
-    if (owns(ch)) ch.arrival = transfers_->to_device(ch.device, ch.host);
+    // The owner copies its host bytes to its device buffer and sends them from there into the
+    // others' (device tensors on every process: NCCL's when it runs, else Gloo's through the host).
+    if (owns(ch)) {
+      ch.arrival = transfers_->to_device(ch.device, ch.host);
+      transfers_->wait_compute(ch.arrival);
+    }
+    options_.shard_group->broadcast({ch.device}, ch.owner);
   } else {
     ch.arrival = transfers_->to_device(ch.device, ch.host);
   }
@@ -616,24 +621,28 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
       // Paged chunks read the new weights at their next page-in.
       if (updated && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
     }
-    if (sharded_weights()) {
-      // Every owner sends the new weights of its resident chunks into the others' device copies
-      // (a paged-out chunk is sent at its next page-in).
-      std::vector<offload::OwnedTensor> chunks;
-      for (Chunk& ch : m->chunks) {
-        if (ch.trainable && ch.device.defined()) chunks.push_back({owns(ch) ? ch.host : ch.device, ch.owner});
+    if (sharded_state()) {
+      // Every owner sends the new values of the trainable tensors it updated (frozen ones, e.g. a
+      // LoRA base sharing the chunk, never change). Stage 1-2: host to host, then the others'
+      // resident device copies follow. Stage 3: device to device, resident chunks only (a paged-out
+      // one is sent whole at its next page-in).
+      if (sharded_weights()) {
+        for (Chunk& ch : m->chunks) transfers_->wait_compute(ch.arrival);  // the owners' device copies
       }
-      offload::broadcast_from_owners(*options_.shard_group, chunks);
-    } else if (sharded_state()) {
-      // Every owner sends the new weights of the chunks it updated (their host bytes); resident
-      // copies of the others' chunks follow.
-      std::vector<offload::OwnedTensor> chunks;
+      std::vector<offload::OwnedTensor> updated;
       for (Chunk& ch : m->chunks) {
-        if (ch.trainable) chunks.push_back({ch.host, ch.owner});
+        if (!ch.trainable || (sharded_weights() && !ch.device.defined())) continue;
+        for (size_t i : ch.params) {
+          const Param& p = m->params[i];
+          if (!p.trainable) continue;
+          updated.push_back({sharded_weights() ? device_view(ch, p) : p.host_view, ch.owner});
+        }
       }
-      offload::broadcast_from_owners(*options_.shard_group, chunks);
+      offload::broadcast_from_owners(*options_.shard_group, updated);
       for (Chunk& ch : m->chunks) {
-        if (ch.trainable && !owns(ch) && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
+        if (!sharded_weights() && ch.trainable && !owns(ch) && ch.device.defined()) {
+          ch.arrival = transfers_->to_device(ch.device, ch.host);
+        }
       }
     }
     for (Chunk& ch : m->chunks) transfers_->wait_compute(ch.arrival);

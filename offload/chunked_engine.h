@@ -199,6 +199,8 @@ class ChunkedEngine : public ParameterEngine {
   void page_in(Model& m, int64_t chunk);
   void page_out(Model& m, int64_t chunk);
   void point_parameters_at_device(Model& m, int64_t chunk);
+  // A resident chunk's device bytes of one of its parameters, as that parameter's tensor.
+  static torch::Tensor device_view(const Chunk& ch, const Param& p);
   void drain_gradient(Param& p);
   void accumulate(Param& p, const torch::Tensor& gradient);
   // AdamW on the chunk's trainable parameters that have gradients; false if there were none.

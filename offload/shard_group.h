@@ -20,7 +20,8 @@ class ShardGroup {
   virtual ~ShardGroup() = default;
   virtual int64_t rank() const = 0;
   virtual int64_t size() const = 0;
-  // Every process passes the same list: the same shapes and dtypes in the same order.
+  // Every process passes the same list: the same shapes and dtypes in the same order, on the same
+  // kind of device (CUDA tensors may go through NCCL, CPU tensors through Gloo).
   // Sums each tensor over the processes, in place.
   virtual void all_reduce_sum(const std::vector<at::Tensor>& tensors) = 0;
   // Sums each tensor over the processes into `root`'s tensors; the others' are left unspecified.

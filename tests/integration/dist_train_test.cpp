@@ -182,6 +182,21 @@ TEST(DistTrain, ZeroStagesTakeTheStepsOfOneProcess) {
   }
 }
 
+// LoRA: the frozen base shares each layer's chunk with the adapters; only the adapters' new values
+// are sent, and the base stays intact on every process.
+TEST(DistTrain, ZeroWithLoraTakesTheStepsOfOneProcess) {
+  SKIP_WITHOUT_GLOO();
+  const std::string lora = " --set lora.rank=4 --set lora.target_modules=[q_proj,v_proj,up_proj]";
+  const std::vector<Row> one = rows_of(train("lora_single", 1, 2, lora));
+  ASSERT_EQ(one.size(), 6u);
+  for (const char* stage : {"1", "3"}) {
+    const std::string settings = lora + " --set offload.policy=" + (std::string(stage) == "3" ? "params" : "optimizer") +
+                                 " --set distributed.zero_stage=" + stage;
+    expect_same_steps(one, rows_of(train(std::string("lora_zero") + stage, 2, 1, settings)), 0,
+                      std::string("LoRA, 2 processes, zero_stage ") + stage);
+  }
+}
+
 TEST(DistTrain, ZeroShardedCheckpointsResumeAtAnotherProcessCount) {
   SKIP_WITHOUT_GLOO();
   ASSERT_EQ(single().size(), 6u);
