@@ -42,7 +42,8 @@ class DiLoCo {
 
   // The outer momentum and step count, dir/diloco_state.safetensors (the same on every process).
   void save(const std::filesystem::path& dir) const;
-  // InputError naming the file when it is missing or does not fit the model.
+  // InputError naming the file when it is missing or does not fit the model (the trainer starts
+  // DiLoCo afresh from a checkpoint without one: a run that switched to diloco).
   void load(const std::filesystem::path& dir);
 
   static constexpr const char* kStateFile = "diloco_state.safetensors";

@@ -213,7 +213,12 @@ TrainResult Trainer::run() {
   if (diloco) {
     diloco_ = std::make_unique<DiLoCo>(config_.distributed, *comm_, engine_, model_.name);
     diloco_->start();
-    if (resume) diloco_->load(*resume);
+    if (resume && fs::exists(*resume / DiLoCo::kStateFile)) {
+      diloco_->load(*resume);
+    } else if (resume) {
+      console_ << "note: " << resume->string() << " was saved by a run without distributed.mode diloco: DiLoCo "
+               << "starts here, from its weights, with no outer momentum\n";
+    }
   }
 
   MetricsLoggerOptions metrics_options = metrics_options_;

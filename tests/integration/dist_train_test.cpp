@@ -254,6 +254,15 @@ TEST(DistTrain, DiLoCoSynchronisesEveryInnerStepsAndResumesExactly) {
   fs::copy(run / "step-3", resumed / "step-3", fs::copy_options::recursive);
   train("diloco_resumed", 2, 1, diloco + " --set train.resume=auto");
   expect_same_steps(rows, rows_of(resumed), 3, "DiLoCo resumed at step 3");
+  // A checkpoint of a run without DiLoCo (one process, sync) starts DiLoCo from its weights.
+  const fs::path switched = test_dir() / "diloco_from_sync";
+  fs::create_directories(switched);
+  fs::copy(test_dir() / "single" / "step-3", switched / "step-3", fs::copy_options::recursive);
+  const auto r = run_ferry("launch --nproc 2 -- train-sft --config " + config() + " --set output.dir=" +
+                           switched.string() + " --set train.grad_accumulation=1 --set train.resume=auto" + diloco);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("DiLoCo starts here, from its weights"), std::string::npos) << r.output;
+  EXPECT_EQ(rows_of(switched).size(), 3u);
   // int8 pseudo-gradients: about a quarter of the bytes at the synchronisation.
   const fs::path int8 = train("diloco_int8", 2, 1, diloco + " --set distributed.pseudo_gradient=int8");
   const std::vector<double> sent_int8 = comm_bytes_of(int8);
