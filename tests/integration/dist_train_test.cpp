@@ -129,13 +129,17 @@ TEST(DistTrain, RewardModelAndDpoTakeTheStepsOfOneProcessToo) {
   const auto sft = run_ferry("train-sft --config " + ferry_test::quick_sft_stage(test_dir()) + ferry_test::kQuietCpu);
   ASSERT_EQ(sft.exit_code, 0) << sft.output;
   for (const std::string stage : {"rm", "dpo"}) {
+    // 1 process, then 2 (ZeRO 0), then 2 with ZeRO 3 and paged weights (DPO's reference pass and
+    // the reward model's evaluation page collectively too).
     std::vector<std::vector<Row>> runs;
-    for (const int nproc : {1, 2}) {
-      const fs::path out = test_dir() / (stage + std::to_string(nproc));
+    for (const int run : {1, 2, 3}) {
+      const int nproc = run == 1 ? 1 : 2;
+      const fs::path out = test_dir() / (stage + std::to_string(run));
       const std::string args = "train-" + stage + " --config configs/demo-" + stage + ".yaml --set model.path=" +
                                (test_dir() / "sft" / "final").string() + " --set output.dir=" + out.string() +
                                " --set train.max_steps=4 --set train.micro_batch_size=4 --set train.save_every=0"
                                " --set data.eval_file= --set train.grad_accumulation=" + std::to_string(2 / nproc) +
+                               (run == 3 ? " --set distributed.zero_stage=3 --set offload.policy=params" : "") +
                                ferry_test::kQuietCpu;
       const auto r = run_ferry(nproc > 1 ? "launch --nproc 2 -- " + args : args);
       ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -143,6 +147,7 @@ TEST(DistTrain, RewardModelAndDpoTakeTheStepsOfOneProcessToo) {
     }
     ASSERT_EQ(runs[0].size(), 4u) << stage;
     expect_same_steps(runs[0], runs[1], 0, "train-" + stage + " on 2 processes");
+    expect_same_steps(runs[0], runs[2], 0, "train-" + stage + " on 2 processes with ZeRO 3 under params");
   }
 }
 
