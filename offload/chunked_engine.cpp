@@ -224,14 +224,8 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     m.chunks[static_cast<size_t>(place.chunk)].params.push_back(i);
     p.trainable = trainable && tensor.requires_grad();
     if (p.trainable) p.decay = takes_weight_decay(p.name, tensor);
-    if (p.trainable && !state_held[i]) {  // another process holds its optimizer state: gradients only
-      p.grad = fp32_host(tensor);
-      m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
-      if (!transfers_->emulated()) {
-        p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
-        m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.staging.nbytes());
-      }
-    } else if (p.trainable) {
+    // The optimizer state, where this process holds it (ZeRO: where it owns the chunk).
+    if (p.trainable && state_held[i]) {
       if (tensor.scalar_type() == at::kFloat) {
         p.master = p.host_view;
       } else if (tensor.scalar_type() == at::kBFloat16 && options_.master_weights == MasterWeights::bf16_kahan) {
@@ -252,8 +246,11 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
         p.exp_avg = fp32_host(tensor);
         p.exp_avg_sq = fp32_host(tensor);
       }
-      p.grad = fp32_host(tensor);
       m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, moment_bytes(tensor.numel()));
+    }
+    // Gradient buffers on every process.
+    if (p.trainable) {
+      p.grad = fp32_host(tensor);
       m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
       if (!transfers_->emulated()) {
         p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
