@@ -69,6 +69,16 @@ void add_metric_values(MetricValues& sums, const MetricValues& values) {
   }
 }
 
+// `sum` and every extra value, each summed over the processes (one collective).
+void sum_over_processes(dist::Communicator& comm, double& sum, MetricValues& extra) {
+  std::vector<double> sums{sum};
+  for (const MetricValue& v : extra) sums.push_back(v.value);
+  torch::Tensor packed = torch::tensor(sums, torch::kDouble);
+  comm.all_reduce_sum({packed});
+  sum = packed[0].item<double>();
+  for (size_t k = 0; k < extra.size(); ++k) extra[k].value = packed[static_cast<int64_t>(k) + 1].item<double>();
+}
+
 MetricValues divided(MetricValues values, double divisor) {
   for (MetricValue& v : values) v.value /= divisor;
   return values;
@@ -105,14 +115,7 @@ std::optional<Evaluation> Trainer::evaluate() {
   for (int64_t extra_pass = evaluated; sharded_weights() && extra_pass < per_process; ++extra_pass) {
     (void)objective_.loss(batches[static_cast<size_t>(rank)], runner);
   }
-  if (sharded) {
-    std::vector<double> sums{sum};
-    for (const MetricValue& v : extra) sums.push_back(v.value);
-    torch::Tensor packed = torch::tensor(sums, torch::kDouble);
-    comm_->all_reduce_sum({packed});
-    sum = packed[0].item<double>();
-    for (size_t k = 0; k < extra.size(); ++k) extra[k].value = packed[static_cast<int64_t>(k) + 1].item<double>();
-  }
+  if (sharded) sum_over_processes(*comm_, sum, extra);
   const double units = static_cast<double>(std::max<int64_t>(weight, 1));
   return Evaluation{sum / units, divided(std::move(extra), units)};
 }
@@ -287,12 +290,7 @@ TrainResult Trainer::run() {
     if (comm_ != nullptr) {
       if (!diloco) engine_.reduce_gradients();
       // The losses and the objective's extra values, summed over the processes too.
-      std::vector<double> sums{loss_sum};
-      for (const MetricValue& extra : extra_sum) sums.push_back(extra.value);
-      torch::Tensor packed = torch::tensor(sums, torch::kDouble);
-      comm_->all_reduce_sum({packed});
-      loss_sum = packed[0].item<double>();
-      for (size_t k = 0; k < extra_sum.size(); ++k) extra_sum[k].value = packed[static_cast<int64_t>(k) + 1].item<double>();
+      sum_over_processes(*comm_, loss_sum, extra_sum);
     }
     const double grad_norm = engine_.gradient_norm() / scale;
     const bool finite = std::isfinite(grad_norm);
