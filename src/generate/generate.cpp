@@ -47,6 +47,9 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   torch::Tensor mask = attention_mask.defined() ? attention_mask.to(device, at::kLong) : torch::ones_like(prompt_ids);
   if (mask.sizes() != prompt_ids.sizes()) throw InputError("generate: attention_mask must have the shape of input_ids");
   if (!(mask.sum(1) > 0).all().item<bool>()) throw InputError("generate: a prompt has no tokens (all padding)");
+  FERRY_CHECK(options.row_generators == nullptr || static_cast<int64_t>(options.row_generators->size()) == batch,
+              "generate: ", options.row_generators ? options.row_generators->size() : 0, " row generators for ",
+              batch, " rows");
 
   std::vector<int64_t> stop_ids = options.eos_token_ids;
   stop_ids.insert(stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
@@ -79,7 +82,9 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   std::vector<torch::Tensor> new_tokens, new_mask, logprobs;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
     const torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (B, V)
-    torch::Tensor next = choose_next_tokens(logits, options.sampling, generator);  // (B)
+    torch::Tensor next = options.row_generators != nullptr
+                             ? choose_next_tokens(logits, options.sampling, *options.row_generators)
+                             : choose_next_tokens(logits, options.sampling, generator);  // (B)
     const torch::Tensor policy_logprobs = (logits / temperature).log_softmax(-1);  // (B, V)
     torch::Tensor chosen = policy_logprobs.gather(1, next.unsqueeze(1)).squeeze(1);
     next = torch::where(running, next, torch::full_like(next, pad));

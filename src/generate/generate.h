@@ -30,6 +30,9 @@ struct GenerateOptions {
   int64_t pad_token_id = -1;            // emitted after a row ends; -1: the first EOS id, else 0
   uint64_t seed = 0;                    // seeds sampling when no generator is given
   at::Generator* generator = nullptr;   // CPU generator to draw from (continues across calls)
+  // One CPU generator per row instead (row i draws from its own): a row's sample then does not
+  // depend on the batch it is generated in. Takes precedence over `generator`.
+  std::vector<at::Generator>* row_generators = nullptr;
 };
 
 struct GenerateResult {

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <limits>
+#include <vector>
 
 #include "src/core/error.h"
 
@@ -50,6 +51,21 @@ at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& o
   check_sampling_options(options);
   const at::Tensor probs = warp_logits(logits, options).softmax(-1).to(at::kCPU);  // (B, V)
   return at::multinomial(probs, 1, /*replacement=*/false, generator).squeeze(-1).to(logits.device());
+}
+
+at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options,
+                              std::vector<at::Generator>& row_generators) {
+  if (options.greedy) return logits.argmax(-1);
+  check_sampling_options(options);
+  FERRY_CHECK(static_cast<int64_t>(row_generators.size()) == logits.size(0), "choose_next_tokens: ",
+              row_generators.size(), " generators for ", logits.size(0), " rows");
+  const at::Tensor probs = warp_logits(logits, options).softmax(-1).to(at::kCPU);  // (B, V)
+  std::vector<int64_t> next;
+  for (int64_t row = 0; row < logits.size(0); ++row) {
+    next.push_back(at::multinomial(probs[row], 1, /*replacement=*/false, row_generators[static_cast<size_t>(row)])
+                       .item<int64_t>());
+  }
+  return at::tensor(next, at::kLong).to(logits.device());
 }
 
 at::Generator make_sampling_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }

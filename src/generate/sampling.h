@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace ferry {
 
@@ -36,6 +37,10 @@ at::Tensor warp_logits(const at::Tensor& logits, const SamplingOptions& options)
 // The next token per row: (B, V) logits -> (B) int64 on the logits' device. Sampling draws on the
 // CPU from `generator` (a CPU generator), so a seed gives the same tokens on every device.
 at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options, at::Generator& generator);
+// The same with one generator per row: row i draws from row_generators[i] alone, so its token does
+// not depend on the other rows of the batch (a data-parallel rollout samples what one process would).
+at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options,
+                              std::vector<at::Generator>& row_generators);
 
 // A CPU generator seeded with `seed`.
 at::Generator make_sampling_generator(uint64_t seed);
