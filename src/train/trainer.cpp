@@ -10,6 +10,7 @@
 #include "src/core/error.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/checkpoint_folders.h"
+#include "src/train/collective_checkpoint.h"
 #include "src/train/diloco.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
@@ -131,59 +132,33 @@ void Trainer::evaluate_into(TrainResult& result, MetricsLogger& metrics, int64_t
 }
 
 void Trainer::save_checkpoint(int64_t step, int64_t total, const LossScaler& scaler) {
-  const fs::path output(config_.output.dir);
   const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
   // ZeRO (distributed.zero_stage >= 1): every process owns part of the optimizer state and writes
-  // its shard file; the others' go to a staging folder that rank 0 moves into the checkpoint
-  // before it is complete. Otherwise every process holds the same state and rank 0 writes it.
+  // its shard file; DiLoCo: every process's own inner optimizer state, rank R's in diloco-rank-R/.
+  // Otherwise every process holds the same state and rank 0 writes it.
   const bool shards = comm_ != nullptr && comm_->size() > 1 && config_.distributed.zero_stage >= 1;
-  // DiLoCo: every process's own inner optimizer state, rank R's in diloco-rank-R/.
-  const bool replicas = diloco_ != nullptr;
-  // A temporary name (".tmp-"): a run killed while saving leaves nothing resume takes, and the
-  // next prune removes it.
-  const fs::path staging = output / (".step-" + std::to_string(step) + ".tmp-shards");
-  if (comm_ != nullptr && comm_->rank() != 0) {
-    if (shards || replicas) {
-      const fs::path dir = replicas ? staging / ("diloco-rank-" + std::to_string(comm_->rank())) : staging;
+  CheckpointWriters writers;
+  writers.primary = [&](const fs::path& folder) {
+    TrainerState state;
+    state.step = step;
+    state.total_steps = total;
+    state.cursor = data_.cursor();
+    state.loss_scaler = scaler.state();
+    state.seed = config_.train.seed;
+    engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
+    engine_.save_state(folder);
+    if (diloco_) diloco_->save(folder);
+    save_trainer_state(folder, state);
+  };
+  if (shards || diloco_ != nullptr) {
+    writers.own = [&](const fs::path& staging) {
+      const fs::path dir = diloco_ ? staging / ("diloco-rank-" + std::to_string(comm_->rank())) : staging;
       fs::create_directories(dir);
       engine_.save_state(dir);
-      comm_->barrier();  // the shards are written
-      if (sharded_weights()) engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [] {});
-      comm_->barrier();  // rank 0 has moved them into the checkpoint and pruned
-    }
-    return;
+    };
   }
-  const bool gathered = shards || replicas;
-  if (gathered) comm_->barrier();
-  TrainerState state;
-  state.step = step;
-  state.total_steps = total;
-  state.cursor = data_.cursor();
-  state.loss_scaler = scaler.state();
-  state.seed = config_.train.seed;
-  try {
-    write_checkpoint_atomic(output, step, [&](const fs::path& folder) {
-      engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [&] { model_.save(folder); });
-      engine_.save_state(folder);
-      if (gathered && fs::is_directory(staging)) {
-        for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), folder / entry.path().filename());
-      }
-      if (diloco_) diloco_->save(folder);
-      save_trainer_state(folder, state);
-    });
-  } catch (...) {
-    if (gathered) {
-      std::error_code ignored;
-      fs::remove_all(staging, ignored);
-      comm_->barrier();
-    }
-    throw;
-  }
-  prune_checkpoints(output, config_.output.keep_last);
-  if (gathered) {
-    fs::remove_all(staging);
-    comm_->barrier();
-  }
+  if (sharded_weights()) writers.join = [&] { engine_.with_weights(model_.name, ParameterEngine::WeightAccess::read, [] {}); };
+  write_checkpoint_collective(comm_, config_.output.dir, step, config_.output.keep_last, writers);
 }
 
 TrainResult Trainer::run() {
