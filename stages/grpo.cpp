@@ -10,6 +10,7 @@
 #include "offload/accountant.h"
 #include "src/core/error.h"
 #include "src/data/epoch_order.h"
+#include "src/dist/communicator.h"
 #include "src/metrics/metrics_clock.h"
 #include "src/rl/group_advantages.h"
 #include "src/rl/rewards.h"
@@ -19,6 +20,7 @@
 #include "stages/grpo_learner.h"
 #include "stages/ppo_state.h"
 #include "stages/rl_run.h"
+#include "stages/rollout.h"
 #include "stages/rl_stage.h"
 #include "stages/stage_common.h"
 
@@ -33,6 +35,8 @@ void run_grpo(const Config& given) {
     throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
                       "against each prompt's gt_answer), a reward model or a command; see configs/README.md");
   }
+  (void)rollout_share(g.generation_batch_size, dist::process_communicator(config.distributed),
+                      "grpo.generation_batch_size");  // before loading anything
   RlStart start(config, "GRPO", config.rewards);
   const c10::Device device = start.device;
   const Tokenizer& tokenizer = start.tokenizer;
@@ -47,7 +51,10 @@ void run_grpo(const Config& given) {
   FrozenRlModels frozen = load_frozen_models(config, start.dtype, tokenizer, uses_kl, "grpo.beta", rewards.model_path());
   auto engine = make_run_engine(config, loaded.shape, device, std::cout, 1 + frozen.count());
   const RolloutModels models = register_rl_models(*engine, *policy, frozen, nullptr, device);
-  ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, stage_pad_id(loaded.shape, tokenizer));
+  const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
+  ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, pad_id);
+  dist::Communicator* comm = dist::process_communicator(config.distributed);
+  const RolloutSettings rollout_settings{g.num_generations, config.train.seed, pad_id, "grpo.generation_batch_size"};
   HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-grpo");
   options.policy_logprobs = g.num_iterations > 1;  // else the learner's own forward gives the old log-probs
   ExperienceMaker maker(*engine, models, options, tokenizer);
@@ -74,7 +81,7 @@ void run_grpo(const Config& given) {
 
   std::cout << "train-grpo: " << total << " rollouts of " << prompts_per_rollout << " prompts x " << g.num_generations
             << " completions, " << g.num_iterations << " pass(es) in minibatches of "
-            << config.train.micro_batch_size * config.train.grad_accumulation << " (" << total_steps
+            << learner.minibatch_rows() << " (" << total_steps
             << " optimizer steps); loss " << enum_name(g.loss_type) << ", " << enum_name(g.importance_sampling_level)
             << "-level ratios\n"
             << engine->memory_report().summary();
@@ -83,14 +90,12 @@ void run_grpo(const Config& given) {
   while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(prompts_per_rollout));
-    std::vector<int64_t> prompt_index;
-    const LoadedPrompts batch_prompts = prompts.load(indices);
-    const std::vector<const RolloutPrompt*> batch =
-        repeat_prompts(batch_prompts, indices, g.num_generations, prompt_index);
-    at::Generator generator = rollout_generator(config.train.seed, run.rollout);
-    ExperienceTimings timings;
-    Experience experience = maker.make(batch, prompt_index, generator, &timings);
-    MetricValues values = apply_rewards(rewards, experience, batch_prompts);
+    Rollout made = make_rollout(maker, rewards, prompts, indices, run.rollout, rollout_settings, comm);
+    Experience& experience = made.experience;
+    const LoadedPrompts& batch_prompts = made.prompts;
+    const ExperienceTimings& timings = made.timings;
+    MetricValues values = made.reward_means;
+    at::Generator generator = learning_generator(config.train.seed, run.rollout);
     peaks.add(timings);
     const Experience as_sampled = experience;
     const MetricValues judged = judge_responses(experience, batch_prompts, chat_template.assistant_suffix);

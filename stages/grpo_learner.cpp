@@ -7,10 +7,12 @@
 
 #include "offload/engine.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 #include "src/rl/grpo_loss.h"
 #include "src/rl/policy_forward.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/lr_schedule.h"
+#include "stages/rollout.h"
 
 namespace ferry {
 
@@ -23,12 +25,20 @@ MetricValues GrpoLearnStats::metrics() const {
 }
 
 GrpoLearner::GrpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models)
-    : config_(config), engine_(engine), models_(std::move(models)) {
+    : config_(config),
+      engine_(engine),
+      models_(std::move(models)),
+      comm_(dist::process_communicator(config.distributed)),
+      collective_forwards_(comm_ != nullptr && comm_->size() > 1 && config.distributed.zero_stage >= 3) {
   FERRY_CHECK(models_.policy != nullptr, "GRPO learner needs a policy");
 }
 
+int64_t GrpoLearner::minibatch_rows() const {
+  return config_.train.micro_batch_size * config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
+}
+
 int64_t GrpoLearner::steps_per_rollout(int64_t rows) const {
-  const int64_t minibatch = config_.train.micro_batch_size * config_.train.grad_accumulation;
+  const int64_t minibatch = minibatch_rows();
   return config_.grpo.num_iterations * ((rows + minibatch - 1) / minibatch);
 }
 
@@ -40,7 +50,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name};
   const int64_t rows = experience.rows(), micro_size = t.micro_batch_size;
-  const int64_t minibatch = micro_size * t.grad_accumulation;
+  const int64_t minibatch = minibatch_rows();
   rl::GrpoLossSettings settings;
   settings.loss_type = g.loss_type;
   settings.level = g.importance_sampling_level;
@@ -64,7 +74,8 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
       const Experience mb = experience.select(order.narrow(0, begin, std::min(minibatch, rows - begin)));
       scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
       engine_.zero_grad(policy);
-      for (int64_t micro = 0; micro < mb.rows(); micro += micro_size) {
+      for (const MicroBatchTurn turn : own_micro_batches(scale.micro_batches_in_step, comm_, collective_forwards_)) {
+        const int64_t micro = turn.index * micro_size;
         const Experience part = mb.select(torch::arange(micro, std::min(micro + micro_size, mb.rows())));
         const PolicyForward forward =
             policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, /*entropy_grad=*/false);
@@ -72,7 +83,8 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
         const torch::Tensor old = part.logprobs.defined() ? on_device(part.logprobs) : forward.logprobs.detach();
         const rl::GrpoLossTerms terms = rl::grpo_loss(forward.logprobs, old, on_device(part.ref_logprobs),
                                                       on_device(part.advantages), forward.mask, settings, scale);
-        terms.loss.backward();
+        (turn.padding ? terms.loss * 0.0 : terms.loss).backward();  // a padding forward (ZeRO 3) adds nothing
+        if (turn.padding) continue;
         torch::NoGradGuard no_grad;
         stats.loss += terms.loss.item<double>();
         stats.entropy += forward.entropy.sum().item<double>();
@@ -83,6 +95,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
         stats.tokens += part.attention_mask.sum().item<int64_t>();
       }
       engine_.finish_gradients();
+      engine_.reduce_gradients();  // data parallel: the sums over the processes (a no-op for one)
       const double norm = engine_.gradient_norm(policy);
       stats.grad_norm = norm;
       if (std::isfinite(norm)) {
@@ -95,6 +108,10 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
       ++stats.steps;
     }
   }
+  double tokens = static_cast<double>(stats.tokens);  // the figures over every process's micro-batches
+  sum_over_processes({&stats.loss, &stats.entropy, &stats.clip_low, &stats.clip_high, &stats.kl, &token_count, &tokens},
+                     comm_);
+  stats.tokens = static_cast<int64_t>(tokens);
   const double n = std::max(token_count, 1.0);
   stats.loss /= static_cast<double>(std::max<int64_t>(stats.steps, 1));  // each step's loss, averaged
   stats.entropy /= n;

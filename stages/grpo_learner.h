@@ -1,5 +1,6 @@
 // GRPO's learning phase: grpo.num_iterations passes over a rollout in shuffled minibatches of
-// train.micro_batch_size x train.grad_accumulation completions, one AdamW step per minibatch
+// train.micro_batch_size x train.grad_accumulation completions (x the processes of a data-parallel
+// run, which split each minibatch's micro-batches and sum their gradients), one AdamW step per minibatch
 // (clipped to train.max_grad_norm; skipped and counted when the gradients are not finite). Each
 // micro-batch's loss is src/rl/grpo_loss.h's, scaled as TRL scales it under gradient accumulation.
 // The old log-probs are the rollout's (scored before the first pass) when num_iterations > 1, else
@@ -16,6 +17,9 @@
 
 namespace ferry {
 
+namespace dist {
+class Communicator;
+}
 class ParameterEngine;
 
 struct GrpoLearnStats {
@@ -32,6 +36,8 @@ class GrpoLearner {
   GrpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models);
 
   int64_t steps_per_rollout(int64_t rows) const;
+  // Completions per minibatch: train.micro_batch_size x train.grad_accumulation x the processes.
+  int64_t minibatch_rows() const;
   // Learns from `experience` (advantages set, (B, R) with each row's value); `step` counts optimizer
   // steps over the run and advances.
   GrpoLearnStats learn(const Experience& experience, int64_t& step, int64_t total_steps, at::Generator& generator);
@@ -40,6 +46,8 @@ class GrpoLearner {
   const Config& config_;
   ParameterEngine& engine_;
   RolloutModels models_;
+  dist::Communicator* comm_;
+  bool collective_forwards_;
 };
 
 }  // namespace ferry

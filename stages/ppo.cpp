@@ -15,6 +15,7 @@
 #include "src/core/error.h"
 #include "src/data/epoch_order.h"
 #include "src/data/sft_dataset.h"
+#include "src/dist/communicator.h"
 #include "src/generate/chat_generate_options.h"
 #include "src/generate/sampling.h"
 #include "src/metrics/metrics_clock.h"
@@ -33,6 +34,7 @@
 #include "stages/ppo_state.h"
 #include "stages/sft.h"
 #include "stages/rl_run.h"
+#include "stages/rollout.h"
 #include "stages/rl_stage.h"
 #include "stages/stage_common.h"
 
@@ -43,6 +45,8 @@ namespace ferry {
 void run_ppo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const PpoConfig& p = config.ppo;
+  (void)rollout_share(p.rollout_batch_size * p.num_generations, dist::process_communicator(config.distributed),
+                      "ppo.rollout_batch_size x ppo.num_generations");  // before loading anything
   RlStart start(config, "PPO", ppo_rewards(config));
   const c10::Device device = start.device;
   const at::ScalarType dtype = start.dtype;
@@ -80,6 +84,9 @@ void run_ppo(const Config& given) {
   const RolloutModels models = register_rl_models(*engine, *policy, frozen, critic ? critic.get() : nullptr, device);
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   const ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, pad_id);
+  dist::Communicator* comm = dist::process_communicator(config.distributed);
+  const RolloutSettings rollout_settings{p.num_generations, config.train.seed, pad_id,
+                                         "ppo.rollout_batch_size x ppo.num_generations"};
   ExperienceMaker maker(*engine, models, options, tokenizer);
   HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-ppo");
 
@@ -133,7 +140,7 @@ void run_ppo(const Config& given) {
   std::cout << "train-ppo: " << total << " rollouts of " << p.rollout_batch_size << " prompts"
             << (p.num_generations > 1 ? " x " + std::to_string(p.num_generations) + " responses" : std::string())
             << ", " << p.ppo_epochs
-            << " epoch(s) in minibatches of " << config.train.micro_batch_size * config.train.grad_accumulation
+            << " epoch(s) in minibatches of " << learner.minibatch_rows()
             << " (" << total_steps << " optimizer steps)\n"
             << engine->memory_report().summary();
   run.start();
@@ -141,14 +148,12 @@ void run_ppo(const Config& given) {
   while (run.rollout < total) {
     const double started = monotonic_seconds();
     const std::vector<int64_t> indices = sampler.next(static_cast<size_t>(p.rollout_batch_size));
-    std::vector<int64_t> prompt_index;
-    const LoadedPrompts batch_prompts = prompts.load(indices);
-    const std::vector<const RolloutPrompt*> batch =
-        repeat_prompts(batch_prompts, indices, p.num_generations, prompt_index);
-    at::Generator generator = rollout_generator(config.train.seed, run.rollout);
-    ExperienceTimings timings;
-    Experience experience = maker.make(batch, prompt_index, generator, &timings);
-    const MetricValues reward_means = apply_rewards(rewards, experience, batch_prompts);
+    Rollout made = make_rollout(maker, rewards, prompts, indices, run.rollout, rollout_settings, comm);
+    Experience& experience = made.experience;
+    const LoadedPrompts& batch_prompts = made.prompts;
+    const ExperienceTimings& timings = made.timings;
+    const MetricValues& reward_means = made.reward_means;
+    at::Generator generator = learning_generator(config.train.seed, run.rollout);
     peaks.add(timings);
     const int64_t sampled = experience.rows();
     const Experience as_sampled = experience;  // the figures count every sampled response

@@ -7,6 +7,7 @@
 
 #include "offload/engine.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 #include "src/model/attention_mask.h"
 #include "src/model/llama_heads.h"
 #include "src/rl/masked_stats.h"
@@ -15,6 +16,7 @@
 #include "src/train/backbone_runner.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/training_task.h"
+#include "stages/rollout.h"
 #include "stages/sft.h"
 
 namespace ferry {
@@ -33,14 +35,23 @@ MetricValues LearnStats::metrics() const {
 }
 
 PpoLearner::PpoLearner(const Config& config, ParameterEngine& engine, RolloutModels models, BatchSource* ptx)
-    : config_(config), engine_(engine), models_(std::move(models)), ptx_(ptx) {
+    : config_(config),
+      engine_(engine),
+      models_(std::move(models)),
+      ptx_(ptx),
+      comm_(dist::process_communicator(config.distributed)),
+      collective_forwards_(comm_ != nullptr && comm_->size() > 1 && config.distributed.zero_stage >= 3) {
   FERRY_CHECK(models_.policy != nullptr, "PPO learner needs a policy");
   FERRY_CHECK((models_.critic != nullptr) == (config.ppo.advantage_estimator == AdvantageEstimator::gae),
               "PPO learner: a critic exactly when advantages come from GAE");
 }
 
+int64_t PpoLearner::minibatch_rows() const {
+  return config_.train.micro_batch_size * config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
+}
+
 int64_t PpoLearner::steps_per_rollout(int64_t rows) const {
-  const int64_t minibatch = config_.train.micro_batch_size * config_.train.grad_accumulation;
+  const int64_t minibatch = minibatch_rows();
   return config_.ppo.ppo_epochs * ((rows + minibatch - 1) / minibatch);
 }
 
@@ -53,7 +64,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   const LrSchedulePlan critic_plan{p.critic_learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name}, critic{models_.critic_name};
   const int64_t rows = experience.rows(), prompt_length = experience.prompt_length;
-  const int64_t minibatch = t.micro_batch_size * t.grad_accumulation;
+  const int64_t minibatch = minibatch_rows();
+  const int64_t world = comm_ != nullptr ? comm_->size() : 1, rank = comm_ != nullptr ? comm_->rank() : 0;
   engine_.make_resident({});
   const bool with_critic = models_.critic != nullptr;
   BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
@@ -70,8 +82,11 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       const double mb_tokens = std::max(mb.response_mask.sum().item<double>(), 1.0);
       engine_.zero_grad(policy);
       if (with_critic) engine_.zero_grad(critic);
-      for (int64_t micro = 0; micro < mb.rows(); micro += t.micro_batch_size) {
+      const int64_t micro_batches = (mb.rows() + t.micro_batch_size - 1) / t.micro_batch_size;
+      for (const MicroBatchTurn turn : own_micro_batches(micro_batches, comm_, collective_forwards_)) {
+        const int64_t micro = turn.index * t.micro_batch_size;
         const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
+        const double weight = turn.padding ? 0.0 : 1.0;  // a padding forward (ZeRO 3) adds nothing
         const PolicyForward forward =
             policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, p.entropy_coef > 0);
         const torch::Tensor& device_mask = forward.mask;
@@ -89,13 +104,15 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
           const rl::ClippedLoss vf = rl::clipped_value_loss(values.to(device_mask.device()), on_device(part.values),
                                                            on_device(part.returns), device_mask, p.value_clip_eps);
           loss = loss + p.vf_coef * vf.per_token.sum();
-          stats.value_loss += vf.per_token.sum().item<double>();
-          stats.value_clipfrac += vf.clipped.sum().item<double>();
-          stats.tokens += part.attention_mask.sum().item<int64_t>();
+          if (!turn.padding) {
+            stats.value_loss += vf.per_token.sum().item<double>();
+            stats.value_clipfrac += vf.clipped.sum().item<double>();
+            stats.tokens += part.attention_mask.sum().item<int64_t>();
+          }
         }
         if (p.entropy_coef > 0) loss = loss - p.entropy_coef * entropy.sum();
-        (loss / mb_tokens).backward();
-        {
+        (loss * (weight / mb_tokens)).backward();
+        if (!turn.padding) {
           torch::NoGradGuard no_grad;
           const torch::Tensor diff = (new_logprobs - on_device(part.logprobs)) * device_mask;
           stats.policy_loss += pg.per_token.sum().item<double>();
@@ -105,17 +122,23 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
           stats.tokens += part.attention_mask.sum().item<int64_t>();
         }
       }
-      if (ptx_ != nullptr) {  // pretraining mix: one SFT micro-batch per policy step
-        const MicroBatch batch = ptx_->next_train_batch();
+      if (ptx_ != nullptr) {  // pretraining mix: one SFT micro-batch per policy step and process
+        // Every process draws the step's N batches (the same cursor everywhere) and learns from its own.
+        MicroBatch batch;
+        for (int64_t r = 0; r < world; ++r) {
+          MicroBatch next = ptx_->next_train_batch();
+          if (r == rank) batch = std::move(next);
+        }
         const torch::Tensor sum = causal_lm_loss_sum(runner, models_.policy_name, *models_.policy, batch);
         const double labels = static_cast<double>(std::max<int64_t>(batch.loss_weight, 1));
-        (sum * (p.ptx_coef / labels)).backward();
+        (sum * (p.ptx_coef / (labels * static_cast<double>(world)))).backward();
         stats.ptx_loss += sum.item<double>() / labels;
         ptx_batches += 1;
         stats.tokens += batch.tokens;
       }
       token_count += mb_tokens;
       engine_.finish_gradients();
+      engine_.reduce_gradients();  // data parallel: the sums over the processes (a no-op for one)
       auto update = [&](const std::vector<std::string>& model, const LrSchedulePlan& plan, double& norm_out) {
         const double norm = engine_.gradient_norm(model);
         norm_out = norm;
@@ -132,6 +155,11 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       ++stats.steps;
     }
   }
+  double tokens = static_cast<double>(stats.tokens);  // the figures over every process's micro-batches
+  sum_over_processes({&stats.policy_loss, &stats.value_loss, &stats.entropy, &stats.clipfrac, &stats.value_clipfrac,
+                      &stats.approx_kl, &stats.ptx_loss, &ptx_batches, &tokens},
+                     comm_);
+  stats.tokens = static_cast<int64_t>(tokens);
   const double n = std::max(token_count, 1.0);
   stats.policy_loss /= n;
   stats.value_loss /= n;

@@ -1,9 +1,10 @@
 // PPO's learning phase: ppo.ppo_epochs passes over a scored rollout in shuffled minibatches of
-// train.micro_batch_size x train.grad_accumulation responses. Per minibatch: the clipped policy
+// train.micro_batch_size x train.grad_accumulation responses (x the processes of a data-parallel
+// run, which split each minibatch's micro-batches and sum their gradients). Per minibatch: the clipped policy
 // loss and vf_coef x the clipped value loss (none without a critic, under the rloo and
 // reinforce_baseline estimators) (minus entropy_coef x the entropy), each a mean over
 // the minibatch's response tokens (micro-batches add up to exactly that mean), plus ptx_coef x an
-// SFT micro-batch's mean cross-entropy when ppo.ptx_coef > 0; then one AdamW step for the policy
+// SFT micro-batch's mean cross-entropy when ppo.ptx_coef > 0 (one per process, averaged); then one AdamW step for the policy
 // (train.learning_rate) and one for the critic (ppo.critic_learning_rate), each clipped to
 // train.max_grad_norm by its own gradient norm, and skipped (counted) when its gradients are not
 // finite. Only policy and critic are resident candidates: engine.make_resident({}) lets the
@@ -21,6 +22,9 @@
 
 namespace ferry {
 
+namespace dist {
+class Communicator;
+}
 class BatchSource;
 class LlamaForCausalLMImpl;
 class LlamaForScoreImpl;
@@ -44,6 +48,9 @@ class PpoLearner {
 
   // Optimizer steps one rollout of `rows` responses takes.
   int64_t steps_per_rollout(int64_t rows) const;
+  // Responses per minibatch: train.micro_batch_size x train.grad_accumulation x the processes
+  // (data parallel: each runs grad_accumulation micro-batches of each, rollout.h's own_micro_batches).
+  int64_t minibatch_rows() const;
   // Learns from `experience` (advantages and returns set); `step` counts optimizer steps over the
   // run (the LR schedule's position) and advances. `generator` shuffles the minibatches.
   LearnStats learn(const Experience& experience, int64_t& step, int64_t total_steps, at::Generator& generator);
@@ -53,6 +60,8 @@ class PpoLearner {
   ParameterEngine& engine_;
   RolloutModels models_;
   BatchSource* ptx_;
+  dist::Communicator* comm_;
+  bool collective_forwards_;
 };
 
 }  // namespace ferry

@@ -1,13 +1,18 @@
 // The run around an RL stage's rollouts (see rl_run.h).
 #include "stages/rl_run.h"
 
+#include <torch/torch.h>
+
+#include <csignal>
 #include <iostream>
 
 #include "offload/engine.h"
 #include "src/core/error.h"
+#include "src/dist/communicator.h"
 #include "src/core/file_util.h"
 #include "src/metrics/metrics_logger.h"
 #include "src/train/checkpoint_folders.h"
+#include "src/train/collective_checkpoint.h"
 #include "src/train/stop_signal.h"
 #include "src/train/trainer_state.h"
 #include "stages/stage_common.h"
@@ -23,7 +28,8 @@ RlRun::RlRun(const Config& config, ParameterEngine& engine, std::string command,
       command_(std::move(command)),
       models_(std::move(models)),
       before_save_(std::move(before_save)),
-      output_(config.output.dir) {
+      output_(config.output.dir),
+      comm_(dist::process_communicator(config.distributed)) {
   FERRY_CHECK(!models_.empty(), "an RL run without a policy");
 }
 
@@ -52,7 +58,13 @@ void RlRun::start() {
   MetricsLoggerOptions options;
   options.total_steps = total_;
   options.resume_step = resume_step_;
-  metrics_ = std::make_unique<MetricsLogger>(config_.logging, output_, options);
+  LoggingConfig logging = config_.logging;
+  if (!primary()) {  // rank 0 reports for the run
+    logging.jsonl = false;
+    logging.tensorboard = false;
+    logging.progress = ProgressMode::never;
+  }
+  metrics_ = std::make_unique<MetricsLogger>(logging, output_, options);
   stop_ = std::make_unique<StopSignal>();
 }
 
@@ -64,15 +76,19 @@ void RlRun::save(const DataCursor& cursor) {
   trainer.seed = config_.train.seed;
   if (before_save_) before_save_(state);
   const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
-  write_checkpoint_atomic(output_, rollout, [&](const fs::path& folder) {
+  CheckpointWriters writers;
+  writers.primary = [&](const fs::path& folder) {
     for (const RlTrainedModel& m : models_) {
       engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::read, [&] { m.io.save(folder / m.folder); });
     }
     engine_.save_state(folder);
     save_trainer_state(folder, trainer);
     save_ppo_state(folder, state);
-  });
-  prune_checkpoints(output_, config_.output.keep_last);
+  };
+  // ZeRO (distributed.zero_stage >= 1): every process writes the optimizer state it owns.
+  if (several() && config_.distributed.zero_stage >= 1) writers.own = [&](const fs::path& staging) { engine_.save_state(staging); };
+  if (sharded_weights()) writers.join = [&] { join_weight_gathers(); };
+  write_checkpoint_collective(comm_, output_, rollout, config_.output.keep_last, writers);
   last_save_ = rollout;
 }
 
@@ -82,13 +98,19 @@ void RlRun::end_rollout(const MetricValues& values, const DataCursor& cursor) {
   MetricValues logged = values;
   if (dropped_rows > 0) logged.push_back({"dropped_responses", static_cast<double>(dropped_rows)});
   metrics_->log_train(rollout, logged);
-  const bool stopping = stop_->requested();
+  bool stopping = stop_->requested();
+  if (several()) {  // a signal to any process stops them all after this rollout
+    const torch::Tensor flag = torch::tensor({stopping ? 1.0 : 0.0}, torch::kDouble);
+    comm_->all_reduce_sum({flag});
+    stopping = flag.item<double>() > 0;
+  }
   if ((config_.train.save_every > 0 && rollout % config_.train.save_every == 0) || rollout == total_ || stopping) {
     save(cursor);
   }
   if (stopping) {
     metrics_->close();
-    throw Interrupted(stop_->signal_number(),
+    // A data-parallel run may stop for another process's signal: reported as SIGTERM here.
+    throw Interrupted(stop_->requested() ? stop_->signal_number() : SIGTERM,
                       detail::concat(command_, ": interrupted after rollout ", rollout, "; checkpoint ",
                                      checkpoint_folder(output_, rollout).string(),
                                      " saved; resume with --set train.resume=auto"));
@@ -103,6 +125,10 @@ void RlRun::end(const DataCursor& cursor) {
 
 fs::path RlRun::save_final() {
   const fs::path final_dir = output_ / "final";
+  if (!primary()) {  // rank 0 writes; under ZeRO 3 every process joins its weight gathers
+    if (sharded_weights()) join_weight_gathers();
+    return final_dir;
+  }
   const RlTrainedModel& policy = models_.front();
   write_folder_atomic(final_dir, [&](const fs::path& folder) {
     engine_.with_weights(policy.io.name, ParameterEngine::WeightAccess::read, [&] { policy.io.save(folder); });
@@ -120,8 +146,19 @@ fs::path RlRun::save_final() {
   return final_dir;
 }
 
+bool RlRun::primary() const { return comm_ == nullptr || comm_->rank() == 0; }
+
+bool RlRun::several() const { return comm_ != nullptr && comm_->size() > 1; }
+
+bool RlRun::sharded_weights() const { return several() && config_.distributed.zero_stage >= 3; }
+
+void RlRun::join_weight_gathers() {
+  for (const RlTrainedModel& m : models_) engine_.with_weights(m.io.name, ParameterEngine::WeightAccess::read, [] {});
+}
+
 void RlRun::finish(const nlohmann::json& last_eval, int64_t optimizer_steps, nlohmann::json extra) {
   save_final();
+  if (several()) comm_->barrier();  // final/ is written before any process moves on
   std::cout << peaks.summary(command_, config_.offload.gpu_memory.bytes) << "\n";
   if (dropped_rows > 0 || skipped_steps > 0) {
     std::cout << command_ << ": " << dropped_rows << " responses left out (non-finite), " << skipped_steps

@@ -3,7 +3,8 @@
 // trained model, the engine's optimizer state, trainer_state.json with the prompt cursor, the
 // random generators, ppo_state.json), SIGINT/SIGTERM (finish the rollout, save, exit saying how to
 // resume), and the final folders: final/ for the policy (LoRA as lora.export says), final_<name>/
-// for any other trained model (PPO's critic).
+// for any other trained model (PPO's critic). In a data-parallel run rank 0 logs and writes; every
+// process writes its optimizer-state shard under ZeRO, a signal to any process stops them all.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,9 @@
 
 namespace ferry {
 
+namespace dist {
+class Communicator;
+}
 class MetricsLogger;
 class ParameterEngine;
 class StopSignal;
@@ -67,6 +71,10 @@ class RlRun {
  private:
   void save(const DataCursor& prompt_cursor);
   std::filesystem::path save_final();
+  bool primary() const;          // rank 0, or the only process: writes logs, checkpoints and final/
+  bool several() const;          // a data-parallel run
+  bool sharded_weights() const;  // ZeRO 3 over several processes: with_weights is collective
+  void join_weight_gathers();    // the with_weights calls of a save, on a process that writes nothing
 
   const Config& config_;
   ParameterEngine& engine_;
@@ -79,6 +87,7 @@ class RlRun {
   std::unique_ptr<MetricsLogger> metrics_;
   std::unique_ptr<StopSignal> stop_;
   std::unique_ptr<offload::ActivationMeter> meter_;
+  dist::Communicator* comm_ = nullptr;
 };
 
 }  // namespace ferry

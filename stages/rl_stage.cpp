@@ -45,10 +45,6 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
 
 RlStart::~RlStart() = default;
 
-at::Generator rollout_generator(int64_t seed, int64_t rollout) {
-  return make_sampling_generator(static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(rollout) + 1);
-}
-
 void freeze_parameters(torch::nn::Module& module) {
   for (auto& p : module.parameters()) p.set_requires_grad(false);
 }
@@ -128,7 +124,8 @@ std::vector<const RolloutPrompt*> repeat_prompts(const LoadedPrompts& prompts, c
   return batch;
 }
 
-MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const LoadedPrompts& prompts) {
+std::vector<RewardScores::Tally> apply_rewards(RewardMix& rewards, Experience& experience,
+                                               const LoadedPrompts& prompts) {
   std::vector<const RolloutPrompt*> rows;
   for (int64_t i : experience.prompt_index) rows.push_back(&prompts.at(i));
   std::vector<double> model_scores;
@@ -138,9 +135,7 @@ MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const Loa
   }
   const RewardScores scored = rewards.score(experience.responses, rows, model_scores);
   experience.raw_scores = torch::tensor(scored.total, torch::kDouble).to(torch::kFloat);
-  MetricValues values;
-  for (const auto& [name, mean] : scored.means) values.push_back({name, mean});
-  return values;
+  return scored.tallies;
 }
 
 MetricValues judge_responses(const Experience& experience, const LoadedPrompts& prompts, const std::string& end_marker) {

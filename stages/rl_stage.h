@@ -19,6 +19,7 @@
 #include "src/rl/experience.h"
 #include "src/rl/prompt_dataset.h"
 #include "src/rl/prompt_eval.h"
+#include "src/rl/rewards.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/stage_common.h"
@@ -26,7 +27,6 @@
 namespace ferry {
 
 class ParameterEngine;
-class RewardMix;
 
 // What every RL stage starts from: the device and weight dtype, the seeded default generator, the
 // tokenizer and chat template, the policy (model.path, LoRA prepared), the training prompts
@@ -43,10 +43,6 @@ struct RlStart {
   PromptFile prompts;
   std::unique_ptr<RewardMix> rewards;
 };
-
-// A generator for rollout `rollout`'s sampling and shuffles: a pure function of the seed and the
-// rollout, so a resumed run draws what an uninterrupted one would.
-at::Generator rollout_generator(int64_t seed, int64_t rollout);
 
 void freeze_parameters(torch::nn::Module& module);
 
@@ -80,8 +76,9 @@ std::vector<const RolloutPrompt*> repeat_prompts(const LoadedPrompts& prompts, c
                                                  int64_t copies, std::vector<int64_t>& prompt_index);
 
 // Applies `rewards` to a generated and scored rollout: raw_scores becomes the weighted sum (the
-// reward model's score, when one is listed, is read from raw_scores first). Returns the per-reward means.
-MetricValues apply_rewards(RewardMix& rewards, Experience& experience, const LoadedPrompts& prompts);
+// reward model's score, when one is listed, is read from raw_scores first). Returns each reward's
+// sum and count (RewardScores::tallies).
+std::vector<RewardScores::Tally> apply_rewards(RewardMix& rewards, Experience& experience, const LoadedPrompts& prompts);
 
 // On prompts with a gt_answer: the fraction of sampled answers that are right ("exact_match"), and
 // the mean score of right and wrong ones ("reward/right", "reward/wrong"), from raw_scores.

@@ -20,8 +20,8 @@ const std::vector<StageInfo>& all_stages() {
       {Stage::sft, "train-sft", "supervised fine-tuning", run_sft, true},
       {Stage::rm, "train-rm", "reward-model training", run_rm, true},
       {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo, true},
-      {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo},
-      {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo},
+      {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo, false},
+      {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo, false},
   };
   return stages;
 }
@@ -43,9 +43,10 @@ void check_stage_matches(const Config& config, Stage stage, const std::string& c
 void run_stage(Stage stage, const Config& config) {
   const StageInfo& info = stage_info(stage);
   FERRY_CHECK(info.run != nullptr, "no run function for stage ", info.command);
-  if (!info.data_parallel && dist::read_dist_env().distributed()) {
-    throw ConfigError(std::string(info.command) + " runs in one process for now (data-parallel PPO and GRPO are not "
-                      "built yet; train-sft, train-rm and train-dpo are): start it without torchrun or `ferry launch`");
+  if (!info.diloco && config.distributed.mode == DistributedMode::diloco && dist::read_dist_env().distributed()) {
+    throw ConfigError(std::string("distributed.mode: ") + info.command +
+                      " runs data-parallel with a synchronous step only (its rollouts are shared by every process); "
+                      "set distributed.mode=sync");
   }
   if (dist::is_primary_process()) {  // in a data-parallel run rank 0 writes the run's files
     std::filesystem::create_directories(config.output.dir);

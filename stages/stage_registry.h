@@ -16,7 +16,8 @@ struct StageInfo {
   const char* command;  // "train-sft"
   const char* title;    // "supervised fine-tuning"
   void (*run)(const Config&);  // nullptr: not built yet
-  bool data_parallel = false;  // runs under torchrun / `ferry launch` (the shared Trainer's stages)
+  // Takes distributed.mode diloco (the shared Trainer's stages; the RL stages synchronise every step).
+  bool diloco = false;
 };
 
 const std::vector<StageInfo>& all_stages();

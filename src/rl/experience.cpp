@@ -102,9 +102,11 @@ ExperienceMaker::ExperienceMaker(ParameterEngine& engine, RolloutModels models, 
 }
 
 Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompts,
-                                 const std::vector<int64_t>& prompt_index, at::Generator& generator,
+                                 const std::vector<int64_t>& prompt_index, std::vector<at::Generator>& row_generators,
                                  ExperienceTimings* timings) {
   FERRY_CHECK(!prompts.empty() && prompts.size() == prompt_index.size(), "experience maker: bad prompt list");
+  FERRY_CHECK(row_generators.size() == prompts.size() || (row_generators.empty() && options_.generate.sampling.greedy),
+              "experience maker: ", row_generators.size(), " generators for ", prompts.size(), " prompts");
   ExperienceTimings local;
   ExperienceTimings& t = timings != nullptr ? *timings : local;
   const double started = monotonic_seconds();
@@ -114,7 +116,7 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   for (const RolloutPrompt* prompt : prompts) ids.push_back(prompt->ids);
   const PromptBatch batch = left_pad(ids, options_.pad_id);
   GenerateOptions options = options_.generate;
-  options.generator = &generator;
+  if (!row_generators.empty()) options.row_generators = &row_generators;
   GenerateResult result;
   {
     torch::NoGradGuard no_grad;

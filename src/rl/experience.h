@@ -96,9 +96,10 @@ class ExperienceMaker {
  public:
   ExperienceMaker(ParameterEngine& engine, RolloutModels models, ExperienceOptions options, const Tokenizer& tokenizer);
 
-  // Generates and scores one response per prompt; `generator` draws the samples.
+  // Generates and scores one response per prompt; row i's samples are drawn from
+  // row_generators[i] (one per prompt; empty for greedy decoding).
   Experience make(const std::vector<const RolloutPrompt*>& prompts, const std::vector<int64_t>& prompt_index,
-                  at::Generator& generator, ExperienceTimings* timings = nullptr);
+                  std::vector<at::Generator>& row_generators, ExperienceTimings* timings = nullptr);
 
   // The scoring phase alone, on given sequences (tests compare it with per-sequence runs).
   void score(Experience& experience, ExperienceTimings* timings = nullptr);

@@ -26,7 +26,7 @@ PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prom
   PromptEvaluation result;
   double reward_sum = 0.0, length_sum = 0.0;
   bool rewarded = false;
-  at::Generator unused = make_sampling_generator(0);  // greedy: nothing is drawn
+  std::vector<at::Generator> greedy;  // the maker decodes greedily: nothing is drawn
   for (size_t begin = 0; begin < prompts.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(prompts.size(), begin + static_cast<size_t>(batch_size));
     std::vector<int64_t> index;
@@ -34,7 +34,7 @@ PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prom
     const LoadedPrompts loaded = prompts.load(index);
     std::vector<const RolloutPrompt*> batch;
     for (const auto& [i, prompt] : loaded) batch.push_back(&prompt);
-    const Experience experience = maker.make(batch, index, unused);
+    const Experience experience = maker.make(batch, index, greedy);
     for (int64_t row = 0; row < experience.rows(); ++row) {
       const RolloutPrompt& prompt = loaded.at(experience.prompt_index[static_cast<size_t>(row)]);
       ++result.prompts;

@@ -22,7 +22,7 @@ RewardMix::RewardMix(std::vector<RewardConfig> rewards, PromptCounts prompts, st
     std::string name(enum_name(r.kind));
     size_t same = 0;
     for (size_t j = 0; j < i; ++j) same += rewards_[j].kind == r.kind ? 1 : 0;
-    if (same > 0) name += "_" + std::to_string(same + 1);
+    if (same > 0) name.append("_").append(std::to_string(same + 1));
     names_.push_back(name);
     if (r.kind == RewardKind::verifier) {
       if (with_answer == 0) {
@@ -108,6 +108,7 @@ RewardScores RewardMix::score(const std::vector<std::string>& responses, const s
       }
     }
     if (count > 0) out.means.emplace_back("reward/" + names_[k], sum / count);
+    out.tallies.push_back({"reward/" + names_[k], sum, count});
   }
   return out;
 }

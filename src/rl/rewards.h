@@ -26,6 +26,13 @@ struct PromptCounts {
 struct RewardScores {
   std::vector<double> total;                            // per response: sum of weight x reward
   std::vector<std::pair<std::string, double>> means;  // "reward/<name>": mean over responses it scored
+  // Per listed reward, in order, every one: "reward/<name>", and the sum and count of the finite
+  // values it gave (for means over several processes' responses).
+  struct Tally {
+    std::string name;
+    double sum = 0, count = 0;
+  };
+  std::vector<Tally> tallies;
 };
 
 class RewardMix {

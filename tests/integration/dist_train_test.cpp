@@ -2,8 +2,8 @@
 // environment set by hand), on the CPU: 2 processes with grad_accumulation 1 take the steps of one
 // process with grad_accumulation 2 (same global batch) under every offload policy and ZeRO stages
 // 0, 1, 2 and 3; checkpoints of either resume on the other (ZeRO's sharded ones too); train-rm and train-dpo likewise; rank 0 alone writes; a signal to one process stops both with a
-// checkpoint; a killed process stops the run with a message naming it instead of a hang; a
-// train-ppo under launch is refused.
+// checkpoint; a killed process stops the run with a message naming it instead of a hang; train-ppo
+// and train-grpo share their rollouts and take one process's steps too (DiLoCo is refused there).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -149,6 +149,89 @@ TEST(DistTrain, RewardModelAndDpoTakeTheStepsOfOneProcessToo) {
     expect_same_steps(runs[0], runs[1], 0, "train-" + stage + " on 2 processes");
     expect_same_steps(runs[0], runs[2], 0, "train-" + stage + " on 2 processes with ZeRO 3 under params");
   }
+}
+
+// An RL rollout's figures: the loss, the policy's gradient norm and the mean reward.
+struct RlRow {
+  double loss = 0, grad_norm = 0, reward = 0;
+};
+
+std::vector<RlRow> rl_rows_of(const fs::path& run) {
+  std::vector<RlRow> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("grad_norm/policy")) {
+      out.push_back({row.at("loss").get<double>(), row.at("grad_norm/policy").get<double>(),
+                     row.at("reward/mean").get<double>()});
+    }
+  }
+  return out;
+}
+
+// Each process scores its rollout rows on its own padding, so the values differ from one
+// process's in their last bits, and AdamW carries that on: 1e-4 relative (plus 1e-7 for losses
+// near 0) where the trainer's stages agree to 1e-5.
+void expect_same_rollouts(const std::vector<RlRow>& a, const std::vector<RlRow>& b, size_t first, const std::string& what) {
+  ASSERT_EQ(a.size() - first, b.size()) << what;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const RlRow& x = a[first + i];
+    const std::string at = what + ", rollout " + std::to_string(first + i + 1);
+    EXPECT_NEAR(b[i].loss, x.loss, 1e-4 * std::abs(x.loss) + 1e-7) << at;
+    EXPECT_NEAR(b[i].grad_norm, x.grad_norm, 1e-4 * x.grad_norm) << at;
+    EXPECT_NEAR(b[i].reward, x.reward, 1e-5 * std::abs(x.reward)) << at;
+  }
+}
+
+// PPO and GRPO: each process generates and scores its share of a rollout's rows (each row drawing
+// from its own generator, so the samples are one process's), then every process learns from the
+// gathered whole, each running its share of each minibatch's micro-batches. 2 processes with
+// grad_accumulation 1 take the rollouts of one with 2 (with sampling), under ZeRO 0, 2 and 3; a
+// 2-process checkpoint resumes on one process.
+TEST(DistTrain, PpoAndGrpoTakeTheRolloutsOfOneProcess) {
+  SKIP_WITHOUT_GLOO();
+  const fs::path sft = test_dir() / "sft" / "final", rm = test_dir() / "rm" / "final";
+  ASSERT_EQ(run_ferry("train-sft --config " + ferry_test::quick_sft_stage(test_dir()) + ferry_test::kQuietCpu).exit_code, 0);
+  const auto made_rm = run_ferry("train-rm --config configs/demo-rm.yaml --set model.path=" + sft.string() +
+                                 " --set output.dir=" + (test_dir() / "rm").string() +
+                                 " --set train.max_steps=3 --set data.eval_file= --set data.max_samples=64" +
+                                 ferry_test::kQuietCpu);
+  ASSERT_EQ(made_rm.exit_code, 0) << made_rm.output;
+  const std::string common = " --set model.path=" + sft.string() +
+                             " --set data.max_samples=32 --set data.max_length=64 --set data.eval_file=" +
+                             " --set generation.max_new_tokens=8 --set train.micro_batch_size=2 --set train.max_steps=2" +
+                             " --set train.learning_rate=1.0e-4 --set train.save_every=1" + ferry_test::kQuietCpu;
+  const std::string ppo = "train-ppo --config configs/demo-ppo.yaml --set ppo.reward_model=" + rm.string() +
+                          " --set ppo.rollout_batch_size=8" + common;
+  const std::string grpo = "train-grpo --config configs/demo-grpo.yaml --set grpo.num_generations=4"
+                           " --set grpo.generation_batch_size=8 --set grpo.beta=0.04 --set grpo.num_iterations=2"
+                           " --set 'rewards=[{kind: model, path: " + rm.string() + "}, {kind: verifier, weight: 0.5}]'" + common;
+  auto run = [&](const std::string& args, const std::string& name, int nproc, const std::string& extra = "") {
+    const fs::path out = test_dir() / name;
+    const std::string line = args + " --set output.dir=" + out.string() +
+                             " --set train.grad_accumulation=" + std::to_string(2 / nproc) + extra;
+    const auto r = run_ferry(nproc > 1 ? "launch --nproc 2 -- " + line : line);
+    EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    return out;
+  };
+  const std::vector<RlRow> ppo_one = rl_rows_of(run(ppo, "ppo1", 1));
+  ASSERT_EQ(ppo_one.size(), 2u);
+  expect_same_rollouts(ppo_one, rl_rows_of(run(ppo, "ppo2", 2)), 0, "train-ppo on 2 processes");
+  const fs::path zero3 = run(ppo, "ppo2_zero3", 2, " --set distributed.zero_stage=3 --set offload.policy=params");
+  expect_same_rollouts(ppo_one, rl_rows_of(zero3), 0, "train-ppo on 2 processes with ZeRO 3 under params");
+  EXPECT_TRUE(fs::exists(zero3 / "step-1" / "optimizer_state.shard-1-of-2.safetensors"));
+  EXPECT_TRUE(fs::exists(zero3 / "final_critic" / "model.safetensors"));
+  // The ZeRO 3 checkpoint after rollout 1, resumed by one process.
+  const fs::path resumed = test_dir() / "ppo1_from_zero3";
+  fs::create_directories(resumed);
+  fs::copy(zero3 / "step-1", resumed / "step-1", fs::copy_options::recursive);
+  run(ppo, "ppo1_from_zero3", 1, " --set train.resume=auto");
+  expect_same_rollouts(ppo_one, rl_rows_of(resumed), 1, "train-ppo on 1 process from a 2-process ZeRO 3 checkpoint");
+
+  const std::vector<RlRow> grpo_one = rl_rows_of(run(grpo, "grpo1", 1));
+  ASSERT_EQ(grpo_one.size(), 2u);
+  expect_same_rollouts(grpo_one, rl_rows_of(run(grpo, "grpo2", 2, " --set distributed.zero_stage=2")), 0,
+                       "train-grpo on 2 processes with ZeRO 2");
 }
 
 TEST(DistTrain, CheckpointsResumeAtAnotherProcessCount) {
@@ -372,9 +455,14 @@ TEST(DistTrain, LaunchNamesTheProcessThatFailedAndRefusesWhatCannotRunDataParall
   EXPECT_CONTAINS(bad.output, "ferry launch: rank ");
   EXPECT_CONTAINS(bad.output, "exited with code 2");
   const auto ppo = run_ferry("launch --nproc 2 -- train-ppo --config configs/demo-ppo.yaml --set output.dir=" +
-                             (test_dir() / "ppo").string());
+                             (test_dir() / "ppo").string() + " --set distributed.mode=diloco");
   EXPECT_EQ(ppo.exit_code, 2) << ppo.output;
-  EXPECT_CONTAINS(ppo.output, "train-ppo runs in one process for now");
+  EXPECT_CONTAINS(ppo.output, "distributed.mode: train-ppo runs data-parallel with a synchronous step only");
+  const auto uneven = run_ferry("launch --nproc 2 -- train-grpo --config configs/demo-grpo.yaml --set output.dir=" +
+                                (test_dir() / "grpo").string() + " --set grpo.num_generations=3" +
+                                " --set grpo.generation_batch_size=9");
+  EXPECT_EQ(uneven.exit_code, 2) << uneven.output;
+  EXPECT_CONTAINS(uneven.output, "grpo.generation_batch_size: a rollout of 9 responses does not split evenly over 2");
   const auto none = run_ferry("launch --nproc 2");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_CONTAINS(none.output, "nothing to run");
