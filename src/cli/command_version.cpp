@@ -1,6 +1,7 @@
 // `ferry version`: Ferry's version, the libtorch it runs on, whether CUDA kernels are compiled in,
 // whether a GPU is visible, the CPU SIMD level the kernels use, and whether data parallelism is built.
 #include <CLI/CLI.hpp>
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -26,6 +27,7 @@ void add_version_command(CLI::App& app) {
               << "cuda kernels: " << (cuda_compiled ? "compiled in" : "not compiled (CPU-only build)") << "\n"
               << "gpu: " << (gpu ? std::to_string(torch::cuda::device_count()) + " visible" : "none visible") << "\n"
               << "cpu simd: " << kernels::simd_level() << "\n"
+              << "cpu threads: " << at::get_num_threads() << " (torch's intra-op threads; OMP_NUM_THREADS sets them)\n"
               << "data parallelism: "
               << (dist::gloo_compiled_in() ? "c10d Gloo (ferry launch, torchrun)"
                                            : "not compiled (no Gloo headers at build time: apt-get install libgloo-dev)")

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -463,6 +464,21 @@ TEST(DistTrain, LaunchNamesTheProcessThatFailedAndRefusesWhatCannotRunDataParall
                                 " --set grpo.generation_batch_size=9");
   EXPECT_EQ(uneven.exit_code, 2) << uneven.output;
   EXPECT_CONTAINS(uneven.output, "grpo.generation_batch_size: a rollout of 9 responses does not split evenly over 2");
+  // Each process gets its share of the cores as its threads (as torchrun does), unless
+  // OMP_NUM_THREADS says otherwise.
+  const auto with_threads = [](const std::string& setting) {
+    return ferry_test::run_command(std::string("cd '") + FERRY_SOURCE_DIR + "' && " + setting + " '" + FERRY_BINARY +
+                                   "' launch --nproc 2 -- version");
+  };
+  const auto threads = with_threads("env -u OMP_NUM_THREADS");
+  ASSERT_EQ(threads.exit_code, 0) << threads.output;
+  const unsigned share = std::max(1u, std::thread::hardware_concurrency() / 2);
+  EXPECT_CONTAINS(threads.output, "OMP_NUM_THREADS=" + std::to_string(share) + " for each process");
+  EXPECT_CONTAINS(threads.output, "cpu threads: " + std::to_string(share) + " (");
+  const std::string mine = share == 1 ? "2" : "1";  // not what launch would choose
+  const auto chosen = with_threads("env OMP_NUM_THREADS=" + mine);
+  EXPECT_CONTAINS(chosen.output, "cpu threads: " + mine + " (");
+  EXPECT_EQ(chosen.output.find("for each process"), std::string::npos) << chosen.output;
   const auto none = run_ferry("launch --nproc 2");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_CONTAINS(none.output, "nothing to run");
