@@ -72,7 +72,7 @@ rc=$?
 grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
 note "ctest gpu exit: $rc"
 
-echo "== preference and RL stages on the GPU (a 60-step demo SFT model, again with int8 host moments, 20 QLoRA steps on it (the CUDA NF4 dequantise in training) and 10 with the 4-bit base paged (params), then train-rm, train-dpo, train-ppo and train-grpo, bf16)"
+echo "== preference and RL stages on the GPU (a 60-step demo SFT model, again with int8 host moments, 20 QLoRA steps on it (the CUDA NF4 dequantise in training) and 10 with the 4-bit base paged (params), then train-rm, train-dpo, train-ppo and train-grpo, and train-ppo on 2 processes, bf16)"
 pref=$out/preference-runs
 short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
 {
@@ -96,7 +96,10 @@ short="--set train.device=cuda --set train.precision=bf16 --set logging.progress
   build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo-params \
     --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short --set offload.policy=params --set offload.gpu_memory=16MiB &&
   build-gpu/ferry train-grpo --config configs/demo-grpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/grpo \
-    --set train.max_steps=10 $short
+    --set train.max_steps=10 $short &&
+  build-gpu/ferry launch --nproc 2 -- train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final \
+    --set output.dir=$pref/ppo-2proc --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short \
+    --set distributed.zero_stage=2
 } > "$out/preference.log" 2>&1
 pref_rc=$?
 grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-(ppo|grpo): (before|after)|error' "$out/preference.log" | tee -a "$summary"
