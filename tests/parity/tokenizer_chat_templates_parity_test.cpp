@@ -94,7 +94,9 @@ TEST_P(ChatTemplateParity, RewritesAreRecognisedExactlyWhenTheyRenderTheSame) {
     const auto match = recognise_chat_template(v["text"].get<std::string>());
     const bool renders_same = v["same"].get<bool>();
     EXPECT_EQ(match.has_value(), renders_same) << v["name"].get<std::string>();
-    if (match) EXPECT_EQ(match->template_name, f["template"].get<std::string>()) << v["name"].get<std::string>();
+    if (match) {
+      EXPECT_EQ(match->template_name, f["template"].get<std::string>()) << v["name"].get<std::string>();
+    }
     ++(renders_same ? same : different);
   }
   // The rewrites must exercise both outcomes, or the test would not check the normal form.

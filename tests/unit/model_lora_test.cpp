@@ -128,7 +128,9 @@ TEST(ModelLora, Qwen3NormsStayFrozenAndTheMergeStillMatches) {
   for (const auto& item : model->named_parameters()) {
     const bool adapter = item.key().find("lora_") != std::string::npos;
     EXPECT_EQ(item.value().requires_grad(), adapter) << item.key();
-    if (adapter) EXPECT_TRUE(item.value().grad().defined()) << item.key();
+    if (adapter) {
+      EXPECT_TRUE(item.value().grad().defined()) << item.key();
+    }
     trainable += item.value().requires_grad();
   }
   EXPECT_EQ(trainable, 2 * 7 * 2);
