@@ -97,6 +97,15 @@ void expect_same_steps(const std::vector<Row>& a, const std::vector<Row>& b, siz
   }
 }
 
+// A new run folder test_dir()/name holding a copy of `checkpoint` (its step-N folder), for a run
+// that resumes from it.
+fs::path run_from(const fs::path& checkpoint, const std::string& name) {
+  const fs::path out = test_dir() / name;
+  fs::create_directories(out);
+  fs::copy(checkpoint, out / checkpoint.filename(), fs::copy_options::recursive);
+  return out;
+}
+
 // Skips the calling test when this Ferry was built without Gloo (single-process only).
 #define SKIP_WITHOUT_GLOO()                                                                   \
   if (run_ferry("version").output.find("data parallelism: c10d Gloo") == std::string::npos) { \
@@ -223,9 +232,7 @@ TEST(DistTrain, PpoAndGrpoTakeTheRolloutsOfOneProcess) {
   EXPECT_TRUE(fs::exists(zero3 / "step-1" / "optimizer_state.shard-1-of-2.safetensors"));
   EXPECT_TRUE(fs::exists(zero3 / "final_critic" / "model.safetensors"));
   // The ZeRO 3 checkpoint after rollout 1, resumed by one process.
-  const fs::path resumed = test_dir() / "ppo1_from_zero3";
-  fs::create_directories(resumed);
-  fs::copy(zero3 / "step-1", resumed / "step-1", fs::copy_options::recursive);
+  const fs::path resumed = run_from(zero3 / "step-1", "ppo1_from_zero3");
   run(ppo, "ppo1_from_zero3", 1, " --set train.resume=auto");
   expect_same_rollouts(ppo_one, rl_rows_of(resumed), 1, "train-ppo on 1 process from a 2-process ZeRO 3 checkpoint");
 
@@ -240,15 +247,11 @@ TEST(DistTrain, CheckpointsResumeAtAnotherProcessCount) {
   ASSERT_EQ(single().size(), 6u);
   // A 2-process checkpoint, resumed by one process (accumulation 2)...
   const fs::path two = train("resume_two", 2, 1);
-  const fs::path one_from_two = test_dir() / "one_from_two";
-  fs::create_directories(one_from_two);
-  fs::copy(two / "step-3", one_from_two / "step-3", fs::copy_options::recursive);
+  const fs::path one_from_two = run_from(two / "step-3", "one_from_two");
   train("one_from_two", 1, 2, " --set train.resume=auto");
   expect_same_steps(single(), rows_of(one_from_two), 3, "1 process resuming a 2-process checkpoint");
   // ... and a 1-process checkpoint resumed by two.
-  const fs::path two_from_one = test_dir() / "two_from_one";
-  fs::create_directories(two_from_one);
-  fs::copy(test_dir() / "single" / "step-3", two_from_one / "step-3", fs::copy_options::recursive);
+  const fs::path two_from_one = run_from(test_dir() / "single" / "step-3", "two_from_one");
   train("two_from_one", 2, 1, " --set train.resume=auto");
   expect_same_steps(single(), rows_of(two_from_one), 3, "2 processes resuming a 1-process checkpoint");
 }
@@ -292,15 +295,11 @@ TEST(DistTrain, ZeroShardedCheckpointsResumeAtAnotherProcessCount) {
   const std::string zero = " --set distributed.zero_stage=2 --set offload.policy=optimizer";
   // Two shards, resumed by one process ...
   const fs::path two = train("zero_resume_two", 2, 1, zero);
-  const fs::path one_from_two = test_dir() / "zero_one_from_two";
-  fs::create_directories(one_from_two);
-  fs::copy(two / "step-3", one_from_two / "step-3", fs::copy_options::recursive);
+  const fs::path one_from_two = run_from(two / "step-3", "zero_one_from_two");
   train("zero_one_from_two", 1, 2, " --set train.resume=auto --set offload.policy=optimizer");
   expect_same_steps(single(), rows_of(one_from_two), 3, "1 process resuming a ZeRO-2 checkpoint of 2");
   // ... and one process's whole state, sharded on resume by two.
-  const fs::path two_from_one = test_dir() / "zero_two_from_one";
-  fs::create_directories(two_from_one);
-  fs::copy(test_dir() / "single" / "step-3", two_from_one / "step-3", fs::copy_options::recursive);
+  const fs::path two_from_one = run_from(test_dir() / "single" / "step-3", "zero_two_from_one");
   train("zero_two_from_one", 2, 1, " --set train.resume=auto" + zero);
   expect_same_steps(single(), rows_of(two_from_one), 3, "2 ZeRO-2 processes resuming a 1-process checkpoint");
 }
@@ -338,15 +337,11 @@ TEST(DistTrain, DiLoCoSynchronisesEveryInnerStepsAndResumesExactly) {
   EXPECT_TRUE(fs::exists(run / "step-3" / "diloco_state.safetensors"));
   EXPECT_TRUE(fs::exists(run / "step-3" / "diloco-rank-1" / "optimizer_state.safetensors"));
   // Resumed from step 3 on 2 processes: steps 4..6 as the run that never stopped.
-  const fs::path resumed = test_dir() / "diloco_resumed";
-  fs::create_directories(resumed);
-  fs::copy(run / "step-3", resumed / "step-3", fs::copy_options::recursive);
+  const fs::path resumed = run_from(run / "step-3", "diloco_resumed");
   train("diloco_resumed", 2, 1, diloco + " --set train.resume=auto");
   expect_same_steps(rows, rows_of(resumed), 3, "DiLoCo resumed at step 3");
   // A checkpoint of a run without DiLoCo (one process, sync) starts DiLoCo from its weights.
-  const fs::path switched = test_dir() / "diloco_from_sync";
-  fs::create_directories(switched);
-  fs::copy(test_dir() / "single" / "step-3", switched / "step-3", fs::copy_options::recursive);
+  const fs::path switched = run_from(test_dir() / "single" / "step-3", "diloco_from_sync");
   const auto r = run_ferry("launch --nproc 2 -- train-sft --config " + config() + " --set output.dir=" +
                            switched.string() + " --set train.grad_accumulation=1 --set train.resume=auto" + diloco);
   EXPECT_EQ(r.exit_code, 0) << r.output;
