@@ -1,15 +1,12 @@
 // The run around an RL stage's rollouts (see rl_run.h).
 #include "stages/rl_run.h"
 
-#include <torch/torch.h>
-
-#include <csignal>
 #include <iostream>
 
 #include "offload/engine.h"
 #include "src/core/error.h"
-#include "src/dist/communicator.h"
 #include "src/core/file_util.h"
+#include "src/dist/communicator.h"
 #include "src/metrics/metrics_logger.h"
 #include "src/train/checkpoint_folders.h"
 #include "src/train/collective_checkpoint.h"
@@ -58,13 +55,7 @@ void RlRun::start() {
   MetricsLoggerOptions options;
   options.total_steps = total_;
   options.resume_step = resume_step_;
-  LoggingConfig logging = config_.logging;
-  if (!primary()) {  // rank 0 reports for the run
-    logging.jsonl = false;
-    logging.tensorboard = false;
-    logging.progress = ProgressMode::never;
-  }
-  metrics_ = std::make_unique<MetricsLogger>(logging, output_, options);
+  metrics_ = std::make_unique<MetricsLogger>(logging_for_process(config_.logging, primary()), output_, options);
   stop_ = std::make_unique<StopSignal>();
 }
 
@@ -98,19 +89,13 @@ void RlRun::end_rollout(const MetricValues& values, const DataCursor& cursor) {
   MetricValues logged = values;
   if (dropped_rows > 0) logged.push_back({"dropped_responses", static_cast<double>(dropped_rows)});
   metrics_->log_train(rollout, logged);
-  bool stopping = stop_->requested();
-  if (several()) {  // a signal to any process stops them all after this rollout
-    const torch::Tensor flag = torch::tensor({stopping ? 1.0 : 0.0}, torch::kDouble);
-    comm_->all_reduce_sum({flag});
-    stopping = flag.item<double>() > 0;
-  }
+  const bool stopping = stop_->requested_by_any(comm_);  // a signal to any process stops them all
   if ((config_.train.save_every > 0 && rollout % config_.train.save_every == 0) || rollout == total_ || stopping) {
     save(cursor);
   }
   if (stopping) {
     metrics_->close();
-    // A data-parallel run may stop for another process's signal: reported as SIGTERM here.
-    throw Interrupted(stop_->requested() ? stop_->signal_number() : SIGTERM,
+    throw Interrupted(stop_->reported_signal(),
                       detail::concat(command_, ": interrupted after rollout ", rollout, "; checkpoint ",
                                      checkpoint_folder(output_, rollout).string(),
                                      " saved; resume with --set train.resume=auto"));

@@ -37,6 +37,15 @@ std::filesystem::path MetricsLogger::tensorboard_dir_in(const std::filesystem::p
   return output_dir / "tb";
 }
 
+LoggingConfig logging_for_process(LoggingConfig logging, bool primary) {
+  if (!primary) {
+    logging.jsonl = false;
+    logging.tensorboard = false;
+    logging.progress = ProgressMode::never;
+  }
+  return logging;
+}
+
 MetricsLogger::MetricsLogger(const LoggingConfig& config, const std::filesystem::path& output_dir,
                              MetricsLoggerOptions options)
     : log_every_(config.log_every), total_steps_(options.total_steps) {

@@ -55,6 +55,10 @@ struct MetricsLoggerOptions {
   std::function<uint64_t()> memory_bytes;  // device memory in use, shown by the progress display
 };
 
+// `logging` for one process of a data-parallel run: rank 0 (`primary`) reports for the run; the
+// others write no metrics files and show no progress.
+LoggingConfig logging_for_process(LoggingConfig logging, bool primary);
+
 class MetricsLogger {
  public:
   MetricsLogger(const LoggingConfig& config, const std::filesystem::path& output_dir,

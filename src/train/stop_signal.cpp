@@ -3,6 +3,8 @@
 
 #include <csignal>
 
+#include "offload/shard_group.h"
+
 namespace ferry {
 namespace {
 
@@ -37,5 +39,12 @@ StopSignal::~StopSignal() {
 
 bool StopSignal::requested() const { return g_signal != 0; }
 int StopSignal::signal_number() const { return g_signal; }
+
+bool StopSignal::requested_by_any(offload::ShardGroup* group) const {
+  if (group == nullptr || group->size() == 1) return requested();
+  return offload::sum_over_processes(*group, requested() ? 1.0 : 0.0) > 0;
+}
+
+int StopSignal::reported_signal() const { return requested() ? signal_number() : SIGTERM; }
 
 }  // namespace ferry

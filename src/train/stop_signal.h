@@ -4,6 +4,10 @@
 
 namespace ferry {
 
+namespace offload {
+class ShardGroup;
+}
+
 class StopSignal {
  public:
   // Installs the handlers for the lifetime of this object (restores the previous ones after).
@@ -16,6 +20,12 @@ class StopSignal {
   bool requested() const;
   // The signal number that arrived (0 if none).
   int signal_number() const;
+
+  // Data parallelism: whether any process of `group` (null: this one alone) was asked to stop. A
+  // collective: every process calls it at the same point, and all stop together.
+  bool requested_by_any(offload::ShardGroup* group) const;
+  // The signal a stop reports: this process's own, or SIGTERM when another process's stopped it.
+  int reported_signal() const;
 };
 
 }  // namespace ferry

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <iostream>
 
 #include "src/core/error.h"
@@ -203,13 +202,7 @@ TrainResult Trainer::run() {
   metrics_options.total_steps = total;
   if (step > 0) metrics_options.resume_step = step;
   const bool primary = comm_ == nullptr || comm_->rank() == 0;
-  LoggingConfig logging = config_.logging;
-  if (!primary) {  // rank 0 reports for the run
-    logging.jsonl = false;
-    logging.tensorboard = false;
-    logging.progress = ProgressMode::never;
-  }
-  MetricsLogger metrics(logging, output, metrics_options);
+  MetricsLogger metrics(logging_for_process(config_.logging, primary), output, metrics_options);
   const int64_t world = comm_ != nullptr ? comm_->size() : 1;
   const int64_t rank = comm_ != nullptr ? comm_->rank() : 0;
   StopSignal stop;
@@ -307,12 +300,7 @@ TrainResult Trainer::run() {
       evaluate_into(result, metrics, step);
       last_eval_step = step;
     }
-    bool stopping = stop.requested();
-    if (comm_ != nullptr) {  // a signal to any process stops them all after this step
-      torch::Tensor flag = torch::tensor({stopping ? 1.0 : 0.0}, torch::kDouble);
-      comm_->all_reduce_sum({flag});
-      stopping = flag.item<double>() > 0;
-    }
+    const bool stopping = stop.requested_by_any(comm_);  // a signal to any process stops them all
     if (stopping && diloco && step % config_.distributed.inner_steps != 0 && step != total) {
       console_ << "note: stopping between DiLoCo synchronisations: the processes take the outer step now, so "
                   "that the checkpoint holds weights they agree on\n";
@@ -323,8 +311,7 @@ TrainResult Trainer::run() {
       last_save_step = step;
     }
     if (stopping) {
-      // A data-parallel run may stop for another process's signal: reported as SIGTERM here.
-      const int signal_number = stop.requested() ? stop.signal_number() : SIGTERM;
+      const int signal_number = stop.reported_signal();
       console_ << "stopped by signal " << signal_number << " after step " << step << "; checkpoint "
                << checkpoint_folder(output, step).string() << " saved (resume with --set train.resume=auto)\n";
       result.stop_signal = signal_number;
