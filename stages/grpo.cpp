@@ -35,8 +35,9 @@ void run_grpo(const Config& given) {
     throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
                       "against each prompt's gt_answer), a reward model or a command; see configs/README.md");
   }
-  (void)rollout_share(g.generation_batch_size, dist::process_communicator(config.distributed),
-                      "grpo.generation_batch_size");  // before loading anything
+  const char* const rows_setting = "grpo.generation_batch_size";
+  dist::Communicator* comm = dist::process_communicator(config.distributed);
+  (void)rollout_share(g.generation_batch_size, comm, rows_setting);  // before loading anything
   RlStart start(config, "GRPO", config.rewards);
   const c10::Device device = start.device;
   const Tokenizer& tokenizer = start.tokenizer;
@@ -53,8 +54,7 @@ void run_grpo(const Config& given) {
   const RolloutModels models = register_rl_models(*engine, *policy, frozen, nullptr, device);
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, pad_id);
-  dist::Communicator* comm = dist::process_communicator(config.distributed);
-  const RolloutSettings rollout_settings{g.num_generations, config.train.seed, pad_id, "grpo.generation_batch_size"};
+  const RolloutSettings rollout_settings{g.num_generations, config.train.seed, pad_id, rows_setting};
   HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-grpo");
   options.policy_logprobs = g.num_iterations > 1;  // else the learner's own forward gives the old log-probs
   ExperienceMaker maker(*engine, models, options, tokenizer);

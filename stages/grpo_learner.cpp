@@ -7,12 +7,10 @@
 
 #include "offload/engine.h"
 #include "src/core/error.h"
-#include "src/dist/communicator.h"
 #include "src/rl/grpo_loss.h"
 #include "src/rl/policy_forward.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/lr_schedule.h"
-#include "stages/rollout.h"
 
 namespace ferry {
 
@@ -28,14 +26,11 @@ GrpoLearner::GrpoLearner(const Config& config, ParameterEngine& engine, RolloutM
     : config_(config),
       engine_(engine),
       models_(std::move(models)),
-      comm_(dist::process_communicator(config.distributed)),
-      collective_forwards_(comm_ != nullptr && comm_->size() > 1 && config.distributed.zero_stage >= 3) {
+      share_(config) {
   FERRY_CHECK(models_.policy != nullptr, "GRPO learner needs a policy");
 }
 
-int64_t GrpoLearner::minibatch_rows() const {
-  return config_.train.micro_batch_size * config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
-}
+int64_t GrpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
 
 int64_t GrpoLearner::steps_per_rollout(int64_t rows) const {
   const int64_t minibatch = minibatch_rows();
@@ -74,7 +69,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
       const Experience mb = experience.select(order.narrow(0, begin, std::min(minibatch, rows - begin)));
       scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
       engine_.zero_grad(policy);
-      for (const MicroBatchTurn turn : own_micro_batches(scale.micro_batches_in_step, comm_, collective_forwards_)) {
+      for (const MicroBatchTurn turn : share_.turns(scale.micro_batches_in_step)) {
         const int64_t micro = turn.index * micro_size;
         const Experience part = mb.select(torch::arange(micro, std::min(micro + micro_size, mb.rows())));
         const PolicyForward forward =
@@ -110,7 +105,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   }
   double tokens = static_cast<double>(stats.tokens);  // the figures over every process's micro-batches
   sum_over_processes({&stats.loss, &stats.entropy, &stats.clip_low, &stats.clip_high, &stats.kl, &token_count, &tokens},
-                     comm_);
+                     share_.comm);
   stats.tokens = static_cast<int64_t>(tokens);
   const double n = std::max(token_count, 1.0);
   stats.loss /= static_cast<double>(std::max<int64_t>(stats.steps, 1));  // each step's loss, averaged

@@ -14,12 +14,10 @@
 #include "src/config/config.h"
 #include "src/metrics/metrics_row.h"
 #include "src/rl/experience.h"
+#include "stages/rollout.h"
 
 namespace ferry {
 
-namespace dist {
-class Communicator;
-}
 class ParameterEngine;
 
 struct GrpoLearnStats {
@@ -46,8 +44,7 @@ class GrpoLearner {
   const Config& config_;
   ParameterEngine& engine_;
   RolloutModels models_;
-  dist::Communicator* comm_;
-  bool collective_forwards_;
+  LearningShare share_;
 };
 
 }  // namespace ferry

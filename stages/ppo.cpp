@@ -45,8 +45,9 @@ namespace ferry {
 void run_ppo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const PpoConfig& p = config.ppo;
-  (void)rollout_share(p.rollout_batch_size * p.num_generations, dist::process_communicator(config.distributed),
-                      "ppo.rollout_batch_size x ppo.num_generations");  // before loading anything
+  const char* const rows_setting = "ppo.rollout_batch_size x ppo.num_generations";
+  dist::Communicator* comm = dist::process_communicator(config.distributed);
+  (void)rollout_share(p.rollout_batch_size * p.num_generations, comm, rows_setting);  // before loading anything
   RlStart start(config, "PPO", ppo_rewards(config));
   const c10::Device device = start.device;
   const at::ScalarType dtype = start.dtype;
@@ -84,9 +85,7 @@ void run_ppo(const Config& given) {
   const RolloutModels models = register_rl_models(*engine, *policy, frozen, critic ? critic.get() : nullptr, device);
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   const ExperienceOptions options = rollout_options(config, loaded.shape, tokenizer, chat_template, pad_id);
-  dist::Communicator* comm = dist::process_communicator(config.distributed);
-  const RolloutSettings rollout_settings{p.num_generations, config.train.seed, pad_id,
-                                         "ppo.rollout_batch_size x ppo.num_generations"};
+  const RolloutSettings rollout_settings{p.num_generations, config.train.seed, pad_id, rows_setting};
   ExperienceMaker maker(*engine, models, options, tokenizer);
   HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-ppo");
 

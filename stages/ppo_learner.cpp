@@ -16,7 +16,6 @@
 #include "src/train/backbone_runner.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/training_task.h"
-#include "stages/rollout.h"
 #include "stages/sft.h"
 
 namespace ferry {
@@ -39,16 +38,13 @@ PpoLearner::PpoLearner(const Config& config, ParameterEngine& engine, RolloutMod
       engine_(engine),
       models_(std::move(models)),
       ptx_(ptx),
-      comm_(dist::process_communicator(config.distributed)),
-      collective_forwards_(comm_ != nullptr && comm_->size() > 1 && config.distributed.zero_stage >= 3) {
+      share_(config) {
   FERRY_CHECK(models_.policy != nullptr, "PPO learner needs a policy");
   FERRY_CHECK((models_.critic != nullptr) == (config.ppo.advantage_estimator == AdvantageEstimator::gae),
               "PPO learner: a critic exactly when advantages come from GAE");
 }
 
-int64_t PpoLearner::minibatch_rows() const {
-  return config_.train.micro_batch_size * config_.train.grad_accumulation * (comm_ != nullptr ? comm_->size() : 1);
-}
+int64_t PpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
 
 int64_t PpoLearner::steps_per_rollout(int64_t rows) const {
   const int64_t minibatch = minibatch_rows();
@@ -65,7 +61,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   const std::vector<std::string> policy{models_.policy_name}, critic{models_.critic_name};
   const int64_t rows = experience.rows(), prompt_length = experience.prompt_length;
   const int64_t minibatch = minibatch_rows();
-  const int64_t world = comm_ != nullptr ? comm_->size() : 1, rank = comm_ != nullptr ? comm_->rank() : 0;
+  const int64_t world = share_.comm != nullptr ? share_.comm->size() : 1;
+  const int64_t rank = share_.comm != nullptr ? share_.comm->rank() : 0;
   engine_.make_resident({});
   const bool with_critic = models_.critic != nullptr;
   BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
@@ -83,7 +80,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       engine_.zero_grad(policy);
       if (with_critic) engine_.zero_grad(critic);
       const int64_t micro_batches = (mb.rows() + t.micro_batch_size - 1) / t.micro_batch_size;
-      for (const MicroBatchTurn turn : own_micro_batches(micro_batches, comm_, collective_forwards_)) {
+      for (const MicroBatchTurn turn : share_.turns(micro_batches)) {
         const int64_t micro = turn.index * t.micro_batch_size;
         const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
         const double weight = turn.padding ? 0.0 : 1.0;  // a padding forward (ZeRO 3) adds nothing
@@ -158,7 +155,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   double tokens = static_cast<double>(stats.tokens);  // the figures over every process's micro-batches
   sum_over_processes({&stats.policy_loss, &stats.value_loss, &stats.entropy, &stats.clipfrac, &stats.value_clipfrac,
                       &stats.approx_kl, &stats.ptx_loss, &ptx_batches, &tokens},
-                     comm_);
+                     share_.comm);
   stats.tokens = static_cast<int64_t>(tokens);
   const double n = std::max(token_count, 1.0);
   stats.policy_loss /= n;

@@ -19,12 +19,10 @@
 #include "src/config/config.h"
 #include "src/metrics/metrics_row.h"
 #include "src/rl/experience.h"
+#include "stages/rollout.h"
 
 namespace ferry {
 
-namespace dist {
-class Communicator;
-}
 class BatchSource;
 class LlamaForCausalLMImpl;
 class LlamaForScoreImpl;
@@ -60,8 +58,7 @@ class PpoLearner {
   ParameterEngine& engine_;
   RolloutModels models_;
   BatchSource* ptx_;
-  dist::Communicator* comm_;
-  bool collective_forwards_;
+  LearningShare share_;
 };
 
 }  // namespace ferry

@@ -151,6 +151,11 @@ std::vector<MicroBatchTurn> own_micro_batches(int64_t micro_batches, const dist:
   return turns;
 }
 
+LearningShare::LearningShare(const Config& config)
+    : comm(dist::process_communicator(config.distributed)),
+      minibatch_rows(config.train.micro_batch_size * config.train.grad_accumulation * (comm != nullptr ? comm->size() : 1)),
+      collective_forwards(comm != nullptr && comm->size() > 1 && config.distributed.zero_stage >= 3) {}
+
 void sum_over_processes(const std::vector<double*>& values, dist::Communicator* comm) {
   if (comm == nullptr || comm->size() == 1 || values.empty()) return;
   std::vector<double> flat;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "src/config/config.h"
 #include "src/metrics/metrics_row.h"
 #include "src/rl/experience.h"
 #include "src/rl/prompt_dataset.h"
@@ -66,6 +67,21 @@ struct MicroBatchTurn {
 };
 std::vector<MicroBatchTurn> own_micro_batches(int64_t micro_batches, const dist::Communicator* comm,
                                               bool collective_forwards);
+
+// A learning phase's share of the work in a data-parallel run: the processes (null: one), the
+// minibatch in rows (train.micro_batch_size x train.grad_accumulation x the processes), and
+// whether forwards are collective (ZeRO 3 over several processes).
+struct LearningShare {
+  explicit LearningShare(const Config& config);
+  dist::Communicator* comm = nullptr;
+  int64_t minibatch_rows = 0;
+  bool collective_forwards = false;
+
+  // This process's micro-batches of a minibatch of `micro_batches` (own_micro_batches).
+  std::vector<MicroBatchTurn> turns(int64_t micro_batches) const {
+    return own_micro_batches(micro_batches, comm, collective_forwards);
+  }
+};
 
 // Sums each of `values` over the processes, in place (nothing for one process).
 void sum_over_processes(const std::vector<double*>& values, dist::Communicator* comm);
