@@ -4,10 +4,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/core/fnv1a.h"
 #include "src/io/safetensors.h"
 #include "stages/preference_batches.h"
 
@@ -15,22 +15,6 @@ namespace fs = std::filesystem;
 
 namespace ferry {
 namespace {
-
-// FNV-1a, 64-bit: a fixed, library-independent hash.
-struct Fnv1a {
-  uint64_t state = 0xcbf29ce484222325ull;
-  void add(const void* data, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < size; ++i) state = (state ^ bytes[i]) * 0x100000001b3ull;
-  }
-  void add(const std::string& text) { add(text.data(), text.size()); }
-  template <class T>
-  void add(const std::vector<T>& values) {
-    const uint64_t n = values.size();
-    add(&n, sizeof n);
-    add(values.data(), values.size() * sizeof(T));
-  }
-};
 
 std::string fingerprint_of(const std::string& reference_identity, const std::vector<PreferencePair>& train,
                            const std::vector<PreferencePair>& eval) {
@@ -46,9 +30,7 @@ std::string fingerprint_of(const std::string& reference_identity, const std::vec
       }
     }
   }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.state));
-  return text;
+  return hash.hex();
 }
 
 // (N, 2) fp64: each pair's chosen and rejected reference log-probs.

@@ -11,6 +11,7 @@
 #include "src/config/config_io.h"
 #include "src/core/byte_size.h"
 #include "src/core/file_util.h"
+#include "src/core/fnv1a.h"
 #include "src/core/error.h"
 #include "src/dist/communicator.h"
 #include "src/io/hf_checkpoint.h"
@@ -242,8 +243,22 @@ void write_stage_result(const Config& config, const std::string& figures_json) {
   if (!dist::is_primary_process()) return;
   const nlohmann::json result{{"stage", std::string(enum_name(config.stage))},
                               {"config", config_to_yaml(config)},
+                              {"inputs", stage_input_fingerprints(config)},
                               {"figures", nlohmann::json::parse(figures_json)}};
   write_file_atomic(fs::path(config.output.dir) / kStageResultFile, result.dump(2) + "\n");
+}
+
+nlohmann::json stage_input_fingerprints(const Config& config) {
+  nlohmann::json inputs = nlohmann::json::object();
+  for (const std::string* path : {&config.data.train_file, &config.data.eval_file, &config.data.prompt_file}) {
+    if (path->empty() || inputs.contains(*path)) continue;
+    try {
+      inputs[*path] = file_fingerprint(*path);
+    } catch (const InputError&) {
+      inputs[*path] = "";
+    }
+  }
+  return inputs;
 }
 
 }  // namespace ferry

@@ -3,6 +3,7 @@
 // LoRA export of final/, and the closing memory report. Stage files stay small by calling these.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
@@ -75,8 +76,13 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
 
 // output.dir/result.json: what a finished stage measured, for `ferry pipeline`'s summary and reuse:
 // {"stage", "config" (the resolved config as YAML: a rerun with another config does not reuse it),
+// "inputs" (stage_input_fingerprints: a rerun after a data file changed does not reuse it either),
 // "figures": {...}}. Written atomically at the very end of a run; run_stage removes it first.
 inline constexpr const char* kStageResultFile = "result.json";
 void write_stage_result(const Config& config, const std::string& figures_json);
+
+// {path: file_fingerprint} of the data files a stage reads (data.train_file, eval_file and
+// prompt_file, those set); a file that cannot be read maps to "".
+nlohmann::json stage_input_fingerprints(const Config& config);
 
 }  // namespace ferry

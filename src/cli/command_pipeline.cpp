@@ -2,8 +2,9 @@
 // (the demo: SFT -> RM -> PPO), each reading the previous stage's final/ (as its config says).
 // Every stage config is read and checked before the first one runs, so a typo in the last stage
 // fails in seconds, not after hours of SFT. A stage whose output.dir holds final/ and a
-// result.json written by a run of the same resolved config is reused, not rerun (--force reruns
-// every stage); an interrupted stage resumes with --set train.resume=auto. Ends with a summary
+// result.json written by a run of the same resolved config and the same data files is reused, not
+// rerun, as long as every stage before it was reused too (--force reruns every stage); an
+// interrupted stage resumes with --set train.resume=auto. Ends with a summary
 // table (pipeline_summary.h).
 #include <CLI/CLI.hpp>
 
@@ -33,14 +34,26 @@ struct PipelineArgs {
   bool force = false;
 };
 
-// result.json's figures when the stage already finished with this very config, else null.
-nlohmann::json finished_result(const Config& config) {
+// result.json's figures when the stage already finished with this very config and these very data
+// files, else null; `why_not` says what differs when there was a finished run.
+nlohmann::json finished_result(const Config& config, std::string& why_not) {
   const std::filesystem::path dir(config.output.dir);
   const std::filesystem::path file = dir / kStageResultFile;
   if (!std::filesystem::exists(file) || !std::filesystem::exists(dir / "final")) return nullptr;
   try {
     const nlohmann::json result = nlohmann::json::parse(read_file(file));
-    if (result.value("config", "") != config_to_yaml(config)) return nullptr;
+    if (result.value("config", "") != config_to_yaml(config)) {
+      why_not = "its config changed";
+      return nullptr;
+    }
+    const nlohmann::json inputs = stage_input_fingerprints(config);
+    const nlohmann::json recorded = result.value("inputs", nlohmann::json::object());
+    for (const auto& [path, fingerprint] : inputs.items()) {
+      if (recorded.value(path, std::string()) != fingerprint.get<std::string>()) {
+        why_not = path + " changed since it ran";
+        return nullptr;
+      }
+    }
     return result.at("figures");
   } catch (const std::exception&) {
     return nullptr;  // unreadable: run the stage again
@@ -78,17 +91,22 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
               << planned[i].config.output.dir << "\n";
   }
   std::vector<StageOutcome> outcomes;
+  bool earlier_stage_ran = false;  // then every later stage runs: its input model changed
   for (size_t i = 0; i < planned.size(); ++i) {
     const Config& config = planned[i].config;
     const auto& info = stage_info(config.stage);
     std::cout << "\n== stage " << i + 1 << "/" << planned.size() << ": " << info.title << " (" << planned[i].path
               << ")\n" << std::flush;
     StageOutcome outcome{info.command, config.output.dir, nullptr, false, config.data.eval_file};
-    if (!pipeline_args.force) outcome.figures = finished_result(config);
+    std::string why_not;
+    if (!pipeline_args.force && !earlier_stage_ran) outcome.figures = finished_result(config, why_not);
     if (!outcome.figures.is_null()) {
       outcome.reused = true;
-      std::cout << "reusing " << config.output.dir << "/final: it was made by this stage's config (--force reruns)\n";
+      std::cout << "reusing " << config.output.dir << "/final: it was made by this stage's config and data (--force reruns)\n";
     } else {
+      if (!pipeline_args.force && earlier_stage_ran) why_not = "an earlier stage ran again";
+      if (!why_not.empty()) std::cout << "running again (" << config.output.dir << ": " << why_not << ")\n";
+      earlier_stage_ran = true;
       run_stage(config.stage, config);
       // In a data-parallel run rank 0 writes result.json (after the others have moved on) and reports.
       if (dist::is_primary_process()) outcome.figures = read_result(config);

@@ -1,7 +1,7 @@
 // `ferry train-ppo` and `ferry pipeline` as a user runs them, on the demo data with a few steps of
 // a demo-shaped SFT model and reward model: the pipeline SFT -> RM -> PPO ends with its summary,
-// a rerun reuses every finished stage (--force reruns), and the bad moments — an empty prompt file,
-// prompts longer than data.max_length, a reward model that scores NaN — are clear errors or
+// a rerun reuses every finished stage (--force reruns) unless its data or an earlier stage changed,
+// and the bad moments — an empty prompt file, prompts longer than data.max_length, a reward model that scores NaN — are clear errors or
 // counted skips that never reach the weights — and SIGTERM saves a checkpoint a resume completes.
 #include <gtest/gtest.h>
 
@@ -101,11 +101,11 @@ void EmptyPromptFileAndTooLongPromptsAreClear() {
                              " --set output.dir=" + (base_dir() / "empty").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_CONTAINS(r.output, empty + ": no usable prompt");
-  const Result long_prompts = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.max_length=30" +
+  const Result long_prompts = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.max_length=40" +
                                         " --set data.eval_file= --set train.max_steps=1 --set output.dir=" +
                                         (base_dir() / "long").string());
   EXPECT_EQ(long_prompts.exit_code, 0) << long_prompts.output;
-  EXPECT_CONTAINS(long_prompts.output, "prompts of 30+ tokens");
+  EXPECT_CONTAINS(long_prompts.output, "prompts of 40+ tokens");
   const Result all_long = run_ferry("train-ppo --config " + ppo_stage() + kQuiet + " --set data.max_length=8" +
                                     " --set output.dir=" + (base_dir() / "all_long").string());
   EXPECT_EQ(all_long.exit_code, 2) << all_long.output;
@@ -194,6 +194,39 @@ void SigtermSavesACheckpointAndResumes() {
   EXPECT_CONTAINS(resumed.output, "resumed from");
   EXPECT_EQ(count_rows(out / "metrics.jsonl"), stopped_at + 1);
   EXPECT_TRUE(fs::exists(out / "final" / "model.safetensors"));
+}
+
+// A stage is reused only while its data files are the ones it ran on, and only while every stage
+// before it was reused: a changed SFT file reruns SFT and the RM stage that reads its model.
+TEST(PpoCli, PipelineRerunsAStageWhoseDataChangedAndEveryLaterStage) {
+  const fs::path dir = ferry_test::process_temp_dir("ferry_pipeline_inputs");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path data = dir / "sft.jsonl";
+  fs::copy_file(fs::path(FERRY_SOURCE_DIR) / "data" / "sft_eval.jsonl", data);
+  const std::string sft = ferry_test::write_text(
+      dir, "sft.yaml",
+      "stage: sft\nmodel: {config: configs/demo-model.json}\ntokenizer: {path: data/tokenizer.model, chat_template: demo}\n"
+      "data: {train_file: " + data.string() + ", max_length: 64}\n"
+      "train: {micro_batch_size: 8, max_steps: 2, learning_rate: 1.0e-3}\noutput: {dir: " + (dir / "sft").string() + "}\n");
+  const std::string rm = ferry_test::write_text(
+      dir, "rm.yaml",
+      "stage: rm\nmodel: {path: " + (dir / "sft" / "final").string() + "}\ntokenizer: {chat_template: demo}\n"
+      "data: {train_file: data/preference_eval.jsonl, max_samples: 32, max_length: 64}\n"
+      "train: {micro_batch_size: 8, max_steps: 2, learning_rate: 1.0e-3}\noutput: {dir: " + (dir / "rm").string() + "}\n");
+  const std::string pipeline = ferry_test::write_text(dir, "pipeline.yaml", "pipeline:\n  stages: [" + sft + ", " + rm + "]\n");
+  const Result first = run_ferry("pipeline --config " + pipeline + kQuiet);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const Result same = run_ferry("pipeline --config " + pipeline + kQuiet);
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_CONTAINS(same.output, "reusing " + (dir / "sft").string());
+  EXPECT_CONTAINS(same.output, "reusing " + (dir / "rm").string());
+  std::ofstream(data, std::ios::app) << ferry_test::read_text(data).substr(0, ferry_test::read_text(data).find('\n') + 1);
+  const Result changed = run_ferry("pipeline --config " + pipeline + kQuiet);
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  EXPECT_CONTAINS(changed.output, "running again (" + (dir / "sft").string() + ": " + data.string() + " changed since it ran)");
+  EXPECT_CONTAINS(changed.output, "running again (" + (dir / "rm").string() + ": an earlier stage ran again)");
+  EXPECT_EQ(changed.output.find("reusing"), std::string::npos) << changed.output;
 }
 
 TEST(PpoCli, PipelineThenEachCheck) {
