@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Writes Ferry's demo datasets and the SentencePiece tokenizer trained on them, under data/.
+"""Writes Ferry's demo datasets under data/ (the SentencePiece tokenizer there is kept as it is).
 
-The demo task is *verifiable*: every problem (integer arithmetic, sorting, picking the largest or
-smallest number, reversing words or letters, capitalising, counting letters) has exactly one
-correct short answer, so SFT accuracy, reward-model accuracy and PPO's gain are measured exactly
-by string comparison instead of eyeballed. Answers are a few tokens long so that a tiny model
-trained on a CPU for minutes can learn some of them.
+The demo task is *verifiable*: every problem (adding digits, picking the largest or smallest,
+sorting, reversing, counting) has exactly one correct short answer, so SFT accuracy, reward-model
+accuracy and the RL stages' gain are measured exactly by string comparison instead of eyeballed.
+Numbers are single digits, one token each, so a tiny model trained on a CPU for a minute or two
+learns the ordering and copying tasks.
+
+The demonstrations are deliberately imperfect, as human ones are: in SLIP_RATE of the sort
+demonstrations in the SFT files the "labeler" slipped and sorted largest first. The SFT model
+imitates that habit; the preference pairs, which rank the right answer above the slip, teach the
+reward model what was asked, and RL (PPO against the reward model, or GRPO against a verifier)
+has something to fix. Preference and prompt files always carry the right answer.
 
 Everything is seeded and single-threaded: running the script twice writes byte-identical files.
 
@@ -15,7 +21,6 @@ See data/README.md for the file formats and the task definition.
 """
 import argparse
 import hashlib
-import io
 import json
 import pathlib
 import random
@@ -26,56 +31,41 @@ SYSTEM_PROMPT = "You are a careful assistant. Reply with the answer only."
 
 # Sizes of each file (number of jsonl lines). sft_train is large so that the demo SFT run
 # (configs/demo-sft.yaml) sees each conversation about once instead of memorising a few thousand.
+# prompts_eval is large so that exact match moves in steps of 0.1 points, not 0.5.
 SIZES = {
-    "sft_train": 40000,
+    "sft_train": 38000,
     "sft_eval": 200,
     "preference_train": 2000,
     "preference_eval": 200,
-    "prompts_train": 1000,
-    "prompts_eval": 200,
+    "prompts_train": 2000,
+    "prompts_eval": 1000,
 }
-# More preference pairs for the reward model, drawn after every file above (so those files and the
-# tokenizer, which learns from them, stay as they were): preference_train_large.jsonl holds
-# preference_train's pairs followed by these. 2000 pairs are too few for the demo reward model to
-# generalise to the held-out problems.
+# Files whose problems are reserved: no other file contains them. The prompt files are reserved
+# too, so the RL stages learn from problems the SFT model never saw.
+RESERVED = ("sft_eval", "preference_eval", "prompts_eval", "prompts_train")
+# More preference pairs for the reward model, drawn after every file above: preference_train_large
+# holds preference_train's pairs followed by these.
 EXTRA_PREFERENCE_PAIRS = 20000
 # In that many of the extra pairs (one in OFF_PROMPT_EVERY) the rejected answer is not a near miss
 # but the right answer to another problem of the same kind: well-formed, and unrelated to the
-# prompt. That is the demo SFT model's own commonest mistake (it answers "winter" when asked to
-# capitalise "father", 64 for the largest of 61 52 43), so a reward model that PPO optimises
-# against must learn to rank it low; near misses alone do not teach that (scored on the SFT
-# model's wrong answers, a reward model trained on near misses only preferred them to the right
-# ones 64% of the time). Drawn from their own generator, so the problems stay as they were.
+# prompt, so that the reward model must read the prompt rather than judge an answer's shape.
 OFF_PROMPT_EVERY = 2
-
-# Chat template markers (configs/templates/demo.yaml); each is one user-defined token.
-TEMPLATE_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
-VOCAB_SIZE = 2000
-
-# Common short lowercase words, no palindromes and no repeated entries (checked below).
-WORDS = """
-apple bread chair dog earth field garden house island jacket kite lemon money night orange
-paper queen river stone table uncle voice water yellow zebra animal basket candle doctor engine
-forest guitar hammer insect jungle kitchen ladder marble needle ocean pencil rabbit silver tiger
-umbrella valley window butter cloud dream eagle flower grape honey iron juice king light mountain
-nest olive piano quiet rain sun tree violin winter yard blue green red black white brown purple
-small large happy sad fast slow warm cold early late music story horse mouse sheep goat camel
-snake whale shark spider turtle monkey panda cherry peach melon bean carrot onion potato tomato
-pepper salt sugar milk cheese coffee bottle spoon plate glass mirror clock lamp door wall floor
-roof road bridge train plane boat ship truck wheel rocket planet star moon comet storm snow wind
-sand shell coral pearl gold copper metal wood brick glue rope chain ring crown sword shield arrow
-castle tower village city market school library office hospital farm circle square triangle line
-point number letter word book page chapter poem song dance game puzzle answer question friend
-family mother father sister brother child teacher student baker farmer pilot sailor painter
-""".split()
-
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# Fraction of sort demonstrations (SFT files) that show the labeler's slip (largest first) instead
+# of the right answer. Above one half, the SFT model's most likely answer is the slip.
+SLIP_RATE = 0.6
+# Fraction of the sort preference pairs whose rejected answer is the slip.
+SLIP_REJECTED = 0.5
 
 
 # --- Problems ----------------------------------------------------------------------------------
-# A problem is (kind, user text, answer, rejected answer maker). The rejected answer is a
-# plausible near miss (off by one, one swap, second largest) so that a reward model has to read
-# the problem to rank the pair, not just recognise the answer's shape.
+# A problem is (user text, answer, rejected answer maker, slip or None). The rejected answer is a
+# plausible miss (off by one, a digit swapped, dropped, doubled or replaced, the second largest) so
+# that a reward model has to read the problem to rank the pair, not just recognise the answer's
+# shape. The slip is the labeler's habitual wrong answer (sort only).
+
+
+def join(items):
+    return " ".join(map(str, items))
 
 
 def near_number(rng, answer):
@@ -93,133 +83,123 @@ def swap_adjacent(rng, items):
     return out
 
 
-def problem_add_sub(rng):
-    while True:
-        terms = [rng.randint(1, 99) for _ in range(rng.choice((2, 3)))]
-        ops = [rng.choice("+-") for _ in range(len(terms) - 1)]
-        value = terms[0]
-        ok = True
-        for op, t in zip(ops, terms[1:]):
-            value = value + t if op == "+" else value - t
-            ok = ok and value >= 0  # keep every partial result non-negative
-        if ok:
-            break
-    expr = str(terms[0]) + "".join(f" {op} {t}" for op, t in zip(ops, terms[1:]))
-    return f"What is {expr}?", str(value), lambda: near_number(rng, value)
+def digit_list(rng, shortest, longest, distinct):
+    n = rng.randint(shortest, longest)
+    return rng.sample(range(10), n) if distinct else [rng.randrange(10) for _ in range(n)]
 
 
-def problem_mul_add(rng):
-    a, b, c = rng.randint(2, 12), rng.randint(2, 9), rng.randint(1, 30)
-    if rng.random() < 0.5 or a * b < c:
-        text, value = f"What is {a} * {b} + {c}?", a * b + c
-    else:
-        text, value = f"What is {a} * {b} - {c}?", a * b - c
-    return text, str(value), lambda: near_number(rng, value)
-
-
-def problem_sort(rng):
-    numbers = rng.sample(range(100), rng.choice((3, 4, 5)))
-    answer = sorted(numbers)
-    text = "Sort from smallest to largest: " + " ".join(map(str, numbers))
-    return text, " ".join(map(str, answer)), lambda: " ".join(map(str, swap_adjacent(rng, answer)))
+def problem_add(rng):
+    terms = [rng.randrange(10) for _ in range(rng.choice((2, 3)))]
+    value = sum(terms)
+    return f"What is {' + '.join(map(str, terms))}?", str(value), lambda: near_number(rng, value), None
 
 
 def problem_extreme(rng):
-    numbers = rng.sample(range(100), rng.choice((3, 4, 5)))
+    numbers = digit_list(rng, 3, 7, True)
     ordered = sorted(numbers)
     if rng.random() < 0.5:
-        text, answer, wrong = "Which number is the largest: ", ordered[-1], ordered[-2]
+        text, answer, second = "Which number is the largest: ", ordered[-1], ordered[-2]
     else:
-        text, answer, wrong = "Which number is the smallest: ", ordered[0], ordered[1]
-    return text + " ".join(map(str, numbers)), str(answer), lambda: str(wrong)
-
-
-def problem_reverse_words(rng):
-    words = rng.sample(WORDS, rng.choice((3, 4)))
-    answer = list(reversed(words))
+        text, answer, second = "Which number is the smallest: ", ordered[0], ordered[1]
+    absent = [d for d in range(10) if d not in numbers]
 
     def rejected():
-        return " ".join(words if rng.random() < 0.3 else swap_adjacent(rng, answer))
+        return str(second if rng.random() < 0.5 or not absent else rng.choice(absent))
 
-    return "Reverse the order of these words: " + " ".join(words), " ".join(answer), rejected
+    return text + join(numbers), str(answer), rejected, None
 
 
-def problem_reverse_letters(rng):
-    word = rng.choice(WORDS)
-    answer = word[::-1]
+def sort_miss(rng, numbers, answer):
+    """A wrong sort of distinct digits: two swapped, one replaced by an absent digit, dropped or doubled."""
+    r = rng.random()
+    out = list(answer)
+    if r < 0.25:
+        return swap_adjacent(rng, out)
+    if r < 0.5:
+        out[rng.randrange(len(out))] = rng.choice([d for d in range(10) if d not in numbers])
+        return sorted(out)
+    if r < 0.75:
+        del out[rng.randrange(len(out))]
+        return out
+    i = rng.randrange(len(out))
+    out.insert(i, out[i])
+    return out
+
+
+def problem_sort(rng):
+    numbers = digit_list(rng, 4, 8, True)
+    answer = sorted(numbers)
+    slip = join(reversed(answer))  # largest first
 
     def rejected():
-        return word if rng.random() < 0.3 else "".join(swap_adjacent(rng, list(answer)))
+        return slip if rng.random() < SLIP_REJECTED else join(sort_miss(rng, numbers, answer))
 
-    return f"Spell the word backwards: {word}", answer, rejected
+    return "Sort from smallest to largest: " + join(numbers), join(answer), rejected, slip
 
 
-def problem_uppercase(rng):
-    word = rng.choice(WORDS)
-    answer = word.upper()
+def problem_reverse(rng):
+    while True:
+        numbers = digit_list(rng, 3, 7, False)
+        if numbers != numbers[::-1]:
+            break
+    answer = numbers[::-1]
 
     def rejected():
-        if rng.random() < 0.3:
-            return word.capitalize()
-        i = rng.randrange(len(word))
-        return answer[:i] + word[i] + answer[i + 1:]
+        if rng.random() < 0.5:
+            return join(numbers)  # copied, not reversed
+        if rng.random() < 0.5:
+            return join(swap_adjacent(rng, answer))
+        out = list(answer)
+        i = rng.randrange(len(out))
+        out[i] = rng.choice([d for d in range(10) if d != out[i]])
+        return join(out)
 
-    return f"Write the word in capital letters: {word}", answer, rejected
-
-
-def problem_count_letters(rng):
-    word = rng.choice(WORDS)
-    n = len(word)
-    return f"How many letters are in the word {word}?", str(n), lambda: str(n + rng.choice((-1, 1)))
+    return "Reverse the order of these numbers: " + join(numbers), join(answer), rejected, None
 
 
-def problem_count_char(rng):
-    word = rng.choice(WORDS)
-    letter = rng.choice(sorted(set(word)))
-    n = word.count(letter)
-    return (f"How many times does the letter {letter} appear in {word}?", str(n),
-            lambda: str(n + 1 if n == 1 or rng.random() < 0.5 else n - 1))
+def problem_count(rng):
+    numbers = digit_list(rng, 4, 8, False)
+    digit = rng.choice(numbers)
+    n = numbers.count(digit)
+    return (f"How many times does {digit} appear in: {join(numbers)}?", str(n),
+            lambda: str(n + 1 if n == 1 or rng.random() < 0.5 else n - 1), None)
 
 
-# (name, generator, weight). Arithmetic and ordering dominate: they are the most learnable.
+# (name, generator, weight).
 KINDS = [
-    ("add_sub", problem_add_sub, 4),
-    ("mul_add", problem_mul_add, 2),
-    ("sort", problem_sort, 3),
-    ("extreme", problem_extreme, 2),
-    ("reverse_words", problem_reverse_words, 2),
-    ("reverse_letters", problem_reverse_letters, 1),
-    ("uppercase", problem_uppercase, 1),
-    ("count_letters", problem_count_letters, 1),
-    ("count_char", problem_count_char, 1),
+    ("add", problem_add, 1),
+    ("extreme", problem_extreme, 1),
+    ("sort", problem_sort, 1),
+    ("reverse", problem_reverse, 1),
+    ("count", problem_count, 1),
 ]
 
 
 class ProblemSource:
-    """Draws problems; eval problems never reappear in any training file.
+    """Draws problems; the problems of a reserved file never reappear in any other file.
 
-    Eval files are drawn first and their user texts reserved. Training files reject reserved
-    texts and avoid repeats within a file (the small word tasks may repeat after 200 tries).
+    Reserved files are drawn first and their user texts reserved. Other files reject reserved
+    texts and avoid repeats within a file (a kind whose space runs low may repeat after 150 tries).
     """
 
     def __init__(self, rng):
         self.rng = rng
-        self.reserved = set()  # user texts of eval problems
+        self.reserved = set()  # user texts of the reserved files' problems
 
-    def draw(self, seen, is_eval):
+    def draw(self, seen, reserve):
         names = [k[0] for k in KINDS]
         weights = [k[2] for k in KINDS]
         for attempt in range(200):
             kind = self.rng.choices(range(len(KINDS)), weights=weights)[0]
-            text, answer, rejected = KINDS[kind][1](self.rng)
-            if text in self.reserved and not is_eval:
-                continue
-            if text in seen and (is_eval or attempt < 150):
+            text, answer, rejected, slip = KINDS[kind][1](self.rng)
+            if text in self.reserved:
+                continue  # a reserved file's problem (this file's own included)
+            if text in seen and (reserve or attempt < 150):
                 continue
             seen.add(text)
-            if is_eval:
+            if reserve:
                 self.reserved.add(text)
-            return names[kind], text, answer, rejected
+            return names[kind], text, answer, rejected, slip
         raise RuntimeError("could not draw a fresh problem; widen the problem space")
 
 
@@ -236,15 +216,15 @@ def assistant(content):
 
 
 def make_file(source, name, count, off_prompt_rng=None):
-    is_eval = name.endswith("_eval")
     seen = set()
     rows = []
     answers_by_kind = {}  # answers drawn so far, for off-prompt rejected answers
     for _ in range(count):
-        kind, text, answer, rejected = source.draw(seen, is_eval)
+        kind, text, answer, rejected, slip = source.draw(seen, name in RESERVED)
         context = [system(SYSTEM_PROMPT), user(text)]
         if name.startswith("sft"):
-            rows.append({"messages": context + [assistant(answer)]})
+            shown = slip if slip is not None and source.rng.random() < SLIP_RATE else answer
+            rows.append({"messages": context + [assistant(shown)]})
         elif name.startswith("preference"):
             wrong = rejected()
             if off_prompt_rng is not None:
@@ -261,60 +241,21 @@ def make_file(source, name, count, off_prompt_rng=None):
 
 
 def dump_jsonl(rows):
-    # Compact separators: sft_train stays under 8 MiB (the repository's limit for a tracked file).
+    # Compact separators: sft_train stays small (the repository's limit for a tracked file is 8 MiB).
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=False, separators=(",", ":")) + "\n" for r in rows)
 
 
-def training_sentences(files):
-    """Text the tokenizer learns from: every message of the training files, one per line."""
-    lines = []
-    for name in ("sft_train", "preference_train", "prompts_train"):
-        for row in files[name]:
-            for key in ("messages", "context", "chosen", "rejected"):
-                for m in row.get(key, []):
-                    lines.append(m["content"])
-    # The markers once with the text around them, so their neighbours are seen in context.
-    lines.append("".join(TEMPLATE_MARKERS))
-    return lines
-
-
-def train_tokenizer(sentences):
+def check_tokenizer(path, files):
+    """The kept tokenizer spells every message with learned pieces: no byte pieces, no <unk>."""
     import sentencepiece as spm
 
-    spm.set_random_generator_seed(SEED)
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        model_type="bpe",  # as Llama's tokenizer
-        vocab_size=VOCAB_SIZE,
-        character_coverage=1.0,
-        split_digits=True,  # each digit its own token: arithmetic stays learnable
-        byte_fallback=True,  # any UTF-8 input encodes (as <0xNN> pieces), never <unk>
-        normalization_rule_name="identity",  # text in == text out; no NFKC folding
-        remove_extra_whitespaces=False,  # keep whitespace runs and newlines
-        add_dummy_prefix=False,  # templates tokenise pieces separately; no spurious "▁"
-        user_defined_symbols=TEMPLATE_MARKERS + ["\n"],
-        unk_id=0, bos_id=1, eos_id=2, pad_id=3,
-        unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>", pad_piece="<pad>",
-        num_threads=1,  # determinism
-        input_sentence_size=0,  # use every sentence, no random sampling
-        shuffle_input_sentence=False,
-        hard_vocab_limit=False,  # the corpus is small: allow a smaller vocabulary than asked
-        minloglevel=2,
-    )
-    return model.getvalue()
-
-
-def check_tokenizer(model_bytes):
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_proto=model_bytes)
-    for marker in TEMPLATE_MARKERS:
-        ids = sp.encode(marker)
-        assert len(ids) == 1, f"{marker} is not one token: {ids}"
-    assert (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()) == (0, 1, 2, 3)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
     assert sp.encode("123") == [sp.piece_to_id(d) for d in "123"], "digits must split"
+    texts = {m["content"] for rows in files.values() for row in rows
+             for key in ("messages", "context", "chosen", "rejected") for m in row.get(key, [])}
+    for text in sorted(texts):
+        ids = sp.encode(text)
+        assert all(not sp.is_byte(i) and not sp.is_unknown(i) for i in ids), f"{text!r} needs byte pieces"
     return sp
 
 
@@ -325,28 +266,23 @@ def main() -> int:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    assert len(set(WORDS)) == len(WORDS), "duplicate word in WORDS"
-    assert all(w != w[::-1] for w in WORDS), "palindrome in WORDS"
-
     rng = random.Random(SEED)
     source = ProblemSource(rng)
     files = {}
-    # Eval first: their problems are reserved so no training file contains them.
-    for name in sorted(SIZES, key=lambda n: not n.endswith("_eval")):
+    # Reserved files first, so no other file contains their problems.
+    for name in sorted(SIZES, key=lambda n: n not in RESERVED):
         files[name] = make_file(source, name, SIZES[name])
 
     outputs = {f"{name}.jsonl": dump_jsonl(rows).encode() for name, rows in files.items()}
     extra = make_file(source, "preference_train_extra", EXTRA_PREFERENCE_PAIRS, random.Random(SEED + 1))
     outputs["preference_train_large.jsonl"] = dump_jsonl(files["preference_train"] + extra).encode()
-    model = train_tokenizer(training_sentences(files))
-    sp = check_tokenizer(model)
-    outputs["tokenizer.model"] = model
+    tokenizer = pathlib.Path(__file__).resolve().parent.parent / "data" / "tokenizer.model"
+    check_tokenizer(tokenizer, {**files, "extra": extra})
 
     for name in sorted(outputs):
         (out / name).write_bytes(outputs[name])
         digest = hashlib.sha256(outputs[name]).hexdigest()[:16]
-        print(f"{name:26s} {len(outputs[name]):9d} bytes  sha256 {digest}")
-    print(f"tokenizer vocab size {sp.vocab_size()}")
+        print(f"{name:30s} {len(outputs[name]):9d} bytes  sha256 {digest}")
     return 0
 
 

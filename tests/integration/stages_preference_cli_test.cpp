@@ -74,10 +74,11 @@ long long weights_peak_bytes(const fs::path& output) {
   return ferry_test::result_figures(output).at("engine_device_weights_peak_bytes").get<long long>();
 }
 
-void expect_same_losses(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+void expect_same_losses(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
+                        double tolerance = 1e-6) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_LE(std::abs(got[i] - want[i]), 1e-6 * std::max(1.0, std::abs(want[i]))) << what << " step " << i + 1;
+    EXPECT_LE(std::abs(got[i] - want[i]), tolerance * std::max(1.0, std::abs(want[i]))) << what << " step " << i + 1;
   }
 }
 
@@ -101,7 +102,7 @@ TEST_F(PreferenceCli, RewardModelTrainsExportsAndScores) {
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_CONTAINS(s.output, "scored 40 responses");
   EXPECT_CONTAINS(s.output, "preference accuracy (chosen scored above rejected): ");
-  EXPECT_CONTAINS(s.output, "\n  add_sub: ");  // per task kind (data/*.jsonl carry "kind")
+  EXPECT_CONTAINS(s.output, "\n  sort: ");  // per task kind (data/*.jsonl carry "kind")
   EXPECT_CONTAINS(s.output, "/4 = ");
   EXPECT_EQ(logged(scores, "reward_chosen").size(), 20u);
   const Result single = run_ferry("score --model " + (out / "final").string() + " --data data/sft_eval.jsonl --limit 5");
@@ -139,7 +140,10 @@ TEST_F(PreferenceCli, RewardModelTrainsLikeNoneUnderEveryOffloadPolicy) {
     const std::string extra = policy == "auto" ? " --set offload.gpu_memory=8MiB" : "";
     const Result r = run_ferry(rm_run("rm_" + policy) + " --set offload.policy=" + policy + extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    expect_same_losses(logged(base_dir() / ("rm_" + policy) / "metrics.jsonl", "loss"), reference, policy);
+    // auto fits the budget by splitting each micro-batch of 4 into 2 x 2: the same global batch, summed
+    // in another order (step 1 differs by 3e-8), which AdamW carries on (1.1e-6 by step 3).
+    expect_same_losses(logged(base_dir() / ("rm_" + policy) / "metrics.jsonl", "loss"), reference, policy,
+                       policy == "auto" ? 5e-6 : 1e-6);
   }
 }
 

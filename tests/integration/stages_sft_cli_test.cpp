@@ -69,7 +69,7 @@ TEST(TrainSftCli, ShortDemoRunWritesEverything) {
                                 " --limit 8 --max-new-tokens 8 --batch-size 3 --output " + answers.string());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_CONTAINS(eval.output, "exact match: ");
-  EXPECT_CONTAINS(eval.output, "\n  sort: ");  // per task kind
+  EXPECT_CONTAINS(eval.output, "\n  reverse: ");  // per task kind
   EXPECT_CONTAINS(eval.output, "/8 = ");
   EXPECT_EQ(count_lines_with(answers, "\"answer\""), 8);
   std::ifstream prompts_file(std::string(FERRY_SOURCE_DIR) + "/data/prompts_eval.jsonl"), answers_file(answers);

@@ -1,12 +1,14 @@
 // The shipped demo data (data/*.jsonl, scripts/make_demo_data.py): every answer is re-derived by
-// an independent solver written here from the problem text, rejected answers are wrong, eval
-// problems never occur in training files, and every conversation fits the demo template in a
+// an independent solver written here from the problem text (demonstrations may instead show the
+// documented labeler's slip on sort problems), rejected answers are wrong, reserved problems (eval
+// and RL prompts) never occur in another file, and every conversation fits the demo template in a
 // few dozen tokens. Later SFT/RM/PPO accuracy figures are only as good as these labels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -45,35 +47,29 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 // The one correct answer of a demo problem, or "" when the text is not a known problem kind.
 std::string solve(const std::string& q) {
   auto after = [&](const std::string& prefix) { return q.substr(prefix.size()); };
-  if (starts_with(q, "What is ") && q.back() == '?') {
-    const auto tokens = words_of(q.substr(8, q.size() - 9));  // "a op b op c"
-    // Multiplication first, then + and - left to right.
-    std::vector<long> terms{std::stol(tokens[0])};
-    std::vector<char> ops;
-    for (size_t i = 1; i + 1 < tokens.size(); i += 2) {
-      const long v = std::stol(tokens[i + 1]);
-      if (tokens[i] == "*") {
-        terms.back() *= v;
-      } else {
-        ops.push_back(tokens[i][0]);
-        terms.push_back(v);
-      }
-    }
-    long value = terms[0];
-    for (size_t i = 0; i < ops.size(); ++i) value = ops[i] == '+' ? value + terms[i + 1] : value - terms[i + 1];
-    return std::to_string(value);
-  }
   auto numbers = [](const std::string& text) {
     std::vector<long> out;
     for (const auto& w : words_of(text)) out.push_back(std::stol(w));
     return out;
   };
-  if (starts_with(q, "Sort from smallest to largest: ")) {
-    auto n = numbers(after("Sort from smallest to largest: "));
-    std::sort(n.begin(), n.end());
+  auto spelled = [](const std::vector<long>& n) {
     std::vector<std::string> s;
     for (long v : n) s.push_back(std::to_string(v));
     return joined(s);
+  };
+  if (starts_with(q, "What is ") && q.back() == '?') {
+    const auto tokens = words_of(q.substr(8, q.size() - 9));  // "a + b + c"
+    long value = std::stol(tokens[0]);
+    for (size_t i = 1; i + 1 < tokens.size(); i += 2) {
+      EXPECT_EQ(tokens[i], "+") << q;
+      value += std::stol(tokens[i + 1]);
+    }
+    return std::to_string(value);
+  }
+  if (starts_with(q, "Sort from smallest to largest: ")) {
+    auto n = numbers(after("Sort from smallest to largest: "));
+    std::sort(n.begin(), n.end());
+    return spelled(n);
   }
   if (starts_with(q, "Which number is the largest: ")) {
     const auto n = numbers(after("Which number is the largest: "));
@@ -83,31 +79,25 @@ std::string solve(const std::string& q) {
     const auto n = numbers(after("Which number is the smallest: "));
     return std::to_string(*std::min_element(n.begin(), n.end()));
   }
-  if (starts_with(q, "Reverse the order of these words: ")) {
-    auto w = words_of(after("Reverse the order of these words: "));
-    std::reverse(w.begin(), w.end());
-    return joined(w);
+  if (starts_with(q, "Reverse the order of these numbers: ")) {
+    auto n = numbers(after("Reverse the order of these numbers: "));
+    std::reverse(n.begin(), n.end());
+    return spelled(n);
   }
-  if (starts_with(q, "Spell the word backwards: ")) {
-    std::string w = after("Spell the word backwards: ");
-    std::reverse(w.begin(), w.end());
-    return w;
-  }
-  if (starts_with(q, "Write the word in capital letters: ")) {
-    std::string w = after("Write the word in capital letters: ");
-    for (char& c : w) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return w;
-  }
-  if (starts_with(q, "How many letters are in the word ") && q.back() == '?') {
-    return std::to_string(q.size() - std::string("How many letters are in the word ").size() - 1);
-  }
-  if (starts_with(q, "How many times does the letter ")) {
-    const auto w = words_of(q);  // How many times does the letter c appear in word?
-    const char letter = w[6][0];
-    const std::string word = w[9].substr(0, w[9].size() - 1);
-    return std::to_string(std::count(word.begin(), word.end(), letter));
+  if (starts_with(q, "How many times does ") && q.back() == '?') {
+    const auto w = words_of(q.substr(0, q.size() - 1));  // How many times does d appear in: a b c?
+    const std::string digit = w[4];
+    return std::to_string(std::count(w.begin() + 7, w.end(), digit));
   }
   return "";
+}
+
+// The labeler's slip the SFT files show for some sort problems: largest first.
+std::string slip_of(const std::string& question, const std::string& answer) {
+  if (!starts_with(question, "Sort from smallest to largest: ")) return "";
+  auto w = words_of(answer);
+  std::reverse(w.begin(), w.end());
+  return joined(w);
 }
 
 Conversation to_conversation(const nlohmann::json& messages) {
@@ -120,29 +110,34 @@ Conversation to_conversation(const nlohmann::json& messages) {
 }
 
 TEST(DemoData, SolverKnowsTheTaskKinds) {
-  EXPECT_EQ(solve("What is 37 + 48 - 12?"), "73");
-  EXPECT_EQ(solve("What is 6 * 7 + 5?"), "47");
-  EXPECT_EQ(solve("What is 12 * 9 - 30?"), "78");
-  EXPECT_EQ(solve("Sort from smallest to largest: 42 7 19"), "7 19 42");
-  EXPECT_EQ(solve("Which number is the smallest: 42 7 19"), "7");
-  EXPECT_EQ(solve("Reverse the order of these words: red cat sun"), "sun cat red");
-  EXPECT_EQ(solve("Spell the word backwards: garden"), "nedrag");
-  EXPECT_EQ(solve("Write the word in capital letters: garden"), "GARDEN");
-  EXPECT_EQ(solve("How many letters are in the word garden?"), "6");
-  EXPECT_EQ(solve("How many times does the letter a appear in banana?"), "3");
+  EXPECT_EQ(solve("What is 7 + 8 + 4?"), "19");
+  EXPECT_EQ(solve("What is 0 + 3?"), "3");
+  EXPECT_EQ(solve("Sort from smallest to largest: 4 7 1 9"), "1 4 7 9");
+  EXPECT_EQ(solve("Which number is the smallest: 4 7 1"), "1");
+  EXPECT_EQ(solve("Which number is the largest: 4 7 1"), "7");
+  EXPECT_EQ(solve("Reverse the order of these numbers: 3 1 1 8"), "8 1 1 3");
+  EXPECT_EQ(solve("How many times does 3 appear in: 3 1 3 4 3?"), "3");
   EXPECT_EQ(solve("Tell me a joke"), "");
+  EXPECT_EQ(slip_of("Sort from smallest to largest: 4 7 1 9", "1 4 7 9"), "9 7 4 1");
+}
+
+// Reserved files (scripts/make_demo_data.py RESERVED): no other file holds their problems.
+bool reserved(const std::string& name) {
+  return name == "sft_eval.jsonl" || name == "preference_eval.jsonl" || name == "prompts_eval.jsonl" ||
+         name == "prompts_train.jsonl";
 }
 
 TEST(DemoData, FilesHaveTheDocumentedSizesAndEveryLabelIsRight) {
   const std::vector<std::pair<std::string, size_t>> files{
-      {"sft_train.jsonl", 40000},     {"sft_eval.jsonl", 200},       {"preference_train.jsonl", 2000},
-      {"preference_eval.jsonl", 200}, {"prompts_train.jsonl", 1000}, {"prompts_eval.jsonl", 200},
+      {"sft_train.jsonl", 38000},     {"sft_eval.jsonl", 200},       {"preference_train.jsonl", 2000},
+      {"preference_eval.jsonl", 200}, {"prompts_train.jsonl", 2000}, {"prompts_eval.jsonl", 1000},
       {"preference_train_large.jsonl", 22000}};
-  std::set<std::string> train, eval;
+  std::map<std::string, std::string> owner;  // reserved question -> its file
+  std::set<std::string> unreserved;
+  size_t sft_sorts = 0, sft_slips = 0;
   for (const auto& [name, size] : files) {
     const auto rows = read_jsonl(name);
     ASSERT_EQ(rows.size(), size) << name;
-    auto& seen = name.find("_eval") != std::string::npos ? eval : train;
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& row = rows[i];
       SCOPED_TRACE(name + ":" + std::to_string(i + 1));
@@ -154,7 +149,12 @@ TEST(DemoData, FilesHaveTheDocumentedSizesAndEveryLabelIsRight) {
       const std::string& question = context[1].content;
       const std::string answer = solve(question);
       ASSERT_FALSE(answer.empty()) << "unknown problem: " << question;
-      seen.insert(question);
+      if (reserved(name)) {
+        const auto [it, fresh] = owner.emplace(question, name);
+        EXPECT_TRUE(fresh || it->second == name) << "in " << it->second << " and " << name << ": " << question;
+      } else {
+        unreserved.insert(question);
+      }
       if (preference) {
         ASSERT_EQ(context.size(), 2u);
         EXPECT_EQ(to_conversation(row["chosen"]), (Conversation{{ChatRole::assistant, answer}}));
@@ -166,12 +166,22 @@ TEST(DemoData, FilesHaveTheDocumentedSizesAndEveryLabelIsRight) {
         EXPECT_EQ(context.size(), 2u);
         EXPECT_EQ(row["gt_answer"].get<std::string>(), answer);
       } else {
+        // A demonstration: the right answer, or for a sort problem the labeler's slip.
         ASSERT_EQ(context.size(), 3u);
-        EXPECT_EQ(context[2], (ChatMessage{ChatRole::assistant, answer}));
+        EXPECT_EQ(context[2].role, ChatRole::assistant);
+        const std::string slip = slip_of(question, answer);
+        if (!slip.empty() && name == "sft_train.jsonl") {
+          ++sft_sorts;
+          sft_slips += context[2].content == slip;
+        }
+        if (slip.empty() || context[2].content != slip) EXPECT_EQ(context[2].content, answer);
       }
     }
   }
-  for (const auto& q : eval) EXPECT_EQ(train.count(q), 0u) << "eval problem in a training file: " << q;
+  for (const auto& q : unreserved) EXPECT_EQ(owner.count(q), 0u) << "reserved problem in " << owner[q] << ": " << q;
+  // SLIP_RATE 0.6 of the sort demonstrations show the slip.
+  ASSERT_GT(sft_sorts, 5000u);
+  EXPECT_NEAR(static_cast<double>(sft_slips) / sft_sorts, 0.6, 0.02);
 }
 
 TEST(DemoData, ConversationsAreShortUnderTheDemoTemplate) {
