@@ -46,8 +46,12 @@ nlohmann::json finished_result(const Config& config, std::string& why_not) {
       why_not = "its config changed";
       return nullptr;
     }
+    if (!result.contains("inputs")) {
+      why_not = "its result.json predates data-file fingerprints";
+      return nullptr;
+    }
+    const nlohmann::json& recorded = result.at("inputs");
     const nlohmann::json inputs = stage_input_fingerprints(config);
-    const nlohmann::json recorded = result.value("inputs", nlohmann::json::object());
     for (const auto& [path, fingerprint] : inputs.items()) {
       if (recorded.value(path, std::string()) != fingerprint.get<std::string>()) {
         why_not = path + " changed since it ran";
