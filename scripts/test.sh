@@ -2,9 +2,26 @@
 # The test command: installs dependencies, builds, and runs every test (unit, integration, parity
 # against the Python references in the deps venv; gpu tests skip without a GPU).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
+# The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
+# there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is
+# not a leak: Python's torch keeps a cache there once bitsandbytes or peft is imported.)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}
 "$root/scripts/build.sh"
+scratch=$build/tests/tmp
+rm -rf "$scratch" && mkdir -p "$scratch"
 cd "$build"
-exec ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" "$@"
+rc=0
+ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" "$@" || rc=$?
+left=$(find "$scratch" -mindepth 1 -maxdepth 1 ! -name 'torchinductor_*' -printf '%f\n' | sort)
+if [[ -n $left ]]; then
+  if ((rc == 0)); then
+    echo "error: the tests passed but left files in $scratch (a test that does not remove its scratch folder):" >&2
+    sed 's/^/  /' <<<"$left" >&2
+    rm -rf "$scratch" && mkdir -p "$scratch"
+    exit 1
+  fi
+  echo "the failed tests' files are kept in $scratch" >&2
+fi
+exit "$rc"

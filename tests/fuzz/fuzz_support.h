@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "src/core/error.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry_fuzz {
 
@@ -33,10 +34,10 @@ void expect_clean(Fn&& parse) {
   }
 }
 
-// A folder of this process's own under the system temp folder (created once).
+// A folder of this process's own under the system temp folder (created once, removed at exit).
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    const auto d = std::filesystem::temp_directory_path() / ("ferry_fuzz_" + std::to_string(::getpid()));
+    const auto d = ferry::test_support::process_scratch_dir("ferry_fuzz");
     std::filesystem::create_directories(d);
     return d;
   }();

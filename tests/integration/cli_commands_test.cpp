@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/ferry_process.h"
+#include "tests/support/scratch_dir.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -17,7 +18,7 @@ using Result = ferry_test::CommandResult;
 using ferry_test::run_ferry;
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_cli_test";
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_cli_test");
   std::filesystem::create_directories(dir);
   std::ofstream(dir / name) << text;
   return (dir / name).string();

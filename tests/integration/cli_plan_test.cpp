@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/ferry_process.h"
+#include "tests/support/scratch_dir.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -21,7 +22,7 @@ using ferry_test::run_ferry;
 
 // A Llama-2-7B-shaped model folder (config.json only: the plan needs no weights) and a run config.
 std::string write_llama7b_config() {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test";
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_plan_test");
   std::filesystem::create_directories(dir / "llama7b");
   std::ofstream(dir / "llama7b" / "config.json") << R"({
   "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
@@ -38,7 +39,7 @@ std::string write_llama7b_config() {
 
 // A model folder holding only `config_json` (the plan needs no weights); returns the folder.
 std::string write_model_folder(const std::string& name, const std::string& config_json) {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_plan_test" / name;
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_plan_test") / name;
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << config_json;
   return dir.string();
@@ -190,7 +191,7 @@ TEST(CliPlan, MeasureUsesThisMachinesRates) {
 // The GPU presets' comments state what the planner picks for these shapes; keep them honest.
 TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
   write_llama7b_config();
-  const std::string llama7b = (std::filesystem::temp_directory_path() / "ferry_plan_test" / "llama7b").string();
+  const std::string llama7b = (ferry::test_support::process_scratch_dir("ferry_plan_test") / "llama7b").string();
   const std::string tinyllama = write_tinyllama_folder();
   struct Case {
     const char* preset;

@@ -2,6 +2,7 @@
 // everything it printed, as a user would see it. Header-only; shared by tests/integration/*.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,15 +15,18 @@
 #include <optional>
 #include <string>
 
+#include "tests/support/scratch_dir.h"
+
 namespace ferry_test {
 
 // --set flags for a quiet CPU run in a test: no progress bar, no TensorBoard files.
 inline const std::string kQuietCpu =
     " --set train.device=cpu --set logging.progress=never --set logging.tensorboard=false";
 
-// A folder of this test process's own: <system temp>/<prefix>_<pid>.
+// A folder of this test process's own: <system temp>/<prefix>_<pid>, removed when the process
+// exits unless a test failed (kept to inspect).
 inline std::filesystem::path process_temp_dir(const std::string& prefix) {
-  return std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+  return ferry::test_support::process_scratch_dir(prefix, [] { return ::testing::UnitTest::GetInstance()->Failed(); });
 }
 
 // A stage config for 3 steps of SFT of the demo-shaped model from scratch into dir/sft (what the

@@ -24,6 +24,7 @@
 #include "src/model/model_state.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/trainer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry::offload_test {
 
@@ -121,7 +122,7 @@ class NextTokenLoss : public TrainingObjective {
 };
 
 inline fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_offload_policies_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_offload_policies") / name;
   std::error_code ec;
   fs::remove_all(dir, ec);
   return dir;

@@ -7,6 +7,7 @@
 
 #include "src/config/config_io.h"
 #include "src/core/error.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -27,7 +28,7 @@ std::string config_error(Fn fn) {
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in: " << (haystack)
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_config_test";
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_config_test");
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
   std::ofstream(path) << text;
@@ -404,7 +405,7 @@ TEST(Config, QuantizedBaseNeedsLoraUnderAnyPolicy) {
 }
 
 TEST(Config, SavedConfigLoadsBack) {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_config_save";
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_config_save");
   std::filesystem::remove_all(dir);
   Config c;
   apply_override(c, "train.seed=1234");

@@ -16,6 +16,7 @@
 #include "src/data/token_batch.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -31,7 +32,7 @@ class SftData : public ::testing::Test {
   ChatTemplate chat = load_chat_template(kSource + "/configs/templates/demo.yaml");
 
   std::string write(const std::string& name, const std::string& text) {
-    const auto dir = std::filesystem::temp_directory_path() / "ferry_data_test";
+    const auto dir = ferry::test_support::process_scratch_dir("ferry_data_test");
     std::filesystem::create_directories(dir);
     std::ofstream(dir / name) << text;
     return (dir / name).string();

@@ -15,6 +15,7 @@
 #include "src/rl/prompt_dataset.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -28,7 +29,7 @@ class PromptFileTest : public ::testing::Test {
       : tokenizer_(std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model"), chat_(load_chat_template("demo")) {}
 
   std::string write(const std::string& name, const std::string& text) {
-    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rl_prompt_file_test";
+    const std::filesystem::path dir = ferry::test_support::process_scratch_dir("ferry_rl_prompt_file");
     std::filesystem::create_directories(dir);
     const std::string path = (dir / name).string();
     std::ofstream(path, std::ios::binary) << text;

@@ -15,6 +15,7 @@
 #include "src/rl/answer_match.h"
 #include "src/rl/reward_command.h"
 #include "src/rl/rewards.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -77,7 +78,9 @@ TEST(Rewards, WeightedMixLeavesOutRewardsWithoutAValue) {
 }
 
 std::string script(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("ferry_rewards_test_" + name);
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_rewards_test");
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
   std::ofstream(path) << text;
   return path.string();
 }

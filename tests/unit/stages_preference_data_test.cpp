@@ -13,6 +13,7 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/preference_batches.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -28,7 +29,7 @@ class PreferenceData : public ::testing::Test {
   ChatTemplate chat = load_chat_template(kSource + "/configs/templates/demo.yaml");
 
   std::string write(const std::string& name, const std::string& text) {
-    const auto dir = std::filesystem::temp_directory_path() / "ferry_preference_test";
+    const auto dir = ferry::test_support::process_scratch_dir("ferry_preference_test");
     std::filesystem::create_directories(dir);
     std::ofstream(dir / name) << text;
     return (dir / name).string();

@@ -27,6 +27,7 @@
 #include "stages/grpo.h"
 #include "stages/ppo.h"
 #include "stages/sft.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -34,7 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_qlora_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_qlora") / name;
   fs::remove_all(dir);
   return dir;
 }

@@ -15,6 +15,7 @@
 #include "src/tokenizer/bpe_tokenizer.h"
 #include "src/tokenizer/byte_level.h"
 #include "tests/support/small_bpe_tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -23,7 +24,7 @@ namespace ferry {
 namespace {
 
 fs::path scratch_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_tokenizer_bpe_test_" + std::to_string(::getpid()));
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_tokenizer_bpe_test");
   fs::create_directories(dir);
   return dir;
 }

@@ -18,6 +18,7 @@
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/support/small_bpe_tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -31,7 +32,7 @@ std::string jinja(const std::string& relative) { return read_file(kJinja + relat
 
 // A folder with the small tokenizer.json and, when given, a chat template in tokenizer_config.json.
 fs::path folder_with(const std::string& name, const std::optional<std::string>& chat_template) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_template_family_" + std::to_string(::getpid())) / name;
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_template_family") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << small_bpe_tokenizer_json().dump();

@@ -14,6 +14,7 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -39,7 +40,7 @@ std::vector<int64_t> cat(std::initializer_list<std::vector<int64_t>> parts) {
 }
 
 fs::path scratch_file(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_template_test_" + std::to_string(::getpid()));
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_template_test");
   fs::create_directories(dir);
   std::ofstream(dir / name) << text;
   return dir / name;

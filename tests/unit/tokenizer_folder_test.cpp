@@ -12,6 +12,7 @@
 #include "src/core/error.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/support/small_bpe_tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -24,7 +25,7 @@ const std::string kDemoModel = std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.
 // A fresh folder per test holding the small tokenizer.json (ids: bytes 0-255, "he" 256, "Ġt" 257,
 // "Ġthe" 258, special <|end|> 259).
 fs::path bpe_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_tokenizer_folder_" + std::to_string(::getpid())) / name;
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_tokenizer_folder") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << small_bpe_tokenizer_json().dump();

@@ -11,6 +11,7 @@
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -20,7 +21,7 @@ namespace {
 const std::string kDemoModel = std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model";
 
 fs::path scratch_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_tokenizer_test_" + std::to_string(::getpid()));
+  const fs::path dir = ferry::test_support::process_scratch_dir("ferry_tokenizer_test");
   fs::create_directories(dir);
   return dir;
 }
