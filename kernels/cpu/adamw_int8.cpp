@@ -22,9 +22,8 @@ constexpr int64_t kMinParallel = 16 * kGrain;
 RangeKernel kernel_for(SimdLevel level) {
   switch (level) {
     case SimdLevel::scalar: return adamw_int8_detail::update_range_scalar;
-    // No AVX-512 path: the update is memory-bound and AVX-512 CPUs run the AVX2 code as fast.
-    case SimdLevel::avx2:
-    case SimdLevel::avx512: return adamw_int8_detail::update_range_avx2;
+    case SimdLevel::avx2: return adamw_int8_detail::update_range_avx2;
+    case SimdLevel::avx512: return adamw_int8_detail::update_range_avx512;
   }
   return adamw_int8_detail::update_range_scalar;
 }

@@ -48,15 +48,14 @@
 // dequantize_int8_moments -> adamw_update_reference -> quantize_int8_moments, bitwise. A non-finite
 // gradient (a step the trainer should skip) poisons the same master weights on every path; NaN signs
 // and payloads may differ there (x86 returns whichever of two NaN operands the compiler put first).
-// There is no AVX-512 path yet: the avx512 level runs the AVX2 code.
+// The AVX-512 path does the same at 16 lanes, also bit for bit.
 //
-// Speed: the codes cost ~40 vector instructions per 8 parameters on top of the fp32 step, whose
-// 2 divisions and 1 square root already bound it (~2.1 G params/s per core on a Zen 2 core). The
-// update runs at ~1.25 G params/s per core from cache (fp32 gradients; 0.93 with bf16 gradients and
-// bf16 output). So it can beat the fp32 kernel by the traffic ratio (28/16 = 1.75x) only where memory,
-// not the core, is the limit: below ~17-20 GB/s of bandwidth per core (many cores on one memory
-// bus), and by 1.3x below ~22-27 GB/s (projected). On the 2-core development VM (30+ GB/s per core)
-// it measured 0.9-1.1x. Figures: kernels/cpu/README.md.
+// Speed: the codes cost ~40 vector instructions per 8 parameters on top of the fp32 step's 2
+// divisions and 1 square root. With AVX-512 (a Zen 5 core) the update runs at ~4.0 G params/s per
+// core from cache (2.2 on the AVX2 path), so with 2 threads it reaches 88-100% of its own memory
+// stream and 1.46-1.67x the fp32 kernel (which moves 28 bytes per parameter, not 16). On an AVX2-only
+// core (~1.25 G params/s per core on Zen 2) it is compute-bound wherever a core has more than
+// ~20 GB/s of bandwidth: 0.8-1.1x there. Figures: kernels/cpu/README.md.
 //
 // Every round-to-nearest 8-bit state shares one limit: an element's v follows its block's absmax,
 // plus only the changes large enough to cross a code. The tests bound what that costs against fp32

@@ -1,4 +1,4 @@
-// Shared by the int8-moment AdamW paths (reference, AVX2): the 8-bit codes as scalar functions
+// Shared by the int8-moment AdamW paths (reference, AVX2, AVX-512): the 8-bit codes as scalar functions
 // (the definition; the SIMD path does the same integer and float operations lane by lane), the
 // one-parameter step, and the per-path range kernels.
 #pragma once
@@ -155,5 +155,8 @@ void update_range_scalar(const Coefficients& c, float* master, const Int8Moments
 void update_range_avx2(const Coefficients& c, float* master, const Int8Moments& moments,
                        const void* grad, GradType grad_type, void* weight_out,
                        WeightOutType weight_out_type, int64_t n);
+void update_range_avx512(const Coefficients& c, float* master, const Int8Moments& moments,
+                         const void* grad, GradType grad_type, void* weight_out,
+                         WeightOutType weight_out_type, int64_t n);
 
 }  // namespace ferry::kernels::adamw_int8_detail
