@@ -130,19 +130,9 @@ FERRY_AVX2 void update(const Coefficients& c, float* const master, const Int8Mom
       max_s = _mm256_max_ps(s, max_s);
     }
     float absmax_m = horizontal_max(max_m), absmax_s = horizontal_max(max_s);
-    for (int64_t j = vector_count; j < count; ++j) {  // only in a partial last block: the whole step
-      const int64_t i = start + j;
-      float p = master[i];
-      float m = adamw_int8_detail::decode_exp_avg(m_codes[i], m_scales[block]);
-      float s = adamw_int8_detail::decode_exp_avg_sq_root(s_codes[i], s_scales[block]);
-      update_element(c, adamw_int8_detail::load_grad(grad, kGrad, i), p, m, s);
-      master[i] = p;
-      store_weight(weight_out, kOut, i, p);
-      new_m[j] = m;
-      new_s[j] = s;
-      absmax_m = running_max(std::fabs(m), absmax_m);
-      absmax_s = running_max(s, absmax_s);
-    }
+    // Only in a partial last block: the whole step of the last count % lanes parameters.
+    update_elements(c, master, q, block, start, vector_count, count, grad, kGrad, weight_out, kOut, new_m, new_s,
+                    absmax_m, absmax_s);
 
     const BlockScale sm = block_scale(absmax_m), ss = block_scale(absmax_s);
     const __m256 inverse_m = _mm256_set1_ps(sm.inverse), inverse_s = _mm256_set1_ps(ss.inverse);
@@ -174,22 +164,9 @@ FERRY_AVX2 void update(const Coefficients& c, float* const master, const Int8Mom
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(s_codes + start + j), s32);
     }
     for (int64_t j = packed_count; j < vector_count; j += 8) update_master(j);
-    for (int64_t j = packed_count; j < count; ++j) {
-      m_codes[start + j] = adamw_int8_detail::encode_exp_avg(new_m[j], sm.inverse);
-      s_codes[start + j] = adamw_int8_detail::encode_exp_avg_sq_root(new_s[j], ss.inverse);
-    }
-    m_scales[block] = sm.stored;
-    s_scales[block] = ss.stored;
-  }
-}
-
-template <GradType kGrad>
-void update_for_grad(const Coefficients& c, float* master, const Int8Moments& q, const void* grad,
-                     void* weight_out, WeightOutType weight_out_type, int64_t n) {
-  switch (weight_out_type) {
-    case WeightOutType::none: return update<kGrad, WeightOutType::none>(c, master, q, grad, weight_out, n);
-    case WeightOutType::bf16: return update<kGrad, WeightOutType::bf16>(c, master, q, grad, weight_out, n);
-    case WeightOutType::f16: return update<kGrad, WeightOutType::f16>(c, master, q, grad, weight_out, n);
+    // The codes the vectors did not write, and the block's scales.
+    encode_block(new_m + packed_count, new_s + packed_count, count - packed_count, absmax_m, absmax_s,
+                 m_codes + start + packed_count, s_codes + start + packed_count, m_scales + block, s_scales + block);
   }
 }
 
@@ -197,11 +174,9 @@ void update_for_grad(const Coefficients& c, float* master, const Int8Moments& q,
 
 void update_range_avx2(const Coefficients& c, float* master, const Int8Moments& q, const void* grad,
                        GradType grad_type, void* weight_out, WeightOutType weight_out_type, int64_t n) {
-  switch (grad_type) {
-    case GradType::f32: return update_for_grad<GradType::f32>(c, master, q, grad, weight_out, weight_out_type, n);
-    case GradType::bf16: return update_for_grad<GradType::bf16>(c, master, q, grad, weight_out, weight_out_type, n);
-    case GradType::f16: return update_for_grad<GradType::f16>(c, master, q, grad, weight_out, weight_out_type, n);
-  }
+  with_types(grad_type, weight_out_type, [&]<GradType kGrad, WeightOutType kOut>() {
+    update<kGrad, kOut>(c, master, q, grad, weight_out, n);
+  });
 }
 
 }  // namespace ferry::kernels::adamw_int8_detail

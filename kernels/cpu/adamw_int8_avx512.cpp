@@ -30,7 +30,8 @@ FERRY_AVX512 inline __m512 magnitude(__m512i code) {
 FERRY_AVX512 inline __m512 decode_exp_avg(const int8_t* codes, __m512 scale) {
   const __m512i c = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
   const __m512 value = rounded(_mm512_mul_ps(magnitude<kExpAvgOffset, kExpAvgShift>(_mm512_abs_epi32(c)), scale));
-  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(value), _mm512_and_si512(c, splat(int32_t(kSignBit)))));
+  const __m512i sign = _mm512_and_si512(c, splat(int32_t(kSignBit)));
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(value), sign));
 }
 
 // decode_exp_avg_sq_root for the 16 codes at `codes`.
@@ -49,7 +50,8 @@ FERRY_AVX512 inline __m512i round_to_code(__m512 x) {
 // encode_exp_avg on 16 lanes, narrowed to bytes with signed saturation (as the scalar clamp).
 FERRY_AVX512 inline __m128i encode_exp_avg(__m512 m, __m512 inverse_scale) {
   const __m512i bits = _mm512_castps_si512(m);
-  const __m512 x = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_andnot_si512(splat(int32_t(kSignBit)), bits)), inverse_scale);
+  const __m512 magnitude_of_m = _mm512_castsi512_ps(_mm512_andnot_si512(splat(int32_t(kSignBit)), bits));
+  const __m512 x = _mm512_mul_ps(magnitude_of_m, inverse_scale);
   // 1 where x >= half of code 1's value (round to nearest between 0 and code 1).
   const __m512i smallest = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpAvgHalfSmallest), _CMP_GE_OQ),
                                                   splat(1));
@@ -108,19 +110,9 @@ FERRY_AVX512 void update(const Coefficients& c, float* const master, const Int8M
     }
     // The lanes hold no NaN, so the order of the reduction does not matter.
     float absmax_m = _mm512_reduce_max_ps(max_m), absmax_s = _mm512_reduce_max_ps(max_s);
-    for (int64_t j = vector_count; j < count; ++j) {  // only in a partial last block: the whole step
-      const int64_t i = start + j;
-      float p = master[i];
-      float m = adamw_int8_detail::decode_exp_avg(m_codes[i], m_scales[block]);
-      float s = adamw_int8_detail::decode_exp_avg_sq_root(s_codes[i], s_scales[block]);
-      update_element(c, adamw_int8_detail::load_grad(grad, kGrad, i), p, m, s);
-      master[i] = p;
-      store_weight(weight_out, kOut, i, p);
-      new_m[j] = m;
-      new_s[j] = s;
-      absmax_m = running_max(std::fabs(m), absmax_m);
-      absmax_s = running_max(s, absmax_s);
-    }
+    // Only in a partial last block: the whole step of the last count % lanes parameters.
+    update_elements(c, master, q, block, start, vector_count, count, grad, kGrad, weight_out, kOut, new_m, new_s,
+                    absmax_m, absmax_s);
 
     const BlockScale sm = block_scale(absmax_m), ss = block_scale(absmax_s);
     const __m512 inverse_m = _mm512_set1_ps(sm.inverse), inverse_s = _mm512_set1_ps(ss.inverse);
@@ -136,22 +128,9 @@ FERRY_AVX512 void update(const Coefficients& c, float* const master, const Int8M
       _mm_storeu_si128(reinterpret_cast<__m128i*>(m_codes + i), encode_exp_avg(m, inverse_m));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(s_codes + i), encode_exp_avg_sq_root(s, inverse_s));
     }
-    for (int64_t j = vector_count; j < count; ++j) {
-      m_codes[start + j] = adamw_int8_detail::encode_exp_avg(new_m[j], sm.inverse);
-      s_codes[start + j] = adamw_int8_detail::encode_exp_avg_sq_root(new_s[j], ss.inverse);
-    }
-    m_scales[block] = sm.stored;
-    s_scales[block] = ss.stored;
-  }
-}
-
-template <GradType kGrad>
-void update_for_grad(const Coefficients& c, float* master, const Int8Moments& q, const void* grad,
-                     void* weight_out, WeightOutType weight_out_type, int64_t n) {
-  switch (weight_out_type) {
-    case WeightOutType::none: return update<kGrad, WeightOutType::none>(c, master, q, grad, weight_out, n);
-    case WeightOutType::bf16: return update<kGrad, WeightOutType::bf16>(c, master, q, grad, weight_out, n);
-    case WeightOutType::f16: return update<kGrad, WeightOutType::f16>(c, master, q, grad, weight_out, n);
+    // The codes the vectors did not write, and the block's scales.
+    encode_block(new_m + vector_count, new_s + vector_count, count - vector_count, absmax_m, absmax_s,
+                 m_codes + start + vector_count, s_codes + start + vector_count, m_scales + block, s_scales + block);
   }
 }
 
@@ -159,11 +138,9 @@ void update_for_grad(const Coefficients& c, float* master, const Int8Moments& q,
 
 void update_range_avx512(const Coefficients& c, float* master, const Int8Moments& q, const void* grad,
                          GradType grad_type, void* weight_out, WeightOutType weight_out_type, int64_t n) {
-  switch (grad_type) {
-    case GradType::f32: return update_for_grad<GradType::f32>(c, master, q, grad, weight_out, weight_out_type, n);
-    case GradType::bf16: return update_for_grad<GradType::bf16>(c, master, q, grad, weight_out, weight_out_type, n);
-    case GradType::f16: return update_for_grad<GradType::f16>(c, master, q, grad, weight_out, weight_out_type, n);
-  }
+  with_types(grad_type, weight_out_type, [&]<GradType kGrad, WeightOutType kOut>() {
+    update<kGrad, kOut>(c, master, q, grad, weight_out, n);
+  });
 }
 
 }  // namespace ferry::kernels::adamw_int8_detail

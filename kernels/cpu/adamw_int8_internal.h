@@ -137,10 +137,52 @@ inline void encode_block(const float* m, const float* s, int64_t count, float ab
   *s_scale = ss.stored;
 }
 
+// The whole step of parameters [start + from, start + count) of block `block` (which starts at
+// parameter `start`): master and weight_out written, the new m and s kept in new_m[j] / new_s[j],
+// their absmaxes folded into absmax_m / absmax_s. The reference's loop over a block, and the SIMD
+// paths' over the last count % lanes parameters of a partial block.
+inline void update_elements(const Coefficients& c, float* master, const Int8Moments& q, int64_t block, int64_t start,
+                            int64_t from, int64_t count, const void* grad, GradType grad_type, void* weight_out,
+                            WeightOutType weight_out_type, float* new_m, float* new_s, float& absmax_m,
+                            float& absmax_s) {
+  const float scale_m = q.exp_avg_scale[block], scale_s = q.exp_avg_sq_scale[block];
+  for (int64_t j = from; j < count; ++j) {
+    const int64_t i = start + j;
+    float p = master[i];
+    float m = decode_exp_avg(q.exp_avg[i], scale_m);
+    float s = decode_exp_avg_sq_root(q.exp_avg_sq[i], scale_s);
+    update_element(c, load_grad(grad, grad_type, i), p, m, s);
+    master[i] = p;
+    store_weight(weight_out, weight_out_type, i, p);
+    new_m[j] = m;
+    new_s[j] = s;
+    absmax_m = running_max(std::fabs(m), absmax_m);
+    absmax_s = running_max(s, absmax_s);
+  }
+}
+
 // The moments of a range that starts `begin` parameters (a multiple of kInt8MomentBlock) in.
 inline Int8Moments offset(const Int8Moments& q, int64_t begin) {
   const int64_t block = begin / kInt8MomentBlock;
   return {q.exp_avg + begin, q.exp_avg_scale + block, q.exp_avg_sq + begin, q.exp_avg_sq_scale + block};
+}
+
+// Calls kernel.template operator()<kGrad, kOut>() for the runtime gradient and output types: how
+// a SIMD path picks its compiled variant.
+template <class Kernel>
+void with_types(GradType grad_type, WeightOutType weight_out_type, const Kernel& kernel) {
+  auto for_grad = [&]<GradType kGrad>() {
+    switch (weight_out_type) {
+      case WeightOutType::none: return kernel.template operator()<kGrad, WeightOutType::none>();
+      case WeightOutType::bf16: return kernel.template operator()<kGrad, WeightOutType::bf16>();
+      case WeightOutType::f16: return kernel.template operator()<kGrad, WeightOutType::f16>();
+    }
+  };
+  switch (grad_type) {
+    case GradType::f32: return for_grad.template operator()<GradType::f32>();
+    case GradType::bf16: return for_grad.template operator()<GradType::bf16>();
+    case GradType::f16: return for_grad.template operator()<GradType::f16>();
+  }
 }
 
 // Updates parameters [0, n) and the moments' blocks that cover them (n may end mid-block only at

@@ -1,5 +1,5 @@
 // The definition of the int8-moment AdamW step: plain scalar code, one block of kInt8MomentBlock
-// parameters at a time (dequantise, fp32 AdamW, requantise against the new absmax). The AVX2 path
+// parameters at a time (dequantise, fp32 AdamW, requantise against the new absmax). The SIMD paths
 // must match it bit for bit; it is also the fallback on CPUs without AVX2. Also the conversions
 // between fp32 moments and the 8-bit state.
 #include <algorithm>
@@ -17,21 +17,9 @@ void update_range_scalar(const Coefficients& c, float* master, const Int8Moments
   float new_m[kInt8MomentBlock], new_s[kInt8MomentBlock];
   for (int64_t start = 0, block = 0; start < n; start += kInt8MomentBlock, ++block) {
     const int64_t count = std::min(kInt8MomentBlock, n - start);
-    const float scale_m = q.exp_avg_scale[block], scale_s = q.exp_avg_sq_scale[block];
     float absmax_m = 0.0f, absmax_s = 0.0f;
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t i = start + j;
-      float p = master[i];
-      float m = decode_exp_avg(q.exp_avg[i], scale_m);
-      float s = decode_exp_avg_sq_root(q.exp_avg_sq[i], scale_s);
-      update_element(c, load_grad(grad, grad_type, i), p, m, s);
-      master[i] = p;
-      store_weight(weight_out, weight_out_type, i, p);
-      new_m[j] = m;
-      new_s[j] = s;
-      absmax_m = running_max(std::fabs(m), absmax_m);
-      absmax_s = running_max(s, absmax_s);
-    }
+    update_elements(c, master, q, block, start, 0, count, grad, grad_type, weight_out, weight_out_type, new_m, new_s,
+                    absmax_m, absmax_s);
     encode_block(new_m, new_s, count, absmax_m, absmax_s, q.exp_avg + start, q.exp_avg_sq + start,
                  q.exp_avg_scale + block, q.exp_avg_sq_scale + block);
   }
