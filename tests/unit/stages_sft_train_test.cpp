@@ -23,20 +23,14 @@
 #include "src/train/checkpoint_folders.h"
 #include "src/train/trainer.h"
 #include "stages/sft.h"
+#include "tests/support/scratch_dir.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
 
-void remove_tree(const fs::path& root) {
-  std::error_code ec;
-  if (!fs::exists(root, ec)) return;
-  std::vector<fs::path> paths;
-  for (const auto& entry : fs::recursive_directory_iterator(root, ec)) paths.push_back(entry.path());
-  for (auto it = paths.rbegin(); it != paths.rend(); ++it) fs::remove(*it, ec);
-  fs::remove(root, ec);
-}
+using test_support::remove_tree;
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("ferry_sft_train_" + std::to_string(::getpid()) + "_" + name);
