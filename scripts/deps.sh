@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Ferry builds and tests against, idempotently and quietly when all is there:
-#   - Debian packages for the C++ libraries and tools (apt-get when root, else the command is printed);
+#   - Debian packages for the C++ libraries and tools, from scripts/debian-packages.txt (apt-get when
+#     root, else the command is printed);
 #   - a Python venv in the deps cache ($FERRY_DEPS, default ~/.cache/ferry) holding libtorch from the
 #     PyPI torch wheel (pinned) and the Python reference packages the parity tests compare against.
 # Re-running is cheap: a stamp file records what was installed for which requirement set.
@@ -12,9 +13,9 @@ venv=$deps/venv
 say() { [ "${FERRY_QUIET:-0}" = 1 ] || echo "deps: $*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
-apt_pkgs=(g++ cmake ninja-build ccache python3-venv libsentencepiece-dev sentencepiece nlohmann-json3-dev
-          libcli11-dev libyaml-cpp-dev libgtest-dev libonig-dev libutf8proc-dev
-          libgloo-dev)  # headers only: c10d's ProcessGroupGloo.hpp includes them; the code is libtorch's
+# The one list: scripts/debian-packages.txt (gpu-check.sh carries its `lib` lines to the GPU machine).
+source "$here/debian-packages.sh"
+mapfile -t apt_pkgs < <(debian_packages install)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
