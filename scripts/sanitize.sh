@@ -2,8 +2,9 @@
 # Builds Ferry with AddressSanitizer + UndefinedBehaviorSanitizer (FERRY_SANITIZE) into
 # $FERRY_SANITIZE_BUILD (default build-sanitize/) and runs tests under them.
 #
-#   scripts/sanitize.sh          # CI: the torch-free libraries (src/core, src/config, kernels/cpu)
-#                                # under their unit tests, and the config fuzz corpus replayed
+#   scripts/sanitize.sh          # CI: the torch-free libraries (src/core, src/config, kernels/cpu,
+#                                # src/tokenizer/jinja) under their unit tests, and the config and
+#                                # Jinja fuzz corpora replayed
 #   scripts/sanitize.sh all      # every test, libtorch-linked ones included (slow: not in CI; on 2
 #                                # cores ~1 h to build the 402 targets, ~15 min for the 757 tests)
 #
@@ -31,13 +32,13 @@ if [[ $mode == all ]]; then
   cmake --build "$build" -j "$jobs"
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
 else
-  # The torch-free code (ferry_base: core, config; ferry_kernels_cpu) under its unit tests, and the
-  # config parser's fuzz corpus and regressions. The other parsers link libtorch modules; they run
-  # sanitized under scripts/fuzz.sh.
-  targets=(config_test text_test fuzz_config)
-  for src in "$root"/tests/unit/kernels_*_test.cpp; do targets+=("$(basename "$src" .cpp)"); done
+  # The torch-free code (ferry_base: core, config; ferry_kernels_cpu; ferry_jinja) under its unit
+  # tests, and the config parser's and Jinja renderer's fuzz corpora and regressions. The other
+  # parsers link libtorch modules; they run sanitized under scripts/fuzz.sh.
+  targets=(config_test text_test fuzz_config fuzz_jinja)
+  for src in "$root"/tests/unit/{kernels,jinja}_*_test.cpp; do targets+=("$(basename "$src" .cpp)"); done
   cmake --build "$build" -j "$jobs" $(printf -- '--target %s ' "${targets[@]}")
-  names=$(printf '%s|' "${targets[@]}" | sed 's/fuzz_config/fuzz_replay_config/; s/|$//')
+  names=$(printf '%s|' "${targets[@]}" | sed 's/fuzz_\(config\|jinja\)/fuzz_replay_\1/g; s/|$//')
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "^($names)([.]|$)"
 fi
 echo "sanitize ($mode): passed in $(( $(date +%s) - start )) s"
