@@ -35,6 +35,11 @@ struct Expr {
   ExprKind kind;
   uint32_t offset;
   uint32_t depth = 1;  // nesting below and including this node (bounded by the parser)
+  // jinja2's optimizer folds an expression of constants when compiling, evaluating it through
+  // its getitem, which gives Undefined where slicing fails: `{{ (none)[1:] }}` renders '' where
+  // `{{ x[1:] }}` with x None raises. Only slices behave differently, so this marks the constant
+  // expressions that hold one (see Evaluator::eval).
+  bool folded_slice = false;
 };
 
 struct LiteralExpr : Expr {

@@ -268,7 +268,9 @@ Evaluator::Flow Evaluator::exec_impl(const Stmt& s, const ScopePtr& scope) {
   switch (s.kind) {
     case StmtKind::text: write(static_cast<const TextStmt&>(s).text); break;
     case StmtKind::print: {
-      const Value v = eval(*static_cast<const PrintStmt&>(s).expr, scope);
+      const Expr& expr = *static_cast<const PrintStmt&>(s).expr;
+      auto folded = fold(expr, scope, true);
+      const Value v = folded ? *folded : eval(expr, scope);
       if (v.is_string()) {
         write(v.str());
       } else {
@@ -411,7 +413,26 @@ std::vector<std::pair<size_t, size_t>> Evaluator::byte_spans() const {
 
 // --- expressions ---------------------------------------------------------------------------
 
+// jinja2's optimizer: a constant expression holding a slice is evaluated once as the compiler
+// does (slices that fail give Undefined); where that gives a value with a "safe repr" (data,
+// not Undefined or objects) or is printed directly, that value is the expression's, otherwise
+// the expression runs as usual and its parts get the same chance.
+std::optional<Value> Evaluator::fold(const Expr& e, const ScopePtr& scope, bool printed) {
+  if (!e.folded_slice || folding_) return std::nullopt;
+  folding_ = true;
+  std::optional<Value> v;
+  try {
+    v = eval_impl(e, scope);
+  } catch (const Failure&) {
+  } catch (const TemplateError&) {
+  }
+  folding_ = false;
+  if (v && !printed && !has_safe_repr(*v)) v.reset();
+  return v;
+}
+
 Value Evaluator::eval(const Expr& e, const ScopePtr& scope) {
+  if (auto folded = fold(e, scope, false)) return *folded;
   check_stack();
   try {
     return eval_impl(e, scope);
@@ -448,7 +469,14 @@ Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
       const Value object = eval(*node.object, scope);
       auto bound = [&](const ExprPtr& p) { return p ? eval(*p, scope) : Value::none(); };
       const Value start = bound(node.start), stop = bound(node.stop), step = bound(node.step);
-      return get_slice(object, start, stop, step);
+      if (!folding_) return get_slice(object, start, stop, step);
+      try {
+        return get_slice(object, start, stop, step);
+      } catch (const Failure& failure) {
+        // jinja2's getitem swallows a TypeError (not an Undefined's own error, not a ValueError).
+        if (object.is_undefined() || std::string_view(failure.what()).rfind("TypeError", 0) != 0) throw;
+        return Value::undefined_attribute(object, "slice");
+      }
     }
     case ExprKind::negate: return negate(eval(*static_cast<const LogicExpr&>(e).left, scope));
     case ExprKind::plus: return unary_plus(eval(*static_cast<const LogicExpr&>(e).left, scope));

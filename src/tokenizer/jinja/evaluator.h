@@ -81,6 +81,7 @@ class Evaluator {
   Value define_macro(const std::shared_ptr<const MacroDef>& def, const ScopePtr& scope);
 
   Value eval(const Expr& e, const ScopePtr& scope);
+  std::optional<Value> fold(const Expr& e, const ScopePtr& scope, bool printed);
   Value eval_impl(const Expr& e, const ScopePtr& scope);
   Value eval_compare(const CompareExpr& e, const ScopePtr& scope);
   Value eval_concat(const ConcatExpr& e, const ScopePtr& scope);
@@ -107,6 +108,7 @@ class Evaluator {
   std::shared_ptr<const DictData> variables_;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
+  bool folding_ = false;  // evaluating as jinja2's compiler folds constants (see fold)
   const char* stack_base_ = nullptr;
   std::vector<std::weak_ptr<Object>> tracked_;
   size_t tracked_pruned_at_ = 64;

@@ -248,24 +248,28 @@ Value f_indent(Evaluator& ev, const Value& v, const CallArgs& args) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += '\n';
-    if ((i > 0 || a.bool_or(1, false)) && (a.bool_or(2, false) || !lines[i].empty())) out += indention;
+    // The first line only with first=True (even when empty); the others unless blank.
+    if (i == 0 ? a.bool_or(1, false) : (a.bool_or(2, false) || !lines[i].empty())) out += indention;
     out += lines[i];
     ev.check_size(out.size());
   }
-  if (a.bool_or(1, false) && lines.empty()) out = indention;
   return keep_markup(v, std::move(out));
 }
 
 Value f_truncate(Evaluator&, const Value& v, const CallArgs& args) {
   ArgReader a(args, "truncate", {"length", "killwords", "end", "leeway"});
-  const std::string s = to_str(v);
+  if (!v.is_string()) {  // do_truncate measures and slices the value itself: only strings get cut
+    if (length(v) <= a.int_or(0, 255) + a.int_or(3, 5)) return v;
+    throw Failure("TypeError: can only concatenate " + type_name(v) + " (not \"str\") to " + type_name(v));
+  }
+  const std::string& s = v.str();
   const int64_t length = a.int_or(0, 255), leeway = a.int_or(3, 5);
   const std::string end = a.has(2) ? to_str(a.get(2)) : "...";
   const int64_t end_len = static_cast<int64_t>(pystr::length(end));
   if (length < end_len) throw Failure("AssertionError: expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
   if (leeway < 0) throw Failure("AssertionError: expected leeway >= 0, got " + std::to_string(leeway));
   const int64_t len = static_cast<int64_t>(pystr::length(s));
-  if (len <= length + leeway) return v.is_string() ? v : Value::string(s);
+  if (len <= length + leeway) return v;
   std::string head = pystr::slice(s, pystr::adjust_slice(len, 0, length - end_len, 1));
   if (!a.bool_or(1, false)) {
     const std::string space = " ";
@@ -512,7 +516,8 @@ Value f_first(Evaluator& ev, const Value& v, const CallArgs& args) {
 
 Value f_last(Evaluator& ev, const Value& v, const CallArgs& args) {
   expect_no_args(args, "last");
-  if (v.is_undefined() || (v.is_object() && v.object().is_iterator()) || v.is_none() || v.is_number()) {
+  // reversed(): an Undefined has len() 0, so it reverses to nothing.
+  if ((v.is_object() && v.object().is_iterator()) || v.is_none() || v.is_number()) {
     throw Failure("TypeError: '" + type_name(v) + "' object is not reversible");
   }
   const std::vector<Value> items = iterate(ev, v);
@@ -543,17 +548,21 @@ Value f_default(Evaluator&, const Value& v, const CallArgs& args) {
 Value f_reverse(Evaluator& ev, const Value& v, const CallArgs& args) {
   expect_no_args(args, "reverse");
   if (v.is_string()) return keep_markup(v, pystr::slice(v.str(), pystr::adjust_slice(static_cast<int64_t>(pystr::length(v.str())), std::nullopt, std::nullopt, -1)));
-  if (v.is_list() || v.is_dict()) {  // reversed(): a one-shot iterator over a snapshot
+  if (v.is_list() || v.is_dict() || v.is_undefined()) {  // reversed(): a one-shot iterator over a snapshot
     auto items = std::make_shared<std::vector<Value>>(iterate(ev, v));
     std::reverse(items->begin(), items->end());
     auto pos = std::make_shared<size_t>(0);
-    const std::string_view type = v.is_dict() ? "dict_reversekeyiterator" : "list_reverseiterator";
-    return make_generator(ev, type, [items, pos](Evaluator&) -> std::optional<Value> {
+    const std::string_view type = v.is_undefined() ? "reversed"
+                                  : v.is_dict() ? "dict_reversekeyiterator"
+                                  : v.list().flavor == ListFlavor::list ? "list_reverseiterator"
+                                  : v.list().flavor == ListFlavor::range ? "range_iterator"
+                                                                          : "reversed";
+    return make_generator(ev, type, "", [items, pos](Evaluator&) -> std::optional<Value> {
       if (*pos >= items->size()) return std::nullopt;
       return (*items)[(*pos)++];
     });
   }
-  if (v.is_undefined() || (v.is_object() && v.object().is_iterator())) {
+  if (v.is_object() && v.object().is_iterator()) {
     std::vector<Value> items = iterate(ev, v);
     std::reverse(items.begin(), items.end());
     return Value::make_list(std::move(items));
@@ -603,7 +612,7 @@ Value f_unique(Evaluator& ev, const Value& v, const CallArgs& args) {
   const AttrGetter getter{attribute_parts(a.get_or(1, Value::none())), Value(), !a.bool_or(0, false)};
   auto stream = std::make_shared<ItemStream>(v);
   auto seen = std::make_shared<DictData>();
-  return make_generator(ev, "generator", [stream, seen, getter](Evaluator& e) -> std::optional<Value> {
+  return make_generator(ev, "generator", "sync_do_unique", [stream, seen, getter](Evaluator& e) -> std::optional<Value> {
     while (auto item = stream->next(e)) {
       Value key = getter(*item);
       if (seen->find(key)) continue;
@@ -617,7 +626,7 @@ Value f_unique(Evaluator& ev, const Value& v, const CallArgs& args) {
 Value f_items(Evaluator& ev, const Value& v, const CallArgs& args) {
   expect_no_args(args, "items");
   auto pos = std::make_shared<size_t>(0);
-  return make_generator(ev, "generator", [v, pos](Evaluator&) -> std::optional<Value> {
+  return make_generator(ev, "generator", "do_items", [v, pos](Evaluator&) -> std::optional<Value> {
     if (v.is_undefined()) return std::nullopt;
     if (!v.is_dict()) throw Failure("TypeError: Can only get item pairs from a mapping.");
     if (*pos >= v.dict().size()) return std::nullopt;
@@ -632,7 +641,7 @@ Value f_batch(Evaluator& ev, const Value& v, const CallArgs& args) {
   const Value fill = a.get_or(1, Value::none());
   auto stream = std::make_shared<ItemStream>(v);
   auto done = std::make_shared<bool>(false);
-  return make_generator(ev, "generator", [stream, count, fill, done](Evaluator& e) -> std::optional<Value> {
+  return make_generator(ev, "generator", "do_batch", [stream, count, fill, done](Evaluator& e) -> std::optional<Value> {
     if (*done) return std::nullopt;
     std::vector<Value> batch;
     while (static_cast<int64_t>(batch.size()) != count) {
@@ -658,7 +667,7 @@ Value f_slice(Evaluator& ev, const Value& v, const CallArgs& args) {
   auto number = std::make_shared<int64_t>(-1);
   Value source = v;
   ev.charge(static_cast<uint64_t>(std::max<int64_t>(slices, 0)));
-  return make_generator(ev, "generator", [seq, number, source, slices, fill](Evaluator& e) -> std::optional<Value> {
+  return make_generator(ev, "generator", "sync_do_slice", [seq, number, source, slices, fill](Evaluator& e) -> std::optional<Value> {
     if (*number < 0) {
       *seq = iterate(e, source);
       *number = 0;
@@ -698,10 +707,10 @@ Value f_groupby(Evaluator& ev, const Value& v, const CallArgs& args) {
 // prepare their function when first pulled, as jinja2's generator functions do.
 using ItemFn = std::function<std::optional<Value>(Evaluator&, const Value&)>;
 
-Value lazy_filter(Evaluator& ev, const Value& v, std::function<ItemFn()> prepare) {
+Value lazy_filter(Evaluator& ev, const Value& v, std::string_view function, std::function<ItemFn()> prepare) {
   auto stream = std::make_shared<ItemStream>(v);
   auto fn = std::make_shared<ItemFn>();
-  return make_generator(ev, "generator", [stream, fn, prepare, v](Evaluator& e) -> std::optional<Value> {
+  return make_generator(ev, "generator", function, [stream, fn, prepare, v](Evaluator& e) -> std::optional<Value> {
     if (!*fn) {
       if (!truthy(v)) return std::nullopt;
       *fn = prepare();
@@ -722,7 +731,7 @@ CallArgs rest_of(const CallArgs& args, size_t skip) {
 }
 
 Value f_map(Evaluator& ev, const Value& v, const CallArgs& args) {
-  return lazy_filter(ev, v, [args]() -> ItemFn {
+  return lazy_filter(ev, v, "sync_do_map", [args]() -> ItemFn {
     if (args.positional.empty()) {
       AttrGetter getter;
       bool has_attribute = false;
@@ -746,7 +755,7 @@ Value f_map(Evaluator& ev, const Value& v, const CallArgs& args) {
 }
 
 Value select_or_reject(Evaluator& ev, const Value& v, const CallArgs& args, bool keep, bool by_attribute) {
-  return lazy_filter(ev, v, [args, keep, by_attribute]() -> ItemFn {
+  return lazy_filter(ev, v, "select_or_reject", [args, keep, by_attribute]() -> ItemFn {
     AttrGetter getter;
     if (by_attribute) {
       if (args.positional.empty()) throw Failure("FilterArgumentError: Missing parameter for attribute name");

@@ -30,12 +30,8 @@ Value g_range(Evaluator& ev, const Value&, const CallArgs& args) {
   if (count > kMaxRange) {
     throw Failure("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }
-  const auto n = static_cast<int64_t>(count);
-  ev.charge(static_cast<uint64_t>(n));
-  std::vector<Value> items;
-  items.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) items.push_back(Value::integer(start + i * step));
-  return Value::make_list(std::move(items));
+  ev.charge(static_cast<uint64_t>(count));
+  return Value::make_range(start, stop, step);
 }
 
 // dict(*args, **kwargs) as Python builds it: a mapping or (key, value) pairs, then keywords.

@@ -73,8 +73,7 @@ bool is_mapping(Evaluator&, const Value& v, const CallArgs& args) {
 // len() works and __getitem__ exists: str, list, tuple, dict (not dict views or generators).
 bool is_sequence(Evaluator&, const Value& v, const CallArgs& args) {
   expect_no_args(args, "sequence");
-  if (v.is_list()) return v.list().flavor == ListFlavor::list || v.list().flavor == ListFlavor::tuple;
-  return v.is_string() || v.is_dict();
+  return indexable(v) || v.is_dict();
 }
 
 bool is_iterable(Evaluator&, const Value& v, const CallArgs& args) {
@@ -85,7 +84,7 @@ bool is_iterable(Evaluator&, const Value& v, const CallArgs& args) {
 
 bool is_callable(Evaluator&, const Value& v, const CallArgs& args) {
   expect_no_args(args, "callable");
-  return v.is_object() && v.object().callable();
+  return v.is_undefined() || (v.is_object() && v.object().callable());  // Undefined has __call__
 }
 
 // Python's `is`: the same object. Small ints, None and the bools are single objects in CPython.

@@ -4,6 +4,7 @@
 #include "src/tokenizer/jinja/error.h"
 #include "src/tokenizer/jinja/evaluator.h"
 #include "src/tokenizer/jinja/operators.h"
+#include "src/tokenizer/jinja/repr.h"
 
 namespace ferry::jinja {
 
@@ -24,14 +25,18 @@ std::optional<Value> Generator::next(Evaluator& ev) {
   return item;
 }
 
-std::string Generator::repr() const { return "<" + std::string(type_) + " object>"; }
+std::string Generator::repr() const {
+  const std::string at = " at " + address_text(this) + ">";
+  if (type_ == "generator") return "<generator object " + std::string(function_) + at;
+  return "<" + std::string(type_) + " object" + at;
+}
 
 void Generator::clear() {
   if (!running_) next_ = nullptr;
 }
 
-Value make_generator(Evaluator& ev, std::string_view type, Generator::Next next) {
-  auto generator = std::make_shared<Generator>(type, std::move(next));
+Value make_generator(Evaluator& ev, std::string_view type, std::string_view function, Generator::Next next) {
+  auto generator = std::make_shared<Generator>(type, function, std::move(next));
   ev.track(generator);
   return Value::make_object(std::move(generator));
 }

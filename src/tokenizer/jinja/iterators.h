@@ -17,7 +17,10 @@ namespace ferry::jinja {
 class Generator : public Object {
  public:
   using Next = std::function<std::optional<Value>(Evaluator&)>;
-  Generator(std::string_view type, Next next) : type_(type), next_(std::move(next)) {}
+  // `type` is Python's type name ("generator", "list_reverseiterator"); `function` the jinja2
+  // function a generator comes from, for its repr ("<generator object sync_do_map at 0x...>").
+  Generator(std::string_view type, std::string_view function, Next next)
+      : type_(type), function_(function), next_(std::move(next)) {}
   std::string_view type_name() const override { return type_; }
   bool is_iterator() const override { return true; }
   std::optional<Value> next(Evaluator& ev) override;
@@ -25,13 +28,13 @@ class Generator : public Object {
   void clear() override;
 
  private:
-  std::string_view type_;
+  std::string_view type_, function_;
   Next next_;
   bool running_ = false;
 };
 
 // A generator value (tracked by the evaluator, which clears it when the render ends).
-Value make_generator(Evaluator& ev, std::string_view type, Generator::Next next);
+Value make_generator(Evaluator& ev, std::string_view type, std::string_view function, Generator::Next next);
 
 // The items of a value one at a time: another iterator's lazily, the rest (a list's items, a
 // dict's keys, a string's characters) listed when first asked.

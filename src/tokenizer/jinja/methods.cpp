@@ -377,7 +377,7 @@ const MethodTable* table_for(const Value& v) {
   if (v.is_string()) return &str_methods();
   if (v.is_dict()) return &dict_methods();
   if (v.is_list() && v.list().flavor == ListFlavor::list) return &list_methods();
-  if (v.is_list() && v.list().flavor == ListFlavor::tuple) return &tuple_methods();
+  if (v.is_list() && (v.list().flavor == ListFlavor::tuple || v.list().flavor == ListFlavor::range)) return &tuple_methods();
   return nullptr;
 }
 
@@ -403,7 +403,8 @@ Value BuiltinFunction::call(Evaluator& ev, CallArgs& args) {
 
 std::string BuiltinFunction::repr() const {
   if (self_.is_undefined()) return "<built-in function " + std::string(name_) + ">";
-  return "<built-in method " + std::string(name_) + " of " + ferry::jinja::type_name(self_) + " object>";
+  return "<built-in method " + std::string(name_) + " of " + ferry::jinja::type_name(self_) + " object at " +
+         address_text(self_.identity()) + ">";
 }
 
 }  // namespace ferry::jinja

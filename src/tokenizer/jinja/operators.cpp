@@ -147,7 +147,7 @@ Value concatenate(Evaluator& ev, const Value& a, const Value& b) {
     items.insert(items.end(), b.list().items.begin(), b.list().items.end());
     return Value::make_list(std::move(items), a.list().flavor);
   }
-  if (a.is_string() || a.is_list()) {
+  if (a.is_string() || same_sequence_kind(a, a)) {
     const std::string kind = type_name(a);
     throw Failure("TypeError: can only concatenate " + kind + " (not \"" + type_name(b) + "\") to " + kind);
   }
@@ -250,9 +250,7 @@ std::optional<Value> python_item(const Value& obj, const Value& key) {
     if (const Value* v = obj.dict().find(key)) return *v;
     return std::nullopt;
   }
-  const bool indexable = obj.is_string() || (obj.is_list() && (obj.list().flavor == ListFlavor::list ||
-                                                               obj.list().flavor == ListFlavor::tuple));
-  if (!indexable || !key.is_integral()) return std::nullopt;
+  if (!indexable(obj) || !key.is_integral()) return std::nullopt;
   if (obj.is_string()) {
     const auto i = pystr::adjust_index(static_cast<int64_t>(pystr::length(obj.str())), key.as_int());
     if (!i) return std::nullopt;
@@ -312,6 +310,8 @@ std::string escape_html(std::string_view s) {
 std::string markup_text(const Value& v) { return v.is_markup() ? v.str() : escape_html(to_str(v)); }
 
 Value arithmetic(Evaluator& ev, BinaryOp op, const Value& a, const Value& b) {
+  // str % x runs str.__mod__ first, which takes even an Undefined (it has __getitem__).
+  if (op == BinaryOp::mod && a.is_string()) return Value::string(percent_format(ev, a, b), a.is_markup());
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) return number_op(op, a, b);
@@ -320,9 +320,6 @@ Value arithmetic(Evaluator& ev, BinaryOp op, const Value& a, const Value& b) {
     case BinaryOp::mul:
       if (is_repeatable(a) && b.is_integral()) return repeat(ev, a, b.as_int());
       if (a.is_integral() && is_repeatable(b)) return repeat(ev, b, a.as_int());
-      break;
-    case BinaryOp::mod:
-      if (a.is_string()) return Value::string(percent_format(ev, a, b), a.is_markup());
       break;
     default: break;
   }
@@ -415,9 +412,7 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) fail_undefined(obj);
-  const bool sliceable = obj.is_string() || (obj.is_list() && (obj.list().flavor == ListFlavor::list ||
-                                                               obj.list().flavor == ListFlavor::tuple));
-  if (!sliceable) throw Failure("TypeError: '" + type_name(obj) + "' object is not subscriptable");
+  if (!indexable(obj)) throw Failure("TypeError: '" + type_name(obj) + "' object is not subscriptable");
   if (obj.is_string()) {
     const auto range = pystr::adjust_slice(static_cast<int64_t>(pystr::length(obj.str())), slice_bound(start),
                                            slice_bound(stop), slice_bound(step));
@@ -426,6 +421,11 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   const auto& items = obj.list().items;
   const auto range =
       pystr::adjust_slice(static_cast<int64_t>(items.size()), slice_bound(start), slice_bound(stop), slice_bound(step));
+  if (obj.list().flavor == ListFlavor::range) {  // a range's slice is a range
+    const ListData& r = obj.list();
+    const int64_t start = r.range_start + range.start * r.range_step, step = r.range_step * range.step;
+    return Value::make_range(start, start + range.count * step, step);
+  }
   std::vector<Value> out;
   out.reserve(static_cast<size_t>(range.count));
   for (int64_t k = 0, i = range.start; k < range.count; ++k, i += range.step) out.push_back(items[static_cast<size_t>(i)]);

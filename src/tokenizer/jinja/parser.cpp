@@ -2,6 +2,7 @@
 // side by side.
 #include "src/tokenizer/jinja/parser.h"
 
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 
@@ -515,6 +516,7 @@ class Parser {
     uint32_t depth = 0;
     for_each_child(*node, [&](const Expr& child) { depth = std::max(depth, child.depth); });
     node->depth = depth + 1;
+    node->folded_slice = is_constant(*node) && has_slice(*node);
     if (node->depth > kMaxExprDepth) {
       throw SyntaxFailure(node->offset, "expression nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
     }
@@ -810,7 +812,10 @@ class Parser {
       args.push_back(parse_subscribed());
     }
     expect_op("]");
-    if (args.size() == 1 && args[0]->kind == ExprKind::slice) {
+    auto bare_slice = [](const ExprPtr& arg) {  // `a:b` itself, not an expression that slices
+      return arg->kind == ExprKind::slice && !static_cast<const SliceExpr&>(*arg).object;
+    };
+    if (args.size() == 1 && bare_slice(args[0])) {
       auto& slice = static_cast<SliceExpr&>(*args[0]);
       slice.object = std::move(node);
       return seal(std::move(args[0]));
@@ -822,7 +827,7 @@ class Parser {
     } else {
       auto tuple = std::make_unique<SeqExpr>(ExprKind::tuple, t.offset);
       for (auto& arg : args) {
-        if (arg->kind == ExprKind::slice) fail(t, "slices inside a tuple subscript are not supported");
+        if (bare_slice(arg)) fail(t, "slices inside a tuple subscript are not supported");
         tuple->items.push_back(std::move(arg));
       }
       item->key = seal(std::move(tuple));
@@ -954,6 +959,36 @@ class Parser {
       for (const Body* b : p.same_frame) check_unknown(*b, if_frame);
       for (const Body* b : p.inner_frame) check_unknown(*b, false);
     }
+  }
+
+  static bool has_slice(const Expr& e) {
+    bool found = e.kind == ExprKind::slice;
+    for_each_child(e, [&](const Expr& child) { found = found || child.folded_slice || child.kind == ExprKind::slice; });
+    return found;
+  }
+
+  // Whether jinja2's optimizer would fold `e` into a constant: literals and what is computed from
+  // them alone (filters that need the render context, such as map and select, are not folded).
+  static bool is_constant(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::name:
+      case ExprKind::call: return false;
+      case ExprKind::filter:
+      case ExprKind::test: {
+        const auto& f = static_cast<const FilterExpr&>(e);
+        static const std::string_view needs_context[] = {"map", "select", "reject", "selectattr", "rejectattr", "random"};
+        if ((!f.filter && !f.test) || !f.operand) return false;
+        if (e.kind == ExprKind::filter &&
+            std::find(std::begin(needs_context), std::end(needs_context), f.name) != std::end(needs_context)) {
+          return false;
+        }
+        break;
+      }
+      default: break;
+    }
+    bool constant = true;
+    for_each_child(e, [&](const Expr& child) { constant = constant && is_constant(child); });
+    return constant;
   }
 
   const std::vector<Token>& t_;

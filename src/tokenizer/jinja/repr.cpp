@@ -58,6 +58,11 @@ void append_list_repr(std::string& out, const ListData& list) {
       append_items(out, list.items);
       out += list.items.size() == 1 ? ",)" : ")";
       return;
+    case ListFlavor::range:
+      out += "range(" + int_str(list.range_start) + ", " + int_str(list.range_stop);
+      if (list.range_step != 1) out += ", " + int_str(list.range_step);
+      out += ')';
+      return;
     case ListFlavor::dict_items: out += "dict_items(["; break;
     case ListFlavor::dict_keys: out += "dict_keys(["; break;
     case ListFlavor::dict_values: out += "dict_values(["; break;
@@ -163,6 +168,12 @@ std::string int_str(int64_t i) {
   char buf[24];
   const auto result = std::to_chars(buf, buf + sizeof buf, i);
   return std::string(buf, result.ptr);
+}
+
+std::string address_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
 }
 
 std::string repr(const Value& v) {

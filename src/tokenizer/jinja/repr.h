@@ -16,6 +16,9 @@ std::string repr_string(std::string_view s);
 // Python does ('1.0', '0.0001', '1e-05', '1e+16', 'inf', 'nan').
 std::string float_repr(double d);
 std::string int_str(int64_t i);
+// "0x7f..." as Python prints object addresses in reprs ("<built-in method items of dict object at
+// 0x...>"); the text never matches Python's, its shape does.
+std::string address_text(const void* p);
 
 std::string repr(const Value& v);
 // str(v): a string's own text, '' for Undefined, repr() for the rest.

@@ -139,7 +139,7 @@ class PercentFormatter {
       positional_ = {args};
       if (args.is_dict()) mapping_ = &args.dict();
     }
-    dict_like_ = !tuple_ && (args.is_dict() || args.is_list());  // Python's PyMapping_Check
+    dict_like_ = !tuple_ && (args.is_dict() || args.is_list() || args.is_undefined());  // PyMapping_Check
   }
 
   std::string run() {

@@ -31,8 +31,7 @@ bool numbers_equal(const Value& a, const Value& b) {
 }
 
 bool lists_equal(const ListData& a, const ListData& b) {
-  const bool a_tuple = a.flavor == ListFlavor::tuple, b_tuple = b.flavor == ListFlavor::tuple;
-  if (a_tuple != b_tuple || a.items.size() != b.items.size()) return false;
+  if (a.flavor != b.flavor || a.items.size() != b.items.size()) return false;
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (!equals(a.items[i], b.items[i])) return false;
   }
@@ -100,6 +99,17 @@ Value Value::make_list(std::vector<Value> items, ListFlavor flavor) {
   Value v;
   v.kind_ = Kind::list;
   v.ptr_ = std::move(data);
+  return v;
+}
+
+Value Value::make_range(int64_t start, int64_t stop, int64_t step) {
+  std::vector<Value> items;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.push_back(Value::integer(i));
+  Value v = make_list(std::move(items), ListFlavor::range);
+  auto& data = *static_cast<ListData*>(v.ptr_.get());
+  data.range_start = start;
+  data.range_stop = stop;
+  data.range_step = step;
   return v;
 }
 
@@ -243,7 +253,7 @@ Value Object::call(Evaluator&, CallArgs&) {
 
 std::optional<Value> Object::next(Evaluator&) { return std::nullopt; }
 
-std::string Object::repr() const { return "<" + std::string(type_name()) + " object>"; }
+std::string Object::repr() const { return "<" + std::string(type_name()) + " object at " + address_text(this) + ">"; }
 
 bool truthy(const Value& v) {
   switch (v.kind()) {
@@ -272,6 +282,7 @@ std::string type_name(const Value& v) {
       switch (v.list().flavor) {
         case ListFlavor::list: return "list";
         case ListFlavor::tuple: return "tuple";
+        case ListFlavor::range: return "range";
         case ListFlavor::dict_items: return "dict_items";
         case ListFlavor::dict_keys: return "dict_keys";
         case ListFlavor::dict_values: return "dict_values";
@@ -322,6 +333,27 @@ size_t hash_value(const Value& v) {
   throw Failure("TypeError: unhashable type: '" + type_name(v) + "'");
 }
 
+bool has_safe_repr(const Value& v) {
+  switch (v.kind()) {
+    case Kind::undefined:
+    case Kind::object: return false;
+    case Kind::list: {
+      const ListData& l = v.list();
+      if (l.flavor != ListFlavor::list && l.flavor != ListFlavor::tuple && l.flavor != ListFlavor::range) return false;
+      for (const Value& item : l.items) {
+        if (!has_safe_repr(item)) return false;
+      }
+      return true;
+    }
+    case Kind::dict:
+      for (const auto& [key, value] : v.dict().items()) {
+        if (!has_safe_repr(key) || !has_safe_repr(value)) return false;
+      }
+      return true;
+    default: return true;
+  }
+}
+
 uint32_t depth_above(const Value& item, uint32_t depth) {
   const uint32_t d = item_depth(item) + 1;
   if (d > kMaxValueDepth) {
@@ -331,6 +363,13 @@ uint32_t depth_above(const Value& item, uint32_t depth) {
 }
 
 Value make_tuple(std::vector<Value> items) { return Value::make_list(std::move(items), ListFlavor::tuple); }
+
+bool indexable(const Value& v) {
+  if (v.is_string()) return true;
+  if (!v.is_list()) return false;
+  const ListFlavor f = v.list().flavor;
+  return f == ListFlavor::list || f == ListFlavor::tuple || f == ListFlavor::range;
+}
 
 Value make_string_list(std::vector<std::string> parts, bool markup) {
   std::vector<Value> items;

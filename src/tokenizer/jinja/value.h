@@ -24,9 +24,9 @@ struct UndefinedData;
 
 enum class Kind : uint8_t { undefined, none, boolean, integer, floating, string, list, dict, object };
 
-// How a ListData prints and what it allows (a tuple is a list that prints as a tuple; a dict
-// view cannot be indexed or serialised).
-enum class ListFlavor : uint8_t { list, tuple, dict_items, dict_keys, dict_values };
+// How a ListData prints and what it allows (a tuple is a list that prints as a tuple; range()
+// prints as "range(0, 3)"; a dict view cannot be indexed; only lists and tuples serialise).
+enum class ListFlavor : uint8_t { list, tuple, range, dict_items, dict_keys, dict_values };
 
 // Nested lists and dicts deeper than this are refused when built: printing, comparing and
 // destroying them recurses.
@@ -41,6 +41,8 @@ class Value {
   static Value floating(double d);
   static Value string(std::string s, bool markup = false);
   static Value make_list(std::vector<Value> items, ListFlavor flavor = ListFlavor::list);
+  // range(start, stop, step): its items listed (the sandbox keeps ranges short).
+  static Value make_range(int64_t start, int64_t stop, int64_t step);
   static Value make_dict(std::shared_ptr<const DictData> data);
   static Value make_object(std::shared_ptr<Object> object);
   static Value make_undefined(std::shared_ptr<const UndefinedData> data);
@@ -95,6 +97,7 @@ struct ListData {
   std::vector<Value> items;
   ListFlavor flavor = ListFlavor::list;
   uint32_t depth = 1;
+  int64_t range_start = 0, range_stop = 0, range_step = 1;  // ListFlavor::range
 };
 
 // An insertion-ordered dict with Python's key equality (1 == 1.0 == True) and hashing.
@@ -166,10 +169,15 @@ std::string type_name(const Value& v);
 bool equals(const Value& a, const Value& b);
 // Python's hash() consistent with equals; throws Failure("unhashable type: 'list'").
 size_t hash_value(const Value& v);
+// jinja2's has_safe_repr: plain data (None, bool, numbers, str, range, and lists, tuples and dicts
+// of them), which its compiler can write into code as a constant.
+bool has_safe_repr(const Value& v);
 // The depth a new list or dict holding `items` would have; throws past kMaxValueDepth.
 uint32_t depth_above(const Value& item, uint32_t depth);
 
 Value make_tuple(std::vector<Value> items);
+// str, list, tuple and range: len() and indexing by int.
+bool indexable(const Value& v);
 Value make_string_list(std::vector<std::string> parts, bool markup = false);
 
 }  // namespace ferry::jinja
