@@ -1,148 +1,300 @@
 #!/usr/bin/env bash
-# The GPU check: builds Ferry on a machine with a GPU against that machine's own torch, runs the
-# CUDA tests (tests/gpu: model and generation, RMSNorm and NF4 dequant kernels, offload policies against the CPU),
-# short train-sft / train-rm / train-dpo / train-ppo / train-grpo runs on the GPU, 2-process data parallelism
-# (NCCL with 2 GPUs; ZeRO 2 and 3) and the GPU benchmarks (scripts/bench-*-gpu.sh:
-# offload within 8 GiB), and writes the results under $OUT (default ./gpu-check-out).
+# The GPU check: builds Ferry on a machine with a GPU against that machine's own torch and runs, in
+# order of value, each part under its own time limit: the build, the CUDA unit tests (model and
+# generation, RMSNorm, chunked LM head, NF4 dequant), the offload policies against the CPU, short
+# train-sft / train-rm / train-dpo / train-ppo / train-grpo runs (and train-ppo on 2 processes),
+# 2-process data parallelism (ZeRO 2 and 3) and the GPU benchmarks (scripts/bench-*-gpu.sh).
+# Results go under $OUT (default ./gpu-check-out): summary.txt gets a line per part as it ends, so
+# a run cut short still brings back what finished; each part's output is in <part>.log.
 #
-# Two steps, one script:
-#   scripts/gpu-check.sh --prepare   here (a machine with apt): downloads the Debian packages for
-#                                    the C++ libraries into .gpu-debs/ (ignored by git)
-#   scripts/gpu-check.sh             there (the GPU machine; no network): unpacks .gpu-debs/ into
-#                                    .gpu-deps/ (never into /), builds build-gpu/, runs the checks
-# With the device tool: run(command="bash scripts/gpu-check.sh", carry=[".gpu-debs"]).
+#   scripts/gpu-check.sh --prepare   here (a machine with apt): downloads the `lib` packages of
+#                                    scripts/debian-packages.txt into .gpu-debs/ (ignored by git)
+#   scripts/gpu-check.sh --dry-run   here, in CI (scripts/test.sh): proves the GPU build cannot fail
+#                                    on a missing package (below)
+#   scripts/gpu-check.sh             there (the GPU machine; no network, no Debian -dev packages):
+#                                    unpacks .gpu-debs/ into .gpu-deps/ (never into /) and runs the parts
+# With the device tool: run(command="bash scripts/gpu-check.sh", carry=[".gpu-debs"], timeout_s=600).
+#
+# The time budget (an H100 machine has 16 cores; the whole run must end within 8 minutes when
+# nothing fails, leaving device time to run it again): see the `part` lines below and README's
+# "GPU check" for how each limit was estimated.
+#
+# --dry-run unpacks the carried packages into a scratch folder and configures and builds the
+# `ferry` target with CMake looking only there and in the torch wheel (the system's /usr and / are
+# ignored as search prefixes), then checks that every header the build read from the system belongs
+# to the C/C++ toolchain (not to a library the GPU machine lacks), that every shared library `ferry`
+# loads resolves inside the carried folder, the torch wheel or the C runtime, and that the working
+# tree plus .gpu-debs stays under the device tool's 64 MiB carry limit.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+source "$root/scripts/debian-packages.sh"
 debs_dir=$root/.gpu-debs
-packages=(libyaml-cpp-dev libyaml-cpp0.7 libsentencepiece-dev libsentencepiece0 libprotobuf-lite32
-          libcli11-dev nlohmann-json3-dev libgtest-dev)
+carry_limit=$((64 * 1024 * 1024))
 
-if [ "${1:-}" = "--prepare" ]; then
-  mkdir -p "$debs_dir"
-  grep -qxF '/.gpu-debs/' .git/info/exclude 2>/dev/null || echo '/.gpu-debs/' >> .git/info/exclude
-  (cd "$debs_dir" && apt-get download "${packages[@]}" >/dev/null) || { echo "apt-get download failed" >&2; exit 1; }
-  ls -la "$debs_dir"
-  exit 0
-fi
+prepare() {  # downloads the carried packages (again when the list changed)
+  local stamp=$debs_dir/.list
+  local want
+  want=$(debian_packages carry | tr '\n' ' ')
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+  rm -rf "$debs_dir" && mkdir -p "$debs_dir"
+  # shellcheck disable=SC2086
+  (cd "$debs_dir" && { apt-get download -q $want >/dev/null 2>&1 ||
+                       { apt-get update -qq >/dev/null && apt-get download -q $want >/dev/null; }; }) ||
+    { echo "gpu-check: apt-get download of the carried packages failed: $want" >&2; return 1; }
+  echo "$want" > "$stamp"
+}
 
+unpack() {  # unpacks .gpu-debs/*.deb into $1 (a folder of its own, never /): dpkg -x, or ar + tar
+  rm -rf "$1" && mkdir -p "$1"
+  local f member
+  for f in "$debs_dir"/*.deb; do
+    if command -v dpkg > /dev/null; then
+      dpkg -x "$f" "$1" || return 1
+    else
+      member=$(ar t "$f" | grep '^data\.tar') || return 1
+      ar p "$f" "$member" | tar -x -a -f - -C "$1" 2>/dev/null || ar p "$f" "$member" | tar -x -J -f - -C "$1" || return 1
+    fi
+  done
+}
+
+# configure_and_build BUILD PREFIX PYTHON LOG TARGET...: CMake sees only PREFIX (the unpacked
+# packages), the torch of PYTHON and the CUDA toolkit; the system's /usr and / are ignored as prefixes.
+configure_and_build() {
+  local build=$1 prefix=$2 python=$3 log=$4
+  shift 4
+  local torch_prefix
+  torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || return 1
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCMAKE_IGNORE_PREFIX_PATH="/usr;/" \
+    -DFERRY_CCACHE="${FERRY_GPU_CCACHE:-OFF}" -DTORCH_CUDA_ARCH_LIST="${FERRY_GPU_ARCH:-9.0}" \
+    -DFERRY_PYTHON="$(command -v "$python")" > "$log" 2>&1 || { tail -30 "$log"; return 1; }
+  # Data parallelism needs Gloo's headers: without them CMake only warns, and the GPU runs would fail.
+  grep -q 'data parallelism (c10d Gloo) ON' "$log" || { echo "configure: Gloo headers not found (libgloo-dev)"; return 1; }
+  cmake --build "$build" -j "$(nproc)" $(printf -- '--target %s ' "$@") >> "$log" 2>&1 ||
+    { grep -E -m 20 'error|Error' "$log"; return 1; }
+}
+
+# Headers the build read from outside the build and the torch wheel, by Debian package: only the
+# toolchain's may be there (the GPU machine has a compiler but no library -dev packages).
+check_system_headers() {
+  local build=$1
+  local headers
+  headers=$(ninja -C "$build" -t deps | awk '$1 ~ /^\/usr\/include\// {print $1}' | sort -u)
+  [ -n "$headers" ] || return 0
+  local owners
+  owners=$(echo "$headers" | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | tr ',' '\n' | tr -d ' ' | sort -u)
+  local bad
+  bad=$(echo "$owners" | grep -Ev '^(libc6-dev|linux-libc-dev|libcrypt-dev|libstdc\+\+-[0-9]+-dev|libgcc-[0-9]+-dev)$')
+  if [ -n "$bad" ]; then
+    echo "headers came from system packages the GPU machine lacks (add them to scripts/debian-packages.txt):"
+    local p
+    for p in $bad; do echo "  $p: $(echo "$headers" | xargs -r dpkg -S 2>/dev/null | grep "^$p" | head -2 | cut -d' ' -f2 | tr '\n' ' ')"; done
+    return 1
+  fi
+}
+
+# Every library `ferry` loads must resolve inside the carried folder, the torch wheel's site-packages
+# or the CUDA toolkit, except the C runtime every Linux has.
+check_shared_libraries() {
+  local binary=$1 prefix=$2 python=$3
+  local site
+  site=$("$python" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  local resolved
+  resolved=$(LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu ldd "$binary") || return 1
+  local bad
+  bad=$(echo "$resolved" | awk '/=>/ {print $1, $3}' | while read -r name path; do
+    case $path in
+      "$prefix"/*|"$site"/*|/usr/local/cuda*) ;;
+      *) case $name in
+           libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
+           *) echo "  $name => $path" ;;
+         esac ;;
+    esac
+  done)
+  if [ -n "$bad" ]; then
+    echo "ferry loads libraries that are not carried (add their packages to scripts/debian-packages.txt):"
+    echo "$bad"
+    return 1
+  fi
+}
+
+check_carry_size() {  # the working tree that travels plus .gpu-debs, against the device tool's limit
+  local tree debs
+  tree=$(git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  debs=$(du -sb "$debs_dir" | cut -f1)
+  echo "carry: working tree $((tree / 1024)) KiB + .gpu-debs $((debs / 1024)) KiB (limit $((carry_limit / 1048576)) MiB)"
+  [ $((tree + debs)) -lt $carry_limit ] || { echo "carry: over the device tool's limit"; return 1; }
+}
+
+dry_run() {
+  local python=${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}
+  # A build folder beside build/ (the same depth below the checkout, so ccache's relative paths
+  # match between CI's clones), with the unpacked packages inside it.
+  local scratch=${FERRY_BUILD:-$root/build}-gpu-dry-run
+  local start
+  start=$(date +%s)
+  prepare || return 1
+  unpack "$scratch/deps" || return 1
+  # ccache (if any) keeps CI's repeated dry runs cheap; the GPU machine builds without it.
+  FERRY_GPU_CCACHE=$(command -v ccache || echo OFF) FERRY_GPU_ARCH="8.0;9.0+PTX" \
+    configure_and_build "$scratch" "$scratch/deps" "$python" "$scratch/gpu-dry-run.log" ferry || {
+      echo "gpu-check --dry-run: the GPU build fails with only the carried packages (log: $scratch/gpu-dry-run.log)"
+      return 1; }
+  check_system_headers "$scratch" || return 1
+  check_shared_libraries "$scratch/ferry" "$scratch/deps" "$python" || return 1
+  LD_LIBRARY_PATH=$scratch/deps/usr/lib/x86_64-linux-gnu "$scratch/ferry" version > /dev/null || return 1
+  check_carry_size || return 1
+  echo "gpu-check --dry-run: ok in $(( $(date +%s) - start )) s ($(debian_packages carry | wc -l) carried packages)"
+}
+
+case "${1:-}" in
+  --prepare) prepare && ls -la "$debs_dir"; exit ;;
+  --dry-run) dry_run; exit ;;
+  "") ;;
+  *) echo "usage: scripts/gpu-check.sh [--prepare | --dry-run]" >&2; exit 2 ;;
+esac
+
+# --- The run on the GPU machine ---------------------------------------------------------------
 out=${OUT:-$root/gpu-check-out}
 mkdir -p "$out"
-log=$out/gpu-check.log
-exec > >(tee "$log") 2>&1
 summary=$out/summary.txt
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 python=${FERRY_GPU_PYTHON:-python3}
+export CCACHE_DISABLE=1
+rc=0
 
-echo "== machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-nvcc --version | tail -1 || true
-"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())'
+# part NAME LIMIT_S COMMAND...: runs a part with its output in $out/NAME.log, under `timeout`, and
+# writes its outcome to summary.txt at once.
+part() {
+  local name=$1 limit=$2
+  shift 2
+  local start status
+  start=$(date +%s)
+  # A part may be a shell function: exported, a child bash runs it under timeout.
+  timeout --kill-after=10 "$limit" bash -c '"$@"' part "$@" > "$out/$name.log" 2>&1
+  status=$?
+  local seconds=$(( $(date +%s) - start ))
+  case $status in
+    0) note "part $name: ok in $seconds s (limit $limit s)" ;;
+    124|137) note "part $name: TIMEOUT after $seconds s (limit $limit s)"; rc=1 ;;
+    *) note "part $name: FAILED (exit $status) in $seconds s (limit $limit s)"; tail -15 "$out/$name.log" >> "$summary"; rc=1 ;;
+  esac
+  return $status
+}
 
-echo "== C++ packages from .gpu-debs (unpacked into .gpu-deps, not into /)"
+{
+  echo "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  echo "cores: $(nproc); $(nvcc --version 2>&1 | tail -1)"
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())'
+} 2>&1 | tee -a "$summary"
+
 prefix=$root/.gpu-deps
 if [ -d "$debs_dir" ]; then
-  mkdir -p "$prefix"
-  for f in "$debs_dir"/*.deb; do dpkg -x "$f" "$prefix"; done
+  unpack "$prefix" || { note "unpack .gpu-debs: FAILED"; exit 1; }
 else
-  echo "no .gpu-debs folder: assuming the C++ packages are installed system-wide"
+  note "no .gpu-debs folder: run scripts/gpu-check.sh --prepare here and carry .gpu-debs"; exit 1
 fi
-libdir=$prefix/usr/lib/x86_64-linux-gnu
-export PKG_CONFIG_SYSROOT_DIR=$prefix PKG_CONFIG_PATH=$libdir/pkgconfig
-export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+ferry=build-gpu/ferry
+gpu_tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 
-echo "== configure + build"
-torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-start=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
-  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/lib/x86_64-linux-gnu/cmake" \
-  -DTORCH_CUDA_ARCH_LIST="9.0" -DFERRY_PYTHON="$(command -v "$python")" > "$out/configure.log" 2>&1 \
-  || { tail -40 "$out/configure.log"; note "configure: FAILED"; exit 1; }
-# Device time is short: build the executable and the GPU tests only (the CPU suite runs in CI).
-gpu_tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//')
-cmake --build build-gpu -j "$(nproc)" --target ferry $gpu_tests > "$out/build.log" 2>&1 \
-  || { grep -E 'error|Error' "$out/build.log" | head -40; note "build: FAILED"; exit 1; }
-note "build: ok in $(( $(date +%s) - start )) s"
-build-gpu/ferry version | tee -a "$summary"
+export root ferry python debs_dir
+export -f configure_and_build
 
-echo "== tests: gpu"
-(cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/ctest.log" 2>&1
-rc=$?
-grep -E 'tests passed|tests failed|Failed|Skipped|Passed' "$out/ctest.log" | tee -a "$summary"
-note "ctest gpu exit: $rc"
+# 1. configure + build: the executable and the GPU tests, all cores, no ccache (CMake's own output
+#    in cmake.log; build.log has what failed).
+# shellcheck disable=SC2086
+part build 270 configure_and_build build-gpu "$prefix" "$python" "$out/cmake.log" ferry $gpu_tests || exit 1
+"$ferry" version | tee -a "$summary"
 
-echo "== preference and RL stages on the GPU (a 60-step demo SFT model, again with int8 host moments, 20 QLoRA steps on it (the CUDA NF4 dequantise in training) and 10 with the 4-bit base paged (params), then train-rm, train-dpo, train-ppo and train-grpo, and train-ppo on 2 processes, bf16)"
-pref=$out/preference-runs
-short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
-{
-  build-gpu/ferry train-sft --config configs/demo-sft.yaml --set output.dir=$pref/sft --set train.max_steps=60 \
+# 2. CUDA unit tests: kernels, ops and generation against their CPU references.
+part cuda-tests 40 bash -c "cd build-gpu && ctest -L gpu -E train_offload --output-on-failure -j 4"
+grep -E 'tests passed|tests failed|\(Failed\)|\*\*\*' "$out/cuda-tests.log" | head -20 >> "$summary"
+
+# 3. Offload policies on the GPU against the CPU (same losses; allocator peaks under the budget).
+part offload 40 bash -c "cd build-gpu && ctest -R train_offload --output-on-failure"
+grep -E 'tests passed|tests failed|\(Failed\)|peak' "$out/offload.log" | head -20 >> "$summary"
+
+# 4. The stages, short, bf16 on the GPU (a 60-step demo SFT model first, then the rest from it).
+stages() {
+  local runs=$1
+  local short="--set train.device=cuda --set train.precision=bf16 --set logging.progress=never --set logging.tensorboard=false"
+  # shellcheck disable=SC2086
+  "$ferry" train-sft --config configs/demo-sft.yaml --set output.dir=$runs/sft --set train.max_steps=60 \
     --set train.eval_every=0 --set train.save_every=0 $short &&
-  build-gpu/ferry train-sft --config configs/demo-sft.yaml --set output.dir=$pref/sft-int8 --set train.max_steps=60 \
+  "$ferry" train-sft --config configs/demo-sft.yaml --set output.dir=$runs/sft-int8 --set train.max_steps=20 \
     --set train.eval_every=0 --set train.save_every=0 $short --set offload.policy=optimizer \
     --set offload.optimizer_state=int8 &&
-  build-gpu/ferry train-sft --config configs/demo-sft-qlora.yaml --set model.path=$pref/sft/final \
-    --set output.dir=$pref/qlora --set train.max_steps=20 --set train.eval_every=10 --set train.save_every=0 $short &&
-  build-gpu/ferry train-sft --config configs/demo-sft-qlora.yaml --set model.path=$pref/sft/final \
-    --set output.dir=$pref/qlora-params --set train.max_steps=10 --set train.eval_every=10 --set train.save_every=0 $short \
-    --set offload.policy=params &&
-  build-gpu/ferry train-rm --config configs/demo-rm.yaml --set model.path=$pref/sft/final --set output.dir=$pref/rm \
+  "$ferry" train-sft --config configs/demo-sft-qlora.yaml --set model.path=$runs/sft/final \
+    --set output.dir=$runs/qlora --set train.max_steps=20 --set train.eval_every=10 --set train.save_every=0 $short &&
+  "$ferry" train-sft --config configs/demo-sft-qlora.yaml --set model.path=$runs/sft/final \
+    --set output.dir=$runs/qlora-params --set train.max_steps=10 --set train.eval_every=10 --set train.save_every=0 \
+    $short --set offload.policy=params &&
+  "$ferry" train-rm --config configs/demo-rm.yaml --set model.path=$runs/sft/final --set output.dir=$runs/rm \
     --set train.max_steps=40 --set train.eval_every=20 $short --set offload.policy=optimizer &&
-  build-gpu/ferry score --model $pref/rm/final --data data/preference_eval.jsonl --limit 50 &&
-  build-gpu/ferry train-dpo --config configs/demo-dpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/dpo \
+  "$ferry" score --model $runs/rm/final --data data/preference_eval.jsonl --limit 50 &&
+  "$ferry" train-dpo --config configs/demo-dpo.yaml --set model.path=$runs/sft/final --set output.dir=$runs/dpo \
     --set train.max_steps=20 --set train.eval_every=10 $short --set offload.policy=params &&
-  build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo \
-    --set ppo.reward_model=$pref/rm/final --set train.max_steps=10 $short &&
-  build-gpu/ferry train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/ppo-params \
-    --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short --set offload.policy=params --set offload.gpu_memory=16MiB &&
-  build-gpu/ferry train-grpo --config configs/demo-grpo.yaml --set model.path=$pref/sft/final --set output.dir=$pref/grpo \
+  "$ferry" train-ppo --config configs/demo-ppo.yaml --set model.path=$runs/sft/final --set output.dir=$runs/ppo \
+    --set ppo.reward_model=$runs/rm/final --set train.max_steps=10 $short &&
+  "$ferry" train-ppo --config configs/demo-ppo.yaml --set model.path=$runs/sft/final --set output.dir=$runs/ppo-params \
+    --set ppo.reward_model=$runs/rm/final --set train.max_steps=5 $short --set offload.policy=params \
+    --set offload.gpu_memory=16MiB &&
+  "$ferry" train-grpo --config configs/demo-grpo.yaml --set model.path=$runs/sft/final --set output.dir=$runs/grpo \
     --set train.max_steps=10 $short &&
-  build-gpu/ferry launch --nproc 2 -- train-ppo --config configs/demo-ppo.yaml --set model.path=$pref/sft/final \
-    --set output.dir=$pref/ppo-2proc --set ppo.reward_model=$pref/rm/final --set train.max_steps=5 $short \
+  "$ferry" launch --nproc 2 -- train-ppo --config configs/demo-ppo.yaml --set model.path=$runs/sft/final \
+    --set output.dir=$runs/ppo-2proc --set ppo.reward_model=$runs/rm/final --set train.max_steps=5 $short \
     --set distributed.zero_stage=2
-} > "$out/preference.log" 2>&1
-pref_rc=$?
-grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-(ppo|grpo): (before|after)|error' "$out/preference.log" | tee -a "$summary"
-note "preference stages exit: $pref_rc"
-rm -rf "$pref"
-[ "$pref_rc" = 0 ] || rc=1
+}
+export -f stages
+runs=$(mktemp -d)
+part stages 120 stages "$runs"
+grep -E 'eval step|engine peak|CUDA allocator|preference accuracy|train-(ppo|grpo): (before|after)|error' \
+  "$out/stages.log" | head -40 >> "$summary"
 
-echo "== data parallelism on the GPU: 2 processes (c10d NCCL when there are 2 GPUs, else both on one GPU through Gloo), ZeRO 2 and 3 against 1 process with the same global batch, fp32"
-dp=$out/dp-runs
-dpargs="--config configs/demo-sft.yaml --set train.max_steps=20 --set train.eval_every=0 --set train.save_every=0
-  --set train.device=cuda --set logging.progress=never --set logging.tensorboard=false --set train.micro_batch_size=16"
-{
-  build-gpu/ferry train-sft $dpargs --set output.dir=$dp/one --set train.grad_accumulation=2 &&
-  build-gpu/ferry launch --nproc 2 -- train-sft $dpargs --set output.dir=$dp/zero2 --set distributed.zero_stage=2 &&
-  build-gpu/ferry launch --nproc 2 -- train-sft $dpargs --set output.dir=$dp/zero3 --set distributed.zero_stage=3 \
-    --set offload.policy=params
-} > "$out/dp.log" 2>&1
-dp_rc=$?
-if [ "$dp_rc" = 0 ]; then
-  "$python" - "$dp" <<'PY' | tee -a "$summary"
+# 5. Data parallelism: 2 processes (NCCL with 2 GPUs, else Gloo on one), ZeRO 2 and 3 against 1
+#    process with the same global batch, fp32.
+data_parallel() {
+  local runs=$1
+  local args="--config configs/demo-sft.yaml --set train.max_steps=20 --set train.eval_every=0 --set train.save_every=0
+    --set train.device=cuda --set logging.progress=never --set logging.tensorboard=false --set train.micro_batch_size=16"
+  # shellcheck disable=SC2086
+  "$ferry" train-sft $args --set output.dir=$runs/one --set train.grad_accumulation=2 &&
+  "$ferry" launch --nproc 2 -- train-sft $args --set output.dir=$runs/zero2 --set distributed.zero_stage=2 &&
+  "$ferry" launch --nproc 2 -- train-sft $args --set output.dir=$runs/zero3 --set distributed.zero_stage=3 \
+    --set offload.policy=params &&
+  "$python" - "$runs" <<'PY'
 import json, sys
-dp = sys.argv[1]
+runs = sys.argv[1]
 def rows(run):
-    return [json.loads(l) for l in open(f"{dp}/{run}/metrics.jsonl") if '"grad_norm"' in l]
+    return [json.loads(l) for l in open(f"{runs}/{run}/metrics.jsonl") if '"grad_norm"' in l]
+def rate(r):
+    return sum(x["tokens_per_s"] for x in r[5:]) / max(len(r[5:]), 1)
 one = rows("one")
 for run in ("zero2", "zero3"):
     r = rows(run)
     worst = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(one, r))
-    rate = sum(x["tokens_per_s"] for x in r[5:]) / max(len(r[5:]), 1)
-    print(f"dp {run}: {len(r)} steps, worst relative loss difference vs 1 process {worst:.2e}, {rate:.0f} tokens/s "
-          f"(1 process: {sum(x['tokens_per_s'] for x in one[5:]) / max(len(one[5:]), 1):.0f})")
+    print(f"dp {run}: {len(r)} steps, worst relative loss difference vs 1 process {worst:.2e}, "
+          f"{rate(r):.0f} tokens/s (1 process: {rate(one):.0f})")
 PY
-else
-  tail -20 "$out/dp.log" | tee -a "$summary"
-fi
-note "data parallel exit: $dp_rc"
-rm -rf "$dp"
-[ "$dp_rc" = 0 ] || rc=1
+}
+export -f data_parallel
+part data-parallel 45 data_parallel "$runs"
+grep -E '^dp ' "$out/data-parallel.log" >> "$summary"
+rm -rf "$runs"
 
-echo "== GPU benchmarks"
-for bench in scripts/bench-*-gpu.sh; do
-  [ -e "$bench" ] || continue
-  echo "-- $bench"
-  FERRY_BUILD=$root/build-gpu FERRY_PYTHON=$python bash "$bench" 2>&1 | tee -a "$summary"
-done
+# 6. GPU benchmarks (each prints its figures as it goes, so a timeout keeps the finished lines).
+benches() {
+  local bench
+  for bench in scripts/bench-*-gpu.sh; do
+    [ -e "$bench" ] || continue
+    echo "-- $bench"
+    FERRY_BUILD=$root/build-gpu FERRY_PYTHON=$python FERRY_BENCH_STEPS=3 bash "$bench"
+  done
+}
+export -f benches
+part bench 60 benches
+grep -vE '^\s*$' "$out/bench.log" | grep -E ': |^--' | head -30 >> "$summary"
 exit $rc

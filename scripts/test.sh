@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every test (unit, integration, parity
-# against the Python references in the deps venv; gpu tests skip without a GPU).
+# against the Python references in the deps venv; gpu tests skip without a GPU), then proves the GPU
+# check's build cannot fail on a missing Debian package (scripts/gpu-check.sh --dry-run; skipped
+# when FERRY_GPU_DRY_RUN=0 or when ctest was given arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
 # The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
 # there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is
@@ -23,5 +25,8 @@ if [[ -n $left ]]; then
     exit 1
   fi
   echo "the failed tests' files are kept in $scratch" >&2
+fi
+if [[ ${FERRY_GPU_DRY_RUN:-1} == 1 && $# == 0 ]]; then
+  "$root/scripts/gpu-check.sh" --dry-run || rc=1
 fi
 exit "$rc"

@@ -17,6 +17,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
+#include "src/io/hf_tensor_specs.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/lora.h"
@@ -104,6 +105,7 @@ LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
     out.shape = out.model->config();
   } else if (!config.model.config.empty()) {
     out.shape = io::read_hf_config(config.model.config);
+    io::check_model_fits_host(out.shape, build_bytes_per_parameter(dtype), 0, "model.config " + config.model.config);
     out.model = LlamaForCausalLM(out.shape);
     init_llama_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
     out.model->to(dtype);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
+#include "src/io/hf_tensor_specs.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
@@ -57,45 +59,33 @@ struct PlannedTensor {
   RowPermutation permutation = RowPermutation::none;
 };
 
-// The Hugging Face weights a config needs, with their GGUF names and shapes, in the file's order:
-// token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
+// llama.cpp's name for a Hugging Face weight name (without "model.layers.<i>." in a layer).
+std::string gguf_tensor_name(const HfTensorSpec& spec) {
+  static const std::map<std::string, std::string> global = {{"model.embed_tokens.weight", "token_embd.weight"},
+                                                            {"model.norm.weight", "output_norm.weight"},
+                                                            {"lm_head.weight", "output.weight"}};
+  static const std::map<std::string, std::string> module = {
+      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"},   {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},   {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
+      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},        {"mlp.down_proj", "ffn_down"}};
+  if (spec.layer < 0) return global.at(spec.name);
+  const size_t dot = spec.suffix.rfind('.');  // "...q_proj" + ".weight" / ".bias"
+  return "blk." + std::to_string(spec.layer) + "." + module.at(spec.suffix.substr(0, dot)) + spec.suffix.substr(dot);
+}
+
+// The Hugging Face weights a config needs (hf_tensor_specs.h), with their GGUF names, in the file's
+// order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output. llama.cpp's "llama" architecture
+// wants the query and key rows interleaved.
 std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::string& arch) {
-  const int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
   const bool permute = arch == "llama";
   std::vector<PlannedTensor> out;
-  out.push_back({"token_embd.weight", "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const std::string hf = "model.layers." + std::to_string(layer) + ".";
-    const std::string blk = "blk." + std::to_string(layer) + ".";
-    const auto add = [&](const std::string& gguf, const std::string& name, std::vector<int64_t> shape,
-                         RowPermutation permutation = RowPermutation::none) {
-      out.push_back({blk + gguf, hf + name, std::move(shape), permutation});
-    };
-    const RowPermutation q = permute ? RowPermutation::query : RowPermutation::none;
-    const RowPermutation k = permute ? RowPermutation::key : RowPermutation::none;
-    add("attn_norm.weight", "input_layernorm.weight", {c.hidden_size});
-    add("attn_q.weight", "self_attn.q_proj.weight", {q_rows, c.hidden_size}, q);
-    if (c.attention_bias) add("attn_q.bias", "self_attn.q_proj.bias", {q_rows}, q);
-    add("attn_k.weight", "self_attn.k_proj.weight", {kv_rows, c.hidden_size}, k);
-    if (c.attention_bias) add("attn_k.bias", "self_attn.k_proj.bias", {kv_rows}, k);
-    add("attn_v.weight", "self_attn.v_proj.weight", {kv_rows, c.hidden_size});
-    if (c.attention_bias) add("attn_v.bias", "self_attn.v_proj.bias", {kv_rows});
-    if (arch == "qwen3") {  // Qwen3's per-head RMSNorm of queries and keys
-      add("attn_q_norm.weight", "self_attn.q_norm.weight", {c.head_dim});
-      add("attn_k_norm.weight", "self_attn.k_norm.weight", {c.head_dim});
-    }
-    add("attn_output.weight", "self_attn.o_proj.weight", {c.hidden_size, q_rows});
-    if (c.attention_output_bias) add("attn_output.bias", "self_attn.o_proj.bias", {c.hidden_size});
-    add("ffn_norm.weight", "post_attention_layernorm.weight", {c.hidden_size});
-    add("ffn_gate.weight", "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size});
-    if (c.mlp_bias) add("ffn_gate.bias", "mlp.gate_proj.bias", {c.intermediate_size});
-    add("ffn_up.weight", "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size});
-    if (c.mlp_bias) add("ffn_up.bias", "mlp.up_proj.bias", {c.intermediate_size});
-    add("ffn_down.weight", "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
-    if (c.mlp_bias) add("ffn_down.bias", "mlp.down_proj.bias", {c.hidden_size});
+  for (HfTensorSpec& spec : hf_tensor_specs(c)) {
+    RowPermutation permutation = RowPermutation::none;
+    if (permute && spec.suffix.rfind("self_attn.q_proj.", 0) == 0) permutation = RowPermutation::query;
+    if (permute && spec.suffix.rfind("self_attn.k_proj.", 0) == 0) permutation = RowPermutation::key;
+    out.push_back({gguf_tensor_name(spec), spec.name, std::move(spec.shape), permutation});
   }
-  out.push_back({"output_norm.weight", "model.norm.weight", {c.hidden_size}});
-  if (!c.tie_word_embeddings) out.push_back({"output.weight", "lm_head.weight", {c.vocab_size, c.hidden_size}});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "src/core/error.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/hf_tensor_specs.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/model_state.h"
@@ -15,8 +16,8 @@ namespace {
 
 // The folder's weights; a QLoRA checkpoint's NF4 or int8 base (nf4_checkpoint.h, int8_checkpoint.h)
 // dequantised (int8 into fp32; the model converts).
-io::TensorMap read_weights(const std::filesystem::path& dir) {
-  io::TensorMap weights = io::load_hf_weights(dir);
+io::TensorMap read_weights(const io::HfWeights& files, const std::filesystem::path& dir) {
+  io::TensorMap weights = files.load_all();
   if (io::has_nf4_tensors(weights)) io::dequantize_nf4_tensors(weights, "model folder " + dir.string());
   if (io::has_int8_tensors(weights)) io::dequantize_int8_tensors(weights, "model folder " + dir.string(), at::kFloat);
   return weights;
@@ -31,13 +32,27 @@ LlamaConfig read_config(const std::filesystem::path& dir) {
 
 }  // namespace
 
+uint64_t build_bytes_per_parameter(at::ScalarType dtype) {
+  return 4 + (dtype == at::kFloat ? 0 : c10::elementSize(dtype));  // float32 first, then converted
+}
+
+void check_model_folder(const LlamaConfig& config, const io::HfWeights& weights, const std::filesystem::path& dir,
+                        at::ScalarType dtype) {
+  io::check_weights_match_config(config, weights, dir / "config.json");
+  uint64_t file_bytes = 0;
+  for (const io::SafetensorsFile& file : weights.files()) file_bytes += std::filesystem::file_size(file.path());
+  io::check_model_fits_host(config, build_bytes_per_parameter(dtype), file_bytes, "loading model folder " + dir.string());
+}
+
 LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device) {
   const LlamaConfig config = read_config(dir);
+  const io::HfWeights files(dir);
+  check_model_folder(config, files, dir, dtype);
   LlamaForCausalLM model(config);
   model->to(dtype);
   LoadStateOptions options;
   options.source = "model folder " + dir.string();
-  load_state(*model, read_weights(dir), options);
+  load_state(*model, read_weights(files, dir), options);
   model->to(device);
   model->eval();
   return model;
@@ -46,9 +61,11 @@ LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at:
 LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device,
                                           bool from_causal_lm, uint64_t seed) {
   const LlamaConfig config = read_config(dir);
+  const io::HfWeights files(dir);
+  check_model_folder(config, files, dir, dtype);
   LlamaForScore model(config);
   model->to(dtype);
-  const io::TensorMap weights = read_weights(dir);
+  const io::TensorMap weights = read_weights(files, dir);
   LoadStateOptions options;
   options.source = "model folder " + dir.string();
   const bool init_score = from_causal_lm && weights.count("score.weight") == 0;

@@ -13,6 +13,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_quantization.h"
+#include "src/io/hf_tensor_specs.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/int8_linear.h"
@@ -100,6 +101,9 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
   const bool folder_4bit = io::read_hf_quantization(dir / "config.json").nf4;
   const io::HfWeights weights(dir);  // mapped: a tensor is read when it is converted
   const std::string source = "model folder " + dir.string();
+  // Layers are quantised as they are built, so the host holds about a byte per parameter at most.
+  io::check_weights_match_config(config, weights, dir / "config.json");
+  io::check_model_fits_host(config, 1, 0, "loading " + source + " with a quantised base");
   QuantizedLoadReport found;
   std::vector<std::string> missing;
   std::set<std::string> taken;  // tensors consumed here (projection weights and their quantised groups)

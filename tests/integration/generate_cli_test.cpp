@@ -12,6 +12,8 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -178,6 +180,74 @@ TEST_F(GenerateCli, BadInputExitsTwoNamingTheLine) {
   r = run(ferry("--prompt hi --temperature 0"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_CONTAINS(r.output, "temperature");
+}
+
+// A config.json that disagrees with its weights (a huge intermediate_size): exit 2 naming the key,
+// the config's value and the shape in the weight file, before anything is allocated.
+TEST_F(GenerateCli, AConfigThatDisagreesWithItsWeightsIsRefusedBeforeAllocating) {
+  const std::filesystem::path bad = dir_ / "model-bad-config";
+  std::filesystem::create_directories(bad);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "model")) {
+    std::filesystem::copy_file(entry.path(), bad / entry.path().filename(),
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  nlohmann::json config = nlohmann::json::parse(ferry_test::read_text((bad / "config.json").string()));
+  ASSERT_EQ(config["intermediate_size"], 128);
+  config["intermediate_size"] = 1000000000000;
+  std::ofstream(bad / "config.json") << config.dump(2);
+  const Result r = run(std::string("'") + FERRY_BINARY + "' generate --model '" + bad.string() + "' --prompt hello");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, (bad / "config.json").string() + ": intermediate_size is 1000000000000");
+  EXPECT_CONTAINS(r.output, "the weights say 128 (model.layers.0.mlp.gate_proj.weight is [128, 64])");
+  EXPECT_EQ(r.output.find("allocat"), std::string::npos) << r.output;
+}
+
+// A model folder whose weights cannot fit in host memory: config.json and a sparse model.safetensors
+// whose header describes a 256 GiB embedding (one 16384-wide layer, tied embeddings). Exit 2 with
+// the figures, before anything is allocated or read.
+TEST_F(GenerateCli, AModelLargerThanHostMemoryIsRefusedWithTheFigures) {
+  const std::filesystem::path big = dir_ / "model-huge";
+  std::filesystem::create_directories(big);
+  const int64_t hidden = 16384, vocab = int64_t{1} << 23;
+  std::ofstream(big / "config.json") << nlohmann::json{
+      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", hidden},
+      {"intermediate_size", hidden}, {"num_hidden_layers", 1}, {"num_attention_heads", 128},
+      {"num_key_value_heads", 128}, {"vocab_size", vocab}, {"max_position_embeddings", 4096},
+      {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"hidden_act", "silu"}, {"tie_word_embeddings", true},
+      {"bos_token_id", 1}, {"eos_token_id", 2}, {"torch_dtype", "bfloat16"}}.dump(2);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {{"model.embed_tokens.weight", {vocab, hidden}}};
+  for (const char* name : {"input_layernorm", "post_attention_layernorm"}) {
+    tensors.push_back({std::string("model.layers.0.") + name + ".weight", {hidden}});
+  }
+  for (const char* name : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+    tensors.push_back({std::string("model.layers.0.") + name + ".weight", {hidden, hidden}});
+  }
+  tensors.push_back({"model.norm.weight", {hidden}});
+  nlohmann::json header;
+  int64_t offset = 0;
+  for (const auto& [name, shape] : tensors) {
+    int64_t bytes = 2;
+    for (const int64_t dim : shape) bytes *= dim;
+    header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.resize((text.size() + 7) / 8 * 8, ' ');
+  const uint64_t length = text.size();
+  {
+    std::ofstream out(big / "model.safetensors", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out << text;
+  }
+  std::filesystem::resize_file(big / "model.safetensors", 8 + length + offset);  // sparse: no blocks written
+  std::filesystem::copy_file(dir_ / "model" / "tokenizer.model", big / "tokenizer.model");
+  const Result r = run(std::string("'") + FERRY_BINARY + "' generate --model '" + big.string() + "' --prompt hello");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "loading model folder " + big.string() + " needs");
+  EXPECT_CONTAINS(r.output, "GiB of host memory (139 billion parameters x 4 bytes + 259.50 GiB read from the weight files)");
+  EXPECT_CONTAINS(r.output, "is available (MemAvailable)");
+  EXPECT_EQ(r.output.find("allocat"), std::string::npos) << r.output;
 }
 
 }  // namespace
