@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,11 +36,7 @@ struct Expr {
   ExprKind kind;
   uint32_t offset;
   uint32_t depth = 1;  // nesting below and including this node (bounded by the parser)
-  // jinja2's optimizer folds an expression of constants when compiling, evaluating it through
-  // its getitem, which gives Undefined where slicing fails: `{{ (none)[1:] }}` renders '' where
-  // `{{ x[1:] }}` with x None raises. Only slices behave differently, so this marks the constant
-  // expressions that hold one (see Evaluator::eval).
-  bool folded_slice = false;
+  bool has_slice = false;  // a slice somewhere below: jinja2's constant folding may apply (optimizer.h)
 };
 
 struct LiteralExpr : Expr {
@@ -200,13 +197,13 @@ struct MacroDef {
 
 struct MacroStmt : Stmt {
   using Stmt::Stmt;
-  std::shared_ptr<const MacroDef> def;
+  std::shared_ptr<MacroDef> def;
 };
 
 struct CallBlockStmt : Stmt {
   using Stmt::Stmt;
   ExprPtr call;  // a CallExpr
-  std::shared_ptr<const MacroDef> caller;
+  std::shared_ptr<MacroDef> caller;
 };
 
 struct FilterBlockStmt : Stmt {
@@ -226,5 +223,10 @@ struct BlockStmt : Stmt {
   using Stmt::Stmt;
   Body body;
 };
+
+// Calls `slot` with each direct sub-expression of `e` (not nested statement bodies), which it may
+// replace; for_each_child only reads them.
+void for_each_child_slot(Expr& e, const std::function<void(ExprPtr&)>& slot);
+void for_each_child(const Expr& e, const std::function<void(const Expr&)>& visit);
 
 }  // namespace ferry::jinja

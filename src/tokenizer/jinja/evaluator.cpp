@@ -142,7 +142,7 @@ void Scope::set(std::string_view name, Value v) {
       return;
     }
   }
-  vars.emplace_back(std::string(name), std::move(v));
+  vars.emplace_back(name, std::move(v));
 }
 
 Evaluator::Evaluator(const Program& program, const RenderOptions& options) : program_(program), options_(options) {}
@@ -154,11 +154,12 @@ Evaluator::~Evaluator() {
 }
 
 RenderResult Evaluator::render(const nlohmann::ordered_json& variables) {
-  stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
+  stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   try {
     if (!variables.is_object()) throw Failure("the render variables must be a JSON object");
     const Value vars = from_json(variables);
     variables_ = vars.dict_ptr();
+    root_.reserve(4096);
     exec_body(program_.body, std::make_shared<Scope>(nullptr));
   } catch (const Failure& failure) {
     rethrow_at(failure, 0);
@@ -209,11 +210,8 @@ std::string Evaluator::capture(Fn&& body) {
   return buffer;
 }
 
-void Evaluator::check_stack() const {
-  const auto* here = static_cast<const char*>(__builtin_frame_address(0));
-  if (stack_base_ && stack_base_ > here && static_cast<size_t>(stack_base_ - here) > limits().max_stack_bytes) {
-    throw Failure("the template nests statements and calls too deeply (max_stack_bytes)", ErrorKind::limit);
-  }
+void Evaluator::stack_exhausted() const {
+  throw Failure("the template nests statements and calls too deeply (max_stack_bytes)", ErrorKind::limit);
 }
 
 void Evaluator::rethrow_at(const Failure& failure, uint32_t offset) const {
@@ -268,9 +266,7 @@ Evaluator::Flow Evaluator::exec_impl(const Stmt& s, const ScopePtr& scope) {
   switch (s.kind) {
     case StmtKind::text: write(static_cast<const TextStmt&>(s).text); break;
     case StmtKind::print: {
-      const Expr& expr = *static_cast<const PrintStmt&>(s).expr;
-      auto folded = fold(expr, scope, true);
-      const Value v = folded ? *folded : eval(expr, scope);
+      const Value v = eval(*static_cast<const PrintStmt&>(s).expr, scope);
       if (v.is_string()) {
         write(v.str());
       } else {
@@ -333,10 +329,15 @@ Evaluator::Flow Evaluator::run_loop(const ForStmt& s, std::vector<Value> items, 
   auto loop = std::make_shared<LoopObject>(items, depth, &s, scope);
   track(loop);
   const Value loop_value = Value::make_object(loop);
+  ScopePtr iteration;
   for (size_t i = 0; i < items.size(); ++i) {
     charge(1);
     loop->at(i);
-    auto iteration = std::make_shared<Scope>(scope);
+    if (iteration && iteration.use_count() == 1) {
+      iteration->vars.clear();  // nothing kept the last iteration's scope (no macro defined in it)
+    } else {
+      iteration = std::make_shared<Scope>(scope);
+    }
     assign(s.target, items[i], iteration);
     iteration->set("loop", loop_value);
     if (exec_body(s.body, iteration) == Flow::break_) break;
@@ -413,16 +414,14 @@ std::vector<std::pair<size_t, size_t>> Evaluator::byte_spans() const {
 
 // --- expressions ---------------------------------------------------------------------------
 
-// jinja2's optimizer: a constant expression holding a slice is evaluated once as the compiler
-// does (slices that fail give Undefined); where that gives a value with a "safe repr" (data,
-// not Undefined or objects) or is printed directly, that value is the expression's, otherwise
-// the expression runs as usual and its parts get the same chance.
-std::optional<Value> Evaluator::fold(const Expr& e, const ScopePtr& scope, bool printed) {
-  if (!e.folded_slice || folding_) return std::nullopt;
+std::optional<Value> Evaluator::fold(const Expr& e, bool printed) {
+  static const auto no_variables = std::make_shared<const DictData>();
+  stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  variables_ = no_variables;
   folding_ = true;
   std::optional<Value> v;
   try {
-    v = eval_impl(e, scope);
+    v = eval_impl(e, std::make_shared<Scope>(nullptr));
   } catch (const Failure&) {
   } catch (const TemplateError&) {
   }
@@ -432,7 +431,6 @@ std::optional<Value> Evaluator::fold(const Expr& e, const ScopePtr& scope, bool 
 }
 
 Value Evaluator::eval(const Expr& e, const ScopePtr& scope) {
-  if (auto folded = fold(e, scope, false)) return *folded;
   check_stack();
   try {
     return eval_impl(e, scope);
@@ -444,7 +442,9 @@ Value Evaluator::eval(const Expr& e, const ScopePtr& scope) {
 Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
   switch (e.kind) {
     case ExprKind::literal: return static_cast<const LiteralExpr&>(e).value;
-    case ExprKind::name: return lookup(static_cast<const NameExpr&>(e).name, scope.get());
+    case ExprKind::name:
+      if (folding_) throw Failure("not a constant");
+      return lookup(static_cast<const NameExpr&>(e).name, scope.get());
     case ExprKind::list:
     case ExprKind::tuple: {
       const auto& items = static_cast<const SeqExpr&>(e).items;
@@ -473,7 +473,8 @@ Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
       try {
         return get_slice(object, start, stop, step);
       } catch (const Failure& failure) {
-        // jinja2's getitem swallows a TypeError (not an Undefined's own error, not a ValueError).
+        // Folding (optimizer.h) slices through jinja2's getitem, which swallows a TypeError (not an
+        // Undefined's own error, not a ValueError).
         if (object.is_undefined() || std::string_view(failure.what()).rfind("TypeError", 0) != 0) throw;
         return Value::undefined_attribute(object, "slice");
       }
@@ -498,6 +499,7 @@ Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
     case ExprKind::compare: return eval_compare(static_cast<const CompareExpr&>(e), scope);
     case ExprKind::cond: return eval_cond(static_cast<const CondExpr&>(e), scope);
     case ExprKind::call: {
+      if (folding_) throw Failure("not a constant");
       const auto& node = static_cast<const CallExpr&>(e);
       const Value callee = eval(*node.callee, scope);
       CallArgs args = eval_args(node.args, scope);
@@ -519,6 +521,7 @@ Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
 
 Value Evaluator::eval_dict(const DictExpr& e, const ScopePtr& scope) {
   auto dict = std::make_shared<DictData>();
+  dict->reserve(e.items.size());
   for (const auto& [key, value] : e.items) {
     Value k = eval(*key, scope);
     dict->set(std::move(k), eval(*value, scope));
@@ -549,6 +552,7 @@ Value Evaluator::eval_compare(const CompareExpr& e, const ScopePtr& scope) {
 Value Evaluator::eval_cond(const CondExpr& e, const ScopePtr& scope) {
   if (truthy(eval(*e.test, scope))) return eval(*e.then, scope);
   if (e.otherwise) return eval(*e.otherwise, scope);
+  if (folding_) throw Failure("not a constant");
   const SourcePosition pos = position_of(program_.source, e.offset);
   return Value::undefined_hint("the inline if-expression on line " + std::to_string(pos.line) +
                                " evaluated to false and no else section was defined.");
@@ -556,7 +560,9 @@ Value Evaluator::eval_cond(const CondExpr& e, const ScopePtr& scope) {
 
 Value Evaluator::eval_filter(const FilterExpr& e, const ScopePtr& scope, const Value* block_text) {
   Value operand;
-  if (!e.operand) {
+  if (!e.operand && !block_text) {
+    throw Failure("not a constant");  // a filter block's chain, met while folding
+  } else if (!e.operand) {
     operand = *block_text;
   } else if (block_text) {  // an outer filter of a filter block's chain
     operand = eval_filter(static_cast<const FilterExpr&>(*e.operand), scope, block_text);
@@ -565,6 +571,7 @@ Value Evaluator::eval_filter(const FilterExpr& e, const ScopePtr& scope, const V
   }
   const CallArgs args = eval_args(e.args, scope);
   if (!e.filter) throw Failure("unknown filter '" + e.name + "'");
+  if (folding_ && filter_needs_context(e.name)) throw Failure("not a constant");
   charge(1);
   try {
     return e.filter(*this, operand, args);

@@ -29,14 +29,15 @@ struct Program {
   Body body;
 };
 
-// Variables of one scope, looked up innermost first.
+// Variables of one scope, looked up innermost first. Names are views of the template's own text
+// (targets, parameters) or of literals ("loop", "caller"): they outlive every render.
 struct Scope {
   explicit Scope(std::shared_ptr<Scope> p) : parent(std::move(p)) {}
   const Value* find(std::string_view name) const;
   void set(std::string_view name, Value v);
 
   std::shared_ptr<Scope> parent;
-  std::vector<std::pair<std::string, Value>> vars;
+  std::vector<std::pair<std::string_view, Value>> vars;
 };
 using ScopePtr = std::shared_ptr<Scope>;
 
@@ -60,6 +61,12 @@ class Evaluator {
   // Objects that may end up in a reference cycle are cleared when the render ends.
   void track(const std::shared_ptr<Object>& object);
 
+  // --- for the optimizer (optimizer.h) ---
+  // `e` evaluated as jinja2's compiler folds constants: without variables, calls or filters that
+  // need the render context (nullopt then, or when it fails), slices of what cannot be sliced
+  // giving Undefined. Unless `printed`, only plain data counts (jinja2's has_safe_repr).
+  std::optional<Value> fold(const Expr& e, bool printed);
+
   // --- for macro and loop objects ---
   Value call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs& args);
   Value call_loop(const ForStmt& loop, const ScopePtr& scope, const Value& iterable, int depth);
@@ -81,7 +88,7 @@ class Evaluator {
   Value define_macro(const std::shared_ptr<const MacroDef>& def, const ScopePtr& scope);
 
   Value eval(const Expr& e, const ScopePtr& scope);
-  std::optional<Value> fold(const Expr& e, const ScopePtr& scope, bool printed);
+
   Value eval_impl(const Expr& e, const ScopePtr& scope);
   Value eval_compare(const CompareExpr& e, const ScopePtr& scope);
   Value eval_concat(const ConcatExpr& e, const ScopePtr& scope);
@@ -96,7 +103,12 @@ class Evaluator {
   // Runs `body` into a string of its own instead of the output.
   template <class Fn>
   std::string capture(Fn&& body);
-  void check_stack() const;
+  // Throws Failure(limit) once nested evaluation has used max_stack_bytes of the native stack.
+  void check_stack() const {
+    const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    if (here < stack_base_ && stack_base_ - here > limits().max_stack_bytes) stack_exhausted();
+  }
+  [[noreturn]] void stack_exhausted() const;
   [[noreturn]] void rethrow_at(const Failure& failure, uint32_t offset) const;
 
   const Program& program_;
@@ -108,8 +120,8 @@ class Evaluator {
   std::shared_ptr<const DictData> variables_;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
-  bool folding_ = false;  // evaluating as jinja2's compiler folds constants (see fold)
-  const char* stack_base_ = nullptr;
+  bool folding_ = false;  // evaluating as jinja2's compiler folds constants (see fold())
+  uintptr_t stack_base_ = 0;  // render()'s frame (the stack grows down)
   std::vector<std::weak_ptr<Object>> tracked_;
   size_t tracked_pruned_at_ = 64;
 };

@@ -827,6 +827,11 @@ Value f_unsupported(Evaluator&, const Value&, const CallArgs&) {
 
 }  // namespace
 
+bool filter_needs_context(std::string_view name) {
+  return name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr" ||
+         name == "random";
+}
+
 FilterFn find_filter(std::string_view name) {
   static const std::unordered_map<std::string_view, FilterFn> filters = {
       {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},

@@ -12,4 +12,8 @@ namespace ferry::jinja {
 // The filter called `name`, or nullptr.
 FilterFn find_filter(std::string_view name);
 
+// jinja2's filters that take the render context (map, select, reject, selectattr, rejectattr,
+// random): its compiler never folds them into constants.
+bool filter_needs_context(std::string_view name);
+
 }  // namespace ferry::jinja

@@ -387,6 +387,10 @@ bool contains(Evaluator& ev, const Value& container, const Value& item) {
 Value get_attr(const Value& obj, std::string_view name) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (auto v = python_attribute(obj, name)) return *v;
+  if (obj.is_dict()) {  // the common `message.content`, without building a key
+    if (const Value* v = obj.dict().find(name)) return *v;
+    return Value::undefined_attribute(obj, name);
+  }
   if (auto v = python_item(obj, Value::string(std::string(name)))) return *v;
   return Value::undefined_attribute(obj, name);
 }
@@ -399,6 +403,9 @@ Value get_attr_only(const Value& obj, std::string_view name) {
 
 Value get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
+  if (obj.is_dict() && key.is_string()) {  // the common `message['role']`
+    if (const Value* v = obj.dict().find(std::string_view(key.str()))) return *v;
+  }
   if (auto v = python_item(obj, key)) return *v;
   if (key.is_string()) {
     if (auto v = python_attribute(obj, key.str())) return *v;

@@ -17,58 +17,6 @@ constexpr uint32_t kMaxExprDepth = 256;
 
 using Names = std::initializer_list<std::string_view>;
 
-// Calls `visit` on each direct sub-expression of `e` (not on nested statement bodies).
-void for_each_child(const Expr& e, const std::function<void(const Expr&)>& visit) {
-  auto each = [&](const ExprPtr& p) {
-    if (p) visit(*p);
-  };
-  auto each_args = [&](const ArgExprs& a) {
-    for (const auto& p : a.positional) each(p);
-    for (const auto& kv : a.keyword) each(kv.second);
-    each(a.star);
-    each(a.star_star);
-  };
-  switch (e.kind) {
-    case ExprKind::literal:
-    case ExprKind::name: return;
-    case ExprKind::list:
-    case ExprKind::tuple:
-      for (const auto& p : static_cast<const SeqExpr&>(e).items) each(p);
-      return;
-    case ExprKind::dict:
-      for (const auto& kv : static_cast<const DictExpr&>(e).items) each(kv.first), each(kv.second);
-      return;
-    case ExprKind::attr: each(static_cast<const AttrExpr&>(e).object); return;
-    case ExprKind::item: each(static_cast<const ItemExpr&>(e).object), each(static_cast<const ItemExpr&>(e).key); return;
-    case ExprKind::slice: {
-      const auto& s = static_cast<const SliceExpr&>(e);
-      each(s.object), each(s.start), each(s.stop), each(s.step);
-      return;
-    }
-    case ExprKind::negate:
-    case ExprKind::plus:
-    case ExprKind::not_:
-    case ExprKind::and_:
-    case ExprKind::or_: each(static_cast<const LogicExpr&>(e).left), each(static_cast<const LogicExpr&>(e).right); return;
-    case ExprKind::binary: each(static_cast<const BinaryExpr&>(e).left), each(static_cast<const BinaryExpr&>(e).right); return;
-    case ExprKind::concat:
-      for (const auto& p : static_cast<const ConcatExpr&>(e).parts) each(p);
-      return;
-    case ExprKind::compare:
-      each(static_cast<const CompareExpr&>(e).first);
-      for (const auto& r : static_cast<const CompareExpr&>(e).rest) each(r.second);
-      return;
-    case ExprKind::cond: {
-      const auto& c = static_cast<const CondExpr&>(e);
-      each(c.test), each(c.then), each(c.otherwise);
-      return;
-    }
-    case ExprKind::call: each(static_cast<const CallExpr&>(e).callee), each_args(static_cast<const CallExpr&>(e).args); return;
-    case ExprKind::filter:
-    case ExprKind::test: each(static_cast<const FilterExpr&>(e).operand), each_args(static_cast<const FilterExpr&>(e).args); return;
-  }
-}
-
 // The parts of a statement: its expressions, and its bodies with whether each is a new frame
 // (jinja2's frame.inner(): for bodies, macros, call/filter/set blocks, with) or shares this one.
 struct StmtParts {
@@ -516,7 +464,8 @@ class Parser {
     uint32_t depth = 0;
     for_each_child(*node, [&](const Expr& child) { depth = std::max(depth, child.depth); });
     node->depth = depth + 1;
-    node->folded_slice = is_constant(*node) && has_slice(*node);
+    node->has_slice = node->kind == ExprKind::slice;
+    for_each_child(*node, [&](const Expr& child) { node->has_slice = node->has_slice || child.has_slice; });
     if (node->depth > kMaxExprDepth) {
       throw SyntaxFailure(node->offset, "expression nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
     }
@@ -959,36 +908,6 @@ class Parser {
       for (const Body* b : p.same_frame) check_unknown(*b, if_frame);
       for (const Body* b : p.inner_frame) check_unknown(*b, false);
     }
-  }
-
-  static bool has_slice(const Expr& e) {
-    bool found = e.kind == ExprKind::slice;
-    for_each_child(e, [&](const Expr& child) { found = found || child.folded_slice || child.kind == ExprKind::slice; });
-    return found;
-  }
-
-  // Whether jinja2's optimizer would fold `e` into a constant: literals and what is computed from
-  // them alone (filters that need the render context, such as map and select, are not folded).
-  static bool is_constant(const Expr& e) {
-    switch (e.kind) {
-      case ExprKind::name:
-      case ExprKind::call: return false;
-      case ExprKind::filter:
-      case ExprKind::test: {
-        const auto& f = static_cast<const FilterExpr&>(e);
-        static const std::string_view needs_context[] = {"map", "select", "reject", "selectattr", "rejectattr", "random"};
-        if ((!f.filter && !f.test) || !f.operand) return false;
-        if (e.kind == ExprKind::filter &&
-            std::find(std::begin(needs_context), std::end(needs_context), f.name) != std::end(needs_context)) {
-          return false;
-        }
-        break;
-      }
-      default: break;
-    }
-    bool constant = true;
-    for_each_child(e, [&](const Expr& child) { constant = constant && is_constant(child); });
-    return constant;
   }
 
   const std::vector<Token>& t_;

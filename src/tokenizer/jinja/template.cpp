@@ -3,6 +3,7 @@
 
 #include "src/tokenizer/jinja/evaluator.h"
 #include "src/tokenizer/jinja/lexer.h"
+#include "src/tokenizer/jinja/optimizer.h"
 #include "src/tokenizer/jinja/parser.h"
 
 namespace ferry::jinja {
@@ -16,6 +17,7 @@ Template Template::parse(std::string_view source, std::string source_name) {
   program->source = normalize_source(source);
   try {
     program->body = jinja::parse(tokenize(program->source));
+    fold_constant_slices(program->body);
   } catch (const SyntaxFailure& failure) {
     const SourcePosition pos = position_of(program->source, failure.offset());
     throw TemplateError(ErrorKind::syntax, program->name, pos.line, pos.column, failure.what());

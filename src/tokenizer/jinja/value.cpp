@@ -162,7 +162,10 @@ Value Value::with_markup(bool markup) const {
   return v;
 }
 
+// Small dicts (a message, a tool call) are searched linearly; hashes are computed, and an
+// open-addressing index built, only once a dict grows past kIndexThreshold entries.
 void DictData::rebuild_index() {
+  for (size_t i = hashes_.size(); i < entries_.size(); ++i) hashes_.push_back(hash_value(entries_[i].first));
   size_t buckets = 16;
   while (buckets < entries_.size() * 2) buckets *= 2;
   index_.assign(buckets, -1);
@@ -178,12 +181,6 @@ void DictData::add_to_index(size_t i) {
 
 template <class Matches>
 size_t DictData::position(size_t hash, Matches&& matches) const {
-  if (index_.empty()) {
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      if (hashes_[i] == hash && matches(entries_[i].first)) return i;
-    }
-    return entries_.size();
-  }
   const size_t mask = index_.size() - 1;
   for (size_t slot = hash & mask; index_[slot] >= 0; slot = (slot + 1) & mask) {
     const auto i = static_cast<size_t>(index_[slot]);
@@ -192,37 +189,58 @@ size_t DictData::position(size_t hash, Matches&& matches) const {
   return entries_.size();
 }
 
-const Value* DictData::find(const Value& key) const {
+size_t DictData::position_of(const Value& key) const {
+  if (index_.empty()) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (equals(entries_[i].first, key)) return i;
+    }
+    return entries_.size();
+  }
   size_t hash = 0;
   try {
     hash = hash_value(key);
   } catch (const Failure&) {
-    return nullptr;  // an unhashable key is in no dict; callers that must raise check first
+    return entries_.size();  // an unhashable key is in no dict; callers that must raise check first
   }
-  const size_t i = position(hash, [&](const Value& k) { return equals(k, key); });
+  return position(hash, [&](const Value& k) { return equals(k, key); });
+}
+
+const Value* DictData::find(const Value& key) const {
+  const size_t i = position_of(key);
   return i < entries_.size() ? &entries_[i].second : nullptr;
 }
 
 const Value* DictData::find(std::string_view key) const {
-  const size_t hash = std::hash<std::string_view>{}(key);
-  const size_t i = position(hash, [&](const Value& k) { return k.is_string() && k.str() == key; });
+  auto matches = [&](const Value& k) { return k.is_string() && k.str() == key; };
+  if (index_.empty()) {
+    for (const auto& entry : entries_) {
+      if (matches(entry.first)) return &entry.second;
+    }
+    return nullptr;
+  }
+  const size_t i = position(std::hash<std::string_view>{}(key), matches);
   return i < entries_.size() ? &entries_[i].second : nullptr;
 }
 
 void DictData::set(Value key, Value value) {
-  const size_t hash = hash_value(key);  // throws for an unhashable key, as Python does
-  depth = depth_above(value, depth_above(key, depth));
-  const size_t i = position(hash, [&](const Value& k) { return equals(k, key); });
+  if (!key.is_string()) hash_value(key);  // throws for an unhashable key, as Python does
+  const size_t i = position_of(key);
   if (i < entries_.size()) {
+    depth = depth_above(value, depth);
     entries_[i].second = std::move(value);
     return;
   }
+  append_new(std::move(key), std::move(value));
+}
+
+void DictData::append_new(Value key, Value value) {
+  depth = depth_above(value, depth_above(key, depth));
   entries_.emplace_back(std::move(key), std::move(value));
-  hashes_.push_back(hash);
   if (entries_.size() <= kIndexThreshold) return;
   if (entries_.size() * 2 > index_.size()) {
     rebuild_index();
   } else {
+    hashes_.push_back(hash_value(entries_.back().first));
     add_to_index(entries_.size() - 1);
   }
 }
@@ -321,7 +339,7 @@ size_t hash_value(const Value& v) {
     }
     case Kind::string: return std::hash<std::string_view>{}(v.str());
     case Kind::list:
-      if (v.list().flavor == ListFlavor::tuple) {
+      if (v.list().flavor == ListFlavor::tuple || v.list().flavor == ListFlavor::range) {
         size_t h = 0x345678;
         for (const Value& item : v.list().items) h = combine(h, hash_value(item));
         return h;

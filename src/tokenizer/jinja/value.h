@@ -110,6 +110,9 @@ struct DictData {
   const Value* find(std::string_view key) const;
   // Adds or (keeping the first position, as Python does) replaces. Throws for unhashable keys.
   void set(Value key, Value value);
+  // Adds a key the dict does not hold yet (a JSON object's keys are distinct).
+  void append_new(Value key, Value value);
+  void reserve(size_t n) { entries_.reserve(n); }
   size_t size() const { return entries_.size(); }
 
  private:
@@ -118,7 +121,8 @@ struct DictData {
   void add_to_index(size_t i);
   template <class Matches>
   size_t position(size_t hash, Matches&& matches) const;
-  std::vector<size_t> hashes_;
+  size_t position_of(const Value& key) const;
+  std::vector<size_t> hashes_;  // of each key, once the dict is indexed
   std::vector<int32_t> index_;  // open addressing over entries, built once the dict is large
 };
 
