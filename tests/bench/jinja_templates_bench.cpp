@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/tokenizer/jinja/template.h"
+#include "tests/support/jinja_clock.h"
 
 namespace {
 
@@ -50,10 +51,7 @@ int main(int argc, char** argv) {
   text << in.rdbuf();
   const auto fixture = nlohmann::ordered_json::parse(text.str());
 
-  ferry::jinja::RenderOptions options;
-  std::tm now{};
-  now.tm_year = 124, now.tm_mon = 6, now.tm_mday = 26, now.tm_hour = 10, now.tm_min = 30;
-  options.now = now;
+  const ferry::jinja::RenderOptions options = ferry::test_support::pinned_clock();
 
   const auto parse_start = Clock::now();
   std::map<std::string, ferry::jinja::Template> templates;

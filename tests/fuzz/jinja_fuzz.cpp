@@ -10,6 +10,7 @@
 
 #include "src/tokenizer/jinja/template.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/support/jinja_clock.h"
 
 namespace {
 
@@ -37,13 +38,10 @@ const nlohmann::ordered_json& variables() {
 }
 
 ferry::jinja::RenderOptions options() {
-  ferry::jinja::RenderOptions o;
+  ferry::jinja::RenderOptions o = ferry::test_support::pinned_clock();
   o.limits.max_output_bytes = 1 << 20;
   o.limits.max_steps = 100'000;
   o.limits.max_depth = 64;
-  std::tm now{};
-  now.tm_year = 124, now.tm_mon = 6, now.tm_mday = 26;
-  o.now = now;
   return o;
 }
 

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "src/tokenizer/jinja/template.h"
+#include "tests/support/jinja_clock.h"
 
 namespace ferry::jinja {
 namespace {
@@ -28,18 +29,6 @@ const nlohmann::ordered_json& fixture() {
     return nlohmann::ordered_json::parse(text.str());
   }();
   return json;
-}
-
-RenderOptions pinned_clock() {
-  RenderOptions options;  // jinja_templates_ref.py pins strftime_now to 2024-07-26 10:30:00
-  std::tm tm{};
-  tm.tm_year = 2024 - 1900;
-  tm.tm_mon = 6;
-  tm.tm_mday = 26;
-  tm.tm_hour = 10;
-  tm.tm_min = 30;
-  options.now = tm;
-  return options;
 }
 
 // The first byte where two texts differ, with some context, for the failure message.
@@ -80,7 +69,7 @@ std::string check_case(const Template& tpl, const nlohmann::ordered_json& c, con
 
 TEST(JinjaTemplatesParity, EveryCaseRendersAsTransformers) {
   const auto& f = fixture();
-  const RenderOptions options = pinned_clock();
+  const RenderOptions options = test_support::pinned_clock();
   std::map<std::string, Template> templates;
   for (const auto& [name, source] : f["templates"].items()) {
     try {

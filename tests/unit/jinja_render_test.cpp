@@ -11,6 +11,7 @@
 #include <string>
 
 #include "src/tokenizer/jinja/template.h"
+#include "tests/support/jinja_clock.h"
 
 namespace ferry::jinja {
 namespace {
@@ -415,20 +416,8 @@ const ErrorCase kErrors[] = {
     {"error_int_overflow_free_python", "{{ 'ab'.index('z') }}", "{}", "substring not found"},
 };
 
-RenderOptions pinned_clock() {
-  RenderOptions options;
-  std::tm tm{};
-  tm.tm_year = 2024 - 1900;
-  tm.tm_mon = 6;
-  tm.tm_mday = 26;
-  tm.tm_hour = 10;
-  tm.tm_min = 30;
-  options.now = tm;
-  return options;
-}
-
 std::string render(const char* source, const char* variables) {
-  return Template::parse(source, "case").render(nlohmann::ordered_json::parse(variables), pinned_clock()).text;
+  return Template::parse(source, "case").render(nlohmann::ordered_json::parse(variables), test_support::pinned_clock()).text;
 }
 
 class JinjaRender : public ::testing::TestWithParam<RenderCase> {};

@@ -147,22 +147,12 @@ std::optional<int64_t> python_int(const std::string& text, int64_t base) {
 
 // --- strings -------------------------------------------------------------------------------
 
-Value f_upper(Evaluator&, const Value& v, const CallArgs& args) {
-  expect_no_args(args, "upper");
+// upper, lower, capitalize: soft_str(value).upper() and so on.
+template <std::string (*transform)(std::string_view)>
+Value f_transform(Evaluator&, const Value& v, const CallArgs& args) {
+  expect_no_args(args, "the filter");
   const Value s = soft_str(v);
-  return keep_markup(s, pystr::upper(s.str()));
-}
-
-Value f_lower(Evaluator&, const Value& v, const CallArgs& args) {
-  expect_no_args(args, "lower");
-  const Value s = soft_str(v);
-  return keep_markup(s, pystr::lower(s.str()));
-}
-
-Value f_capitalize(Evaluator&, const Value& v, const CallArgs& args) {
-  expect_no_args(args, "capitalize");
-  const Value s = soft_str(v);
-  return keep_markup(s, pystr::capitalize(s.str()));
+  return keep_markup(s, transform(s.str()));
 }
 
 // jinja2's title: words begin after runs of `-`, whitespace, ( { [ <; each becomes
@@ -835,13 +825,13 @@ bool filter_needs_context(std::string_view name) {
 FilterFn find_filter(std::string_view name) {
   static const std::unordered_map<std::string_view, FilterFn> filters = {
       {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},
-      {"capitalize", f_capitalize}, {"center", f_center}, {"count", f_length},
+      {"capitalize", f_transform<pystr::capitalize>}, {"center", f_center}, {"count", f_length},
       {"d", f_default},         {"default", f_default},   {"dictsort", f_dictsort},
       {"e", f_escape},          {"escape", f_escape},     {"filesizeformat", f_filesizeformat},
       {"first", f_first},       {"float", f_float},       {"forceescape", f_forceescape},
       {"format", f_format},     {"groupby", f_groupby},   {"indent", f_indent},
       {"int", f_int},           {"join", f_join},         {"last", f_last},
-      {"length", f_length},     {"list", f_list},         {"lower", f_lower},
+      {"length", f_length},     {"list", f_list},         {"lower", f_transform<pystr::lower>},
       {"items", f_items},       {"map", f_map},           {"min", f_min},
       {"max", f_max},           {"pprint", f_pprint},     {"random", f_unsupported},
       {"reject", f_reject},     {"rejectattr", f_rejectattr}, {"replace", f_replace},
@@ -849,7 +839,7 @@ FilterFn find_filter(std::string_view name) {
       {"select", f_select},     {"selectattr", f_selectattr}, {"slice", f_slice},
       {"sort", f_sort},         {"string", f_string},     {"striptags", f_striptags},
       {"sum", f_sum},           {"title", f_title},       {"trim", f_trim},
-      {"truncate", f_truncate}, {"unique", f_unique},     {"upper", f_upper},
+      {"truncate", f_truncate}, {"unique", f_unique},     {"upper", f_transform<pystr::upper>},
       {"urlencode", f_urlencode}, {"urlize", f_unsupported}, {"wordcount", f_wordcount},
       {"wordwrap", f_unsupported}, {"xmlattr", f_xmlattr}, {"tojson", f_tojson},
   };

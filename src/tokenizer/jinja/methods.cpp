@@ -103,29 +103,11 @@ Value s_replace(Evaluator& ev, const Value& s, const CallArgs& args) {
   return str_result(s, std::move(out));
 }
 
-Value s_upper(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "upper");
-  return str_result(s, pystr::upper(s.str()));
-}
-Value s_lower(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "lower");
-  return str_result(s, pystr::lower(s.str()));
-}
-Value s_title(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "title");
-  return str_result(s, pystr::title(s.str()));
-}
-Value s_capitalize(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "capitalize");
-  return str_result(s, pystr::capitalize(s.str()));
-}
-Value s_swapcase(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "swapcase");
-  return str_result(s, pystr::swapcase(s.str()));
-}
-Value s_casefold(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "casefold");
-  return Value::string(pystr::casefold(s.str()));
+// upper(), lower(), title(), ...: Markup stays Markup.
+template <std::string (*transform)(std::string_view)>
+Value s_transform(Evaluator&, const Value& s, const CallArgs& args) {
+  expect_no_args(args, "the str method");
+  return str_result(s, transform(s.str()));
 }
 
 // find / rfind / index / rindex / count over s[start:end].
@@ -166,22 +148,16 @@ Value s_format(Evaluator& ev, const Value& s, const CallArgs& args) {
   return str_result(s, format_method(ev, s.str(), args));
 }
 
+// isdigit(), isalpha(), islower(), ...
+template <bool (*predicate)(std::string_view)>
+Value s_predicate(Evaluator&, const Value& s, const CallArgs& args) {
+  expect_no_args(args, "the str method");
+  return Value::boolean(predicate(s.str()));
+}
+
 template <pystr::CharClass cls>
-Value s_is(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "is");
-  return Value::boolean(pystr::all_chars(s.str(), cls));
-}
-Value s_islower(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "islower");
-  return Value::boolean(pystr::is_lower(s.str()));
-}
-Value s_isupper(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "isupper");
-  return Value::boolean(pystr::is_upper(s.str()));
-}
-Value s_istitle(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "istitle");
-  return Value::boolean(pystr::is_title(s.str()));
+bool all_of_class(std::string_view s) {
+  return pystr::all_chars(s, cls);
 }
 
 // center / ljust / rjust: pad with fillchar to `width` characters.
@@ -255,15 +231,13 @@ Value s_removesuffix(Evaluator&, const Value& s, const CallArgs& args) {
   return ends && !p.empty() ? str_result(s, t.substr(0, t.size() - p.size())) : s;
 }
 
-Value s_isidentifier(Evaluator&, const Value& s, const CallArgs& args) {
-  expect_no_args(args, "isidentifier");
-  const std::string& t = s.str();
+bool is_identifier(std::string_view t) {
   bool ok = !t.empty() && !(t[0] >= '0' && t[0] <= '9');
   for (size_t pos = 0; ok && pos < t.size();) {
     const char32_t c = pystr::decode(t, pos);
     ok = c == '_' || (c >= '0' && c <= '9') || pystr::all_chars(pystr::encode(c), pystr::CharClass::alpha);
   }
-  return Value::boolean(ok);
+  return ok;
 }
 
 // --- list, tuple, dict ---------------------------------------------------------------------
@@ -339,15 +313,20 @@ const MethodTable& str_methods() {
   static const MethodTable table{
       {{"strip", s_strip}, {"lstrip", s_lstrip}, {"rstrip", s_rstrip}, {"split", s_split}, {"rsplit", s_rsplit},
        {"splitlines", s_splitlines}, {"startswith", s_startswith}, {"endswith", s_endswith},
-       {"replace", s_replace}, {"upper", s_upper}, {"lower", s_lower}, {"title", s_title},
-       {"capitalize", s_capitalize}, {"swapcase", s_swapcase}, {"casefold", s_casefold}, {"find", s_find},
+       {"replace", s_replace}, {"upper", s_transform<pystr::upper>}, {"lower", s_transform<pystr::lower>},
+       {"title", s_transform<pystr::title>}, {"capitalize", s_transform<pystr::capitalize>},
+       {"swapcase", s_transform<pystr::swapcase>}, {"casefold", s_transform<pystr::casefold>}, {"find", s_find},
        {"rfind", s_rfind}, {"index", s_index}, {"rindex", s_rindex}, {"count", s_count}, {"join", s_join},
-       {"format", s_format}, {"isdigit", s_is<pystr::CharClass::digit>},
-       {"isdecimal", s_is<pystr::CharClass::decimal>}, {"isnumeric", s_is<pystr::CharClass::numeric>},
-       {"isalpha", s_is<pystr::CharClass::alpha>}, {"isalnum", s_is<pystr::CharClass::alnum>},
-       {"isspace", s_is<pystr::CharClass::space>}, {"isascii", s_is<pystr::CharClass::ascii>},
-       {"isprintable", s_is<pystr::CharClass::printable>}, {"islower", s_islower}, {"isupper", s_isupper},
-       {"istitle", s_istitle}, {"isidentifier", s_isidentifier}, {"center", s_center}, {"ljust", s_ljust},
+       {"format", s_format}, {"isdigit", s_predicate<all_of_class<pystr::CharClass::digit>>},
+       {"isdecimal", s_predicate<all_of_class<pystr::CharClass::decimal>>},
+       {"isnumeric", s_predicate<all_of_class<pystr::CharClass::numeric>>},
+       {"isalpha", s_predicate<all_of_class<pystr::CharClass::alpha>>},
+       {"isalnum", s_predicate<all_of_class<pystr::CharClass::alnum>>},
+       {"isspace", s_predicate<all_of_class<pystr::CharClass::space>>},
+       {"isascii", s_predicate<all_of_class<pystr::CharClass::ascii>>},
+       {"isprintable", s_predicate<all_of_class<pystr::CharClass::printable>>},
+       {"islower", s_predicate<pystr::is_lower>}, {"isupper", s_predicate<pystr::is_upper>},
+       {"istitle", s_predicate<pystr::is_title>}, {"isidentifier", s_predicate<is_identifier>}, {"center", s_center}, {"ljust", s_ljust},
        {"rjust", s_rjust}, {"zfill", s_zfill}, {"partition", s_partition}, {"rpartition", s_rpartition},
        {"removeprefix", s_removeprefix}, {"removesuffix", s_removesuffix}, {"encode", nullptr},
        {"expandtabs", nullptr}, {"format_map", nullptr}, {"maketrans", nullptr}, {"translate", nullptr}},

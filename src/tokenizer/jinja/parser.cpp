@@ -521,25 +521,19 @@ class Parser {
     return seal(std::move(node));
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name(cur(), "or")) {
+  // `a or b or c` / `a and b`: left-associative chains of one keyword.
+  ExprPtr parse_keyword_chain(std::string_view keyword, ExprKind kind, ExprPtr (Parser::*operand)()) {
+    ExprPtr left = (this->*operand)();
+    while (is_name(cur(), keyword)) {
       const uint32_t at = cur().offset;
       advance();
-      left = logic(ExprKind::or_, at, std::move(left), parse_and());
+      left = logic(kind, at, std::move(left), (this->*operand)());
     }
     return left;
   }
 
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name(cur(), "and")) {
-      const uint32_t at = cur().offset;
-      advance();
-      left = logic(ExprKind::and_, at, std::move(left), parse_not());
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return parse_keyword_chain("or", ExprKind::or_, &Parser::parse_and); }
+  ExprPtr parse_and() { return parse_keyword_chain("and", ExprKind::and_, &Parser::parse_not); }
 
   ExprPtr parse_not() {
     if (is_name(cur(), "not")) {

@@ -613,25 +613,19 @@ bool all_chars(std::string_view s, CharClass cls) {
   return true;
 }
 
-bool is_lower(std::string_view s) {
+// str.islower() / isupper(): a character of case `want`, none of `other` case or title case.
+bool only_case(std::string_view s, utf8proc_category_t want, utf8proc_category_t other) {
   bool cased = false;
   for (size_t pos = 0; pos < s.size();) {
     const auto cat = category(decode(s, pos));
-    if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) return false;
-    cased = cased || cat == UTF8PROC_CATEGORY_LL;
+    if (cat == other || cat == UTF8PROC_CATEGORY_LT) return false;
+    cased = cased || cat == want;
   }
   return cased;
 }
 
-bool is_upper(std::string_view s) {
-  bool cased = false;
-  for (size_t pos = 0; pos < s.size();) {
-    const auto cat = category(decode(s, pos));
-    if (cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT) return false;
-    cased = cased || cat == UTF8PROC_CATEGORY_LU;
-  }
-  return cased;
-}
+bool is_lower(std::string_view s) { return only_case(s, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LU); }
+bool is_upper(std::string_view s) { return only_case(s, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LL); }
 
 bool is_title(std::string_view s) {
   bool cased = false, previous_cased = false;

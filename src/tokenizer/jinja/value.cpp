@@ -56,29 +56,22 @@ std::string object_type_repr(const Value& owner) {
 
 }  // namespace
 
-Value Value::none() {
-  Value v;
-  v.kind_ = Kind::none;
-  return v;
-}
+Value Value::none() { return Value(Kind::none); }
 
 Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::boolean;
+  Value v(Kind::boolean);
   v.b_ = b;
   return v;
 }
 
 Value Value::integer(int64_t i) {
-  Value v;
-  v.kind_ = Kind::integer;
+  Value v(Kind::integer);
   v.i_ = i;
   return v;
 }
 
 Value Value::floating(double d) {
-  Value v;
-  v.kind_ = Kind::floating;
+  Value v(Kind::floating);
   v.f_ = d;
   return v;
 }

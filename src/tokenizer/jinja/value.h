@@ -83,6 +83,8 @@ class Value {
   Value with_markup(bool markup) const;
 
  private:
+  explicit Value(Kind kind) : kind_(kind) {}
+
   Kind kind_ = Kind::undefined;
   bool markup_ = false;
   union {
