@@ -11,7 +11,7 @@
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -183,7 +183,7 @@ void run_dpo(const Config& given) {
   const at::ScalarType dtype = weight_dtype(config.train.precision);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
   LlamaForCausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);

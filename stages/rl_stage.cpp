@@ -16,7 +16,7 @@
 #include "stages/stage_common.h"
 #include "src/rl/answer_match.h"
 #include "src/rl/rewards.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/train/device_choice.h"
 
 namespace ferry {
@@ -25,7 +25,7 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
     : device(training_device(config.train.device)),
       dtype(weight_dtype(config.train.precision)),
       tokenizer(tokenizer_path(config)),
-      chat_template(resolve_chat_template(config.tokenizer.chat_template, tokenizer)) {
+      chat_template(resolve_chat_template(config.tokenizer, tokenizer)) {
   if (config.train.precision == Precision::fp16) {
     throw ConfigError(std::string("train.precision: ") + command +
                       " runs in fp32 or bf16 (no fp16 loss scaling for its updates); set train.precision=bf16");
@@ -98,7 +98,7 @@ RolloutModels register_rl_models(ParameterEngine& engine, LlamaForCausalLMImpl& 
 ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
                                   const ChatTemplate& chat_template, int64_t pad_id) {
   ExperienceOptions options;
-  options.generate = chat_generate_options(shape, tokenizer, chat_template);
+  options.generate = chat_generate_options(shape, tokenizer, &chat_template);
   options.generate.max_new_tokens = config.generation.max_new_tokens;
   options.generate.sampling = {config.generation.greedy, config.generation.temperature, config.generation.top_k,
                                config.generation.top_p};

@@ -6,7 +6,7 @@
 #include "src/core/error.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -48,7 +48,7 @@ void run_rm(const Config& given) {
                       "set lora.export=merged");
   }
   const Tokenizer tokenizer(tokenizer_path(config));
-  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   // Built on the host (the engine places it); a causal LM's lm_head is dropped and the score head drawn.
   LlamaForScore model = score_model_from_pretrained(config.model.path, dtype, c10::kCPU, /*from_causal_lm=*/true,
                                                     static_cast<uint64_t>(config.train.seed));

@@ -10,7 +10,7 @@
 #include "src/model/lora.h"
 #include "src/model/quantized_base.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/train/backbone_runner.h"
 #include "src/train/device_choice.h"
@@ -97,7 +97,7 @@ void run_sft(const Config& given) {
   LoadedCausalLm loaded = load_causal_lm(config, dtype);
   LlamaForCausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
-  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer.chat_template, tokenizer);
+  const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   const DataConfig& d = config.data;
   if (d.train_file.empty()) throw ConfigError("data.train_file: SFT needs a training jsonl of {\"messages\": [...]}");
   SftDataset train = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);

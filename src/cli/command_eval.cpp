@@ -30,7 +30,7 @@
 #include "src/rl/answer_match.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry::cli {
@@ -79,7 +79,7 @@ void run_eval(const EvalArgs& args) {
       args.limit);
   if (index.empty()) throw InputError(args.prompts_file + ": no prompts in the file");
 
-  GenerateOptions options = loaded.generate_options(chat_template);
+  GenerateOptions options = loaded.generate_options(&chat_template);
   options.max_new_tokens = args.max_new_tokens;
   options.sampling.greedy = true;
   std::vector<int64_t> stops = options.eos_token_ids;
@@ -133,9 +133,7 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--prompts", args->prompts_file, "jsonl of {\"messages\": [...], \"gt_answer\": ...}");
   command->add_option("--output", args->output_file, "jsonl to write every answer and whether it was correct");
   command->add_option("--chat-template", args->chat_template,
-                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
-                      "template, else demo");
+                      kChatTemplateFlagHelp);
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most per answer");
   command->add_option("--batch-size", args->batch_size, "prompts generated together");
   command->add_option("--limit", args->limit, "score only the first N prompts (0: all)");

@@ -32,7 +32,7 @@
 #include "src/generate/stop_strings.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry::cli {
@@ -75,9 +75,29 @@ struct PromptItem {
   std::vector<int64_t> ids;
 };
 
-std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer& tokenizer,
-                                        const ChatTemplate* chat_template) {
-  if (chat_template != nullptr) return chat_template->render_prompt({{ChatRole::user, text}}, tokenizer);
+// The chat template, resolved the first time a prompt is a conversation: raw text (--prompt
+// without --chat, {"prompt": ...} lines) needs none, so a folder whose template cannot be used
+// still generates from text.
+class LazyChatTemplate {
+ public:
+  LazyChatTemplate(const std::string& flag_value, const Tokenizer& tokenizer)
+      : flag_value_(flag_value), tokenizer_(tokenizer) {}
+  const ChatTemplate& get() const {
+    if (!resolved_) resolved_.emplace(resolve_command_line_chat_template(flag_value_, tokenizer_));
+    return *resolved_;
+  }
+  // The template if a prompt needed one, else null.
+  const ChatTemplate* if_resolved() const { return resolved_ ? &*resolved_ : nullptr; }
+
+ private:
+  std::string flag_value_;
+  const Tokenizer& tokenizer_;
+  mutable std::optional<ChatTemplate> resolved_;
+};
+
+std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer& tokenizer, bool chat,
+                                        const LazyChatTemplate& chat_template) {
+  if (chat) return chat_template.get().render_prompt({{ChatRole::user, text}}, tokenizer);
   std::vector<int64_t> ids;
   if (tokenizer.bos_id() >= 0) ids.push_back(tokenizer.bos_id());
   const std::vector<int64_t> body = tokenizer.encode(text);
@@ -85,16 +105,16 @@ std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer
   return ids;
 }
 
-// One line of --prompts: {"messages": [...]} or {"prompt": "text"}.
+// One line of --prompts: {"messages": [...], "tools": [...]?} or {"prompt": "text"}.
 PromptItem prompt_item(const nlohmann::json& object, const GenerateArgs& args, const Tokenizer& tokenizer,
-                       const ChatTemplate& chat_template) {
+                       const LazyChatTemplate& chat_template) {
   PromptItem item{object, {}};
   if (object.contains("messages")) {
     const Conversation conversation = conversation_from_json(object, "messages");
     check_conversation(conversation, ConversationEnd::user);
-    item.ids = chat_template.render_prompt(conversation, tokenizer);
+    item.ids = chat_template.get().render_prompt(conversation, tokenizer, chat_context_from_json(object));
   } else if (object.contains("prompt") && object["prompt"].is_string()) {
-    item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat ? &chat_template : nullptr);
+    item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat, chat_template);
   } else {
     throw InputError("expected {\"messages\": [...]} or {\"prompt\": \"text\"}");
   }
@@ -106,11 +126,10 @@ PromptItem prompt_item(const nlohmann::json& object, const GenerateArgs& args, c
 // batch at a time (a file of millions of prompts is never held whole).
 class PromptSource {
  public:
-  PromptSource(const GenerateArgs& args, const Tokenizer& tokenizer, const ChatTemplate& chat_template)
+  PromptSource(const GenerateArgs& args, const Tokenizer& tokenizer, const LazyChatTemplate& chat_template)
       : args_(args), tokenizer_(tokenizer), chat_template_(chat_template) {
     if (args.prompts_file.empty()) {
-      single_ = {nlohmann::json{{"prompt", args.prompt}},
-                 encode_text_prompt(args.prompt, tokenizer, args.chat ? &chat_template : nullptr)};
+      single_ = {nlohmann::json{{"prompt", args.prompt}}, encode_text_prompt(args.prompt, tokenizer, args.chat, chat_template)};
       if (single_.ids.empty()) throw InputError("--prompt is empty");
       return;
     }
@@ -133,7 +152,7 @@ class PromptSource {
  private:
   const GenerateArgs& args_;
   const Tokenizer& tokenizer_;
-  const ChatTemplate& chat_template_;
+  const LazyChatTemplate& chat_template_;
   JsonlIndex index_;
   PromptItem single_;
 };
@@ -145,10 +164,10 @@ void run_generate(const GenerateArgs& args) {
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
-  const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
+  const LazyChatTemplate chat_template(args.chat_template, tokenizer);
   const PromptSource source(args, tokenizer, chat_template);
 
-  GenerateOptions options = loaded.generate_options(chat_template);
+  GenerateOptions options = loaded.generate_options(chat_template.if_resolved());
   options.max_new_tokens = args.max_new_tokens;
   options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
   at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
@@ -204,9 +223,7 @@ void add_generate_command(CLI::App& app) {
   command->add_option("--output", args->output_file, "jsonl to write results to (with --prompts)");
   command->add_flag("--chat", args->chat, "wrap the prompt in the model's chat template");
   command->add_option("--chat-template", args->chat_template,
-                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
-                      "template, else demo");
+                      kChatTemplateFlagHelp);
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");
   command->add_flag("--greedy", args->greedy, "greedy decoding");
   command->add_option("--temperature", args->temperature, "sampling temperature");

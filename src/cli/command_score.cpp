@@ -26,7 +26,7 @@
 #include "src/data/token_batch.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
-#include "src/tokenizer/chat_template_family.h"
+#include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/stage_common.h"
 
@@ -159,9 +159,7 @@ void add_score_command(CLI::App& app) {
       ->required();
   command->add_option("--output", args->output_file, "jsonl to write every line back with its reward(s)");
   command->add_option("--chat-template", args->chat_template,
-                      "chat template: a shipped name (demo, llama3, qwen2.5, ...: configs/templates), a .yaml file, "
-                      "or auto (recognised from the model folder's chat template); default: auto when the folder has a chat "
-                      "template, else demo");
+                      kChatTemplateFlagHelp);
   command->add_option("--max-length", args->max_length, "tokens per prompt + response at most (longer responses are cut)");
   command->add_option("--batch-size", args->batch_size, "responses scored together");
   command->add_option("--limit", args->limit, "score only the first N lines (0: all)");

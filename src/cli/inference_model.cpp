@@ -25,7 +25,7 @@ InferenceModel load_inference_model(const std::string& dir) {
   return loaded;
 }
 
-GenerateOptions InferenceModel::generate_options(const ChatTemplate& chat_template) const {
+GenerateOptions InferenceModel::generate_options(const ChatTemplate* chat_template) const {
   return chat_generate_options(model->config(), tokenizer, chat_template);
 }
 

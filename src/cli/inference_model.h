@@ -19,8 +19,8 @@ struct InferenceModel {
 
   // EOS ids (the model's and the tokenizer's), the template's stop ids, its stop strings and
   // end-of-assistant marker as stop strings (decoded with this tokenizer, which must outlive the
-  // options) and the pad id; the caller sets max_new_tokens and sampling.
-  GenerateOptions generate_options(const ChatTemplate& chat_template) const;
+  // options) and the pad id; the caller sets max_new_tokens and sampling. Null: raw text, EOS only.
+  GenerateOptions generate_options(const ChatTemplate* chat_template) const;
 };
 
 // Throws InputError when the folder's tokenizer has more tokens than the model's vocabulary.

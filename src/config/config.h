@@ -20,6 +20,13 @@ struct ByteSize {
   bool operator==(const ByteSize&) const = default;
 };
 
+// A free-form mapping (tokenizer.chat_template_kwargs: {enable_thinking: false}), kept as compact
+// JSON text of an object; YAML scalars keep their YAML type (true, 3, 0.5, null; quoted: text).
+struct KeywordMap {
+  std::string json = "{}";
+  bool operator==(const KeywordMap&) const = default;
+};
+
 struct ModelConfig {
   std::string path;    // Hugging Face model folder to start from
   std::string config;  // config.json of a model initialised from scratch (when path is empty)
@@ -34,13 +41,16 @@ struct ModelConfig {
 struct TokenizerConfig {
   std::string path;                    // tokenizer.model or tokenizer.json; empty: model.path's folder
   std::string chat_template = "auto";  // the template also decides BOS (its `bos` key)
+  KeywordMap chat_template_kwargs;     // extra variables for a Jinja template
 
   template <class V>
   void visit(V& v) {
     v("path", path, "SentencePiece tokenizer.model or Hugging Face tokenizer.json; empty means the model.path folder's");
     v("chat_template", chat_template,
-      "auto (recognised from the tokenizer folder's chat template), a shipped template name (configs/templates) "
-      "or a .yaml/.json file");
+      "auto (the tokenizer folder's own Jinja chat template), jinja:NAME (one of its named templates), a .jinja "
+      "file, a shipped template name (configs/templates) or a .yaml/.json file");
+    v("chat_template_kwargs", chat_template_kwargs,
+      "extra variables for a Jinja chat template, e.g. {enable_thinking: false} (apply_chat_template's kwargs)");
   }
 };
 

@@ -1,6 +1,7 @@
 // Strict YAML/JSON config parsing, overrides and printing, driven by each section's visit().
 #include "src/config/config_io.h"
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -97,6 +98,43 @@ void parse_value(const YAML::Node& n, ByteSize& out, const std::string& where, c
   type_error(where, key, "a memory size such as 8GiB, 512MiB or 0", n);
 }
 
+// A YAML node as JSON: plain scalars typed as YAML types them, quoted ones text.
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& entry : n) out[entry.first.Scalar()] = yaml_to_json(entry.second);
+    return out;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& item : n) out.push_back(yaml_to_json(item));
+    return out;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted
+  if (s == "true" || s == "True") return true;
+  if (s == "false" || s == "False") return false;
+  if (s == "null" || s == "~" || s.empty()) return nullptr;
+  int64_t integer = 0;
+  if (parse_number(s, integer)) return integer;
+  double number = 0;
+  if (parse_number(s, number) && std::isfinite(number)) return number;
+  return s;
+}
+
+void parse_value(const YAML::Node& n, KeywordMap& out, const std::string& where, const std::string& key) {
+  if (n.IsNull()) { out.json = "{}"; return; }
+  nlohmann::json value;
+  if (n.IsMap()) {
+    value = yaml_to_json(n);
+  } else if (n.IsScalar()) {  // JSON text, as `ferry config show` writes it
+    value = nlohmann::json::parse(n.Scalar(), nullptr, /*allow_exceptions=*/false);
+  }
+  if (!value.is_object()) type_error(where, key, "a mapping, e.g. {enable_thinking: false}", n);
+  out.json = value.dump();
+}
+
 template <class E>
 void parse_value(const YAML::Node& n, E& out, const std::string& where, const std::string& key)
   requires std::is_enum_v<E>
@@ -120,6 +158,7 @@ std::string to_text(double v) {
   return s;
 }
 std::string to_text(const ByteSize& v) { return format_byte_size(v.bytes); }
+std::string to_text(const KeywordMap& v) { return v.json; }
 template <class E>
 std::string to_text(E v) requires std::is_enum_v<E> { return std::string(enum_name(v)); }
 

@@ -27,7 +27,7 @@ SftDataset load_sft_dataset(const std::string& path, const Tokenizer& tokenizer,
   stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::json& object) {
     if (max_samples > 0 && static_cast<int64_t>(dataset.samples.size()) >= max_samples) return;
     const Conversation conversation = conversation_from_json(object, "messages");
-    TokenizedConversation tokenized = chat_template.apply(conversation, tokenizer);
+    TokenizedConversation tokenized = chat_template.apply(conversation, tokenizer, chat_context_from_json(object));
     // Keep the most whole rounds that fit.
     size_t rounds = 0;
     while (rounds < tokenized.round_ends.size() &&

@@ -11,6 +11,7 @@
 #include "src/core/file_util.h"
 #include "src/core/text.h"
 #include "src/tokenizer/chat_template_path.h"
+#include "src/tokenizer/jinja_chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/utf8.h"
 
@@ -183,6 +184,11 @@ ChatTemplate load_chat_template(const std::string& name_or_path) {
 // render_text and tokenisation so that the two can never disagree.
 static void render(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt, const Emit& emit) {
   check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
+  if (has_tool_messages(conversation)) {
+    throw InputError("chat template '" + t.name + "' (" + t.source + ") renders role and content only, not tool "
+                     "calls or tool messages; use the model's own chat template (tokenizer.chat_template: auto, "
+                     "or a .jinja file)");
+  }
   size_t next = 0;
   const std::string* system = t.default_system.empty() && !t.always_system ? nullptr : &t.default_system;
   if (conversation[0].role == ChatRole::system) {
@@ -214,7 +220,17 @@ static void render(const ChatTemplate& t, const Conversation& conversation, bool
   }
 }
 
-std::string ChatTemplate::render_text(const Conversation& conversation, bool generation_prompt) const {
+// A shipped template takes no tools or documents.
+static void check_no_context(const ChatTemplate& t, const ChatContext& context) {
+  if (context.empty()) return;
+  throw InputError("chat template '" + t.name + "' (" + t.source + ") does not render tools or documents; use the "
+                   "model's own chat template (tokenizer.chat_template: auto, or a .jinja file)");
+}
+
+std::string ChatTemplate::render_text(const Conversation& conversation, bool generation_prompt,
+                                      const ChatContext& context) const {
+  if (jinja) return jinja->render_text(conversation, context, generation_prompt);
+  check_no_context(*this, context);
   std::string out;
   render(*this, conversation, generation_prompt, [&](std::string_view text, PieceKind) { out += text; });
   return out;
@@ -335,11 +351,17 @@ static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation&
                                                        : tokenize_pieces(t, conversation, generation_prompt, tokenizer);
 }
 
-TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer) const {
+TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer,
+                                         const ChatContext& context) const {
+  if (jinja) return jinja->apply(conversation, context, tokenizer);
+  check_no_context(*this, context);
   return tokenize(*this, conversation, /*generation_prompt=*/false, tokenizer);
 }
 
-std::vector<int64_t> ChatTemplate::render_prompt(const Conversation& conversation, const Tokenizer& tokenizer) const {
+std::vector<int64_t> ChatTemplate::render_prompt(const Conversation& conversation, const Tokenizer& tokenizer,
+                                                 const ChatContext& context) const {
+  if (jinja) return jinja->render_prompt(conversation, context, tokenizer);
+  check_no_context(*this, context);
   return tokenize(*this, conversation, /*generation_prompt=*/true, tokenizer).ids;
 }
 
@@ -350,6 +372,15 @@ std::vector<int64_t> ChatTemplate::stop_token_ids(const Tokenizer& tokenizer) co
     const auto encoded = tokenizer.encode_with_control_pieces(text);
     if (encoded.size() == 1 && std::find(ids.begin(), ids.end(), encoded[0]) == ids.end()) ids.push_back(encoded[0]);
   };
+  // A Jinja template's end of turn ("<|im_end|>\n") stops at its first token when that is a control
+  // token (the newline after it is the template's, not the model's).
+  if (jinja) {
+    const auto encoded = tokenizer.encode_with_control_pieces(assistant_suffix);
+    if (!encoded.empty() && tokenizer.is_control(encoded[0]) &&
+        std::find(ids.begin(), ids.end(), encoded[0]) == ids.end()) {
+      ids.push_back(encoded[0]);
+    }
+  }
   add(assistant_suffix);
   for (const auto& s : stop_strings) add(s);
   return ids;

@@ -1,6 +1,8 @@
 // Chat templates: how a conversation becomes token ids, and which of them the loss is taken on.
 //
-// A template is a small YAML or JSON file (configs/templates/*.yaml) of plain strings around each
+// A ChatTemplate is either a model's own Jinja template (`jinja`, see jinja_chat_template.h: what
+// `tokenizer.chat_template: auto` gives for a Hugging Face folder), which apply/render_prompt/
+// render_text hand over to, or a shipped one: a a small YAML or JSON file (configs/templates/*.yaml) of plain strings around each
 // message:
 //
 //   [BOS] system_prefix SYSTEM system_suffix
@@ -25,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +37,7 @@
 
 namespace ferry {
 
+class JinjaChatTemplate;
 class Tokenizer;
 
 // A conversation as ids, with the loss mask and the round boundaries a data loader needs to
@@ -84,19 +88,27 @@ struct ChatTemplate {
   TemplateTokenization tokenization = TemplateTokenization::pieces;
   // The file it was read from, for messages.
   std::string source;
+  // Set for a model's own Jinja template: it renders and tokenises everything, and the fields
+  // above only name it (assistant_suffix: the end-of-turn text it writes after an answer; bos:
+  // false, the template writes BOS itself).
+  std::shared_ptr<const JinjaChatTemplate> jinja;
 
   // Ids, loss mask and round ends of a training conversation (it must end with an assistant
-  // message). Throws InputError for a conversation in the wrong order (see check_conversation).
-  TokenizedConversation apply(const Conversation& conversation, const Tokenizer& tokenizer) const;
+  // message). Throws InputError for a conversation in the wrong order (see check_conversation),
+  // and, for a shipped template, for tool messages or tools, which only Jinja templates render.
+  TokenizedConversation apply(const Conversation& conversation, const Tokenizer& tokenizer,
+                              const ChatContext& context = {}) const;
 
   // Ids of a prompt for generation: the conversation (ending with a user message) followed by
   // generation_prefix (default: assistant_prefix), so the model's next token starts the answer.
-  std::vector<int64_t> render_prompt(const Conversation& conversation, const Tokenizer& tokenizer) const;
+  std::vector<int64_t> render_prompt(const Conversation& conversation, const Tokenizer& tokenizer,
+                                     const ChatContext& context = {}) const;
 
   // The rendered text, for debugging and tests: what apply() tokenises piece by piece, without
   // the BOS id (`bos`), which is a token rather than text. With `generation_prompt` the
   // conversation must end with a user message and generation_prefix is appended.
-  std::string render_text(const Conversation& conversation, bool generation_prompt = false) const;
+  std::string render_text(const Conversation& conversation, bool generation_prompt = false,
+                          const ChatContext& context = {}) const;
 
   // Ids that end generation: EOS and every stop string that is a single token.
   std::vector<int64_t> stop_token_ids(const Tokenizer& tokenizer) const;
@@ -108,8 +120,8 @@ struct ChatTemplate {
 ChatTemplate parse_chat_template(std::string_view text, const std::string& source);
 
 // Loads a shipped template by name ("demo", "llama3", "qwen2.5", ...) or a .yaml/.yml/.json file
-// (see find_chat_template). Throws ConfigError. For `auto`, see resolve_chat_template
-// (chat_template_family.h).
+// (see find_chat_template). Throws ConfigError. For `auto` and Jinja templates, see
+// resolve_chat_template (chat_template_resolve.h).
 ChatTemplate load_chat_template(const std::string& name_or_path);
 
 // The keys a template file may have, for documentation and suggestions.

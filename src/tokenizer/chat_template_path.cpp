@@ -91,7 +91,7 @@ std::string find_chat_template(const std::string& name_or_path) {
                       "': give a shipped template name (" + join(shipped_chat_template_names(), ", ") +
                       ") or a .yaml/.json file");
   }
-  if (name_or_path == "auto") {  // resolve_chat_template handles it where a tokenizer is at hand
+  if (name_or_path == "auto") {  // resolve_chat_template (chat_template_resolve.h) handles it
     throw ConfigError("chat template 'auto' is recognised from a tokenizer folder's chat template, and there is none "
                       "here; name a shipped template (" + join(shipped_chat_template_names(), ", ") +
                       ") or a .yaml/.json file");

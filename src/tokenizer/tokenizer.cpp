@@ -37,6 +37,18 @@ std::string resolve_model_path(const std::string& path) {
   return model.string();
 }
 
+// The files beside the tokenizer that a saved model folder needs to load it again as it was: its
+// special tokens and chat templates.
+std::vector<std::string> side_files(const std::string& folder) {
+  std::vector<std::string> out;
+  for (const char* side : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                           "chat_template.json"}) {
+    const fs::path file = fs::path(folder.empty() ? "." : folder) / side;
+    if (file_exists(file)) out.push_back(file.string());
+  }
+  return out;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer(const std::string& path) : path_(resolve_model_path(path)) {
@@ -74,6 +86,7 @@ void Tokenizer::load_sentencepiece() {
                      "); a Hugging Face tokenizer.json must be named *.json");
   }
   files_ = {path_};
+  for (auto& side : side_files(fs::path(path_).parent_path().string())) files_.push_back(std::move(side));
   vocab_size_ = processor_->GetPieceSize();
   bos_id_ = processor_->bos_id();
   eos_id_ = processor_->eos_id();
@@ -90,10 +103,7 @@ void Tokenizer::load_sentencepiece() {
 void Tokenizer::load_bpe(const std::string& folder) {
   bpe_ = std::make_unique<BpeTokenizer>(path_);
   files_ = {path_};
-  for (const char* side : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"}) {
-    const fs::path file = fs::path(folder) / side;
-    if (file_exists(file)) files_.push_back(file.string());
-  }
+  for (auto& side : side_files(folder)) files_.push_back(std::move(side));
   vocab_size_ = bpe_->vocab_size();
   control_pieces_ = bpe_->special_tokens();
   const HfTokenizerConfig& hf = hf_config_;
@@ -149,6 +159,42 @@ std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) con
   if (out.empty() && !text.empty() && !encode(text).empty()) {
     throw InputError("tokenizer '" + path_ + "' cannot encode text with offsets");
   }
+  return out;
+}
+
+std::vector<TokenSpan> Tokenizer::encode_with_control_pieces_and_offsets(std::string_view text) const {
+  if (bpe_) return bpe_->encode_with_control_pieces_and_offsets(text);
+  std::vector<TokenSpan> out;
+  auto encode_stretch = [&](size_t begin, size_t end, bool after_control) {
+    size_t skip = after_control && begin < end && text[begin] == ' ' ? 1 : 0;
+    for (TokenSpan span : encode_with_offsets(text.substr(begin + skip, end - begin - skip))) {
+      span.begin += begin + skip;
+      span.end += begin + skip;
+      if (skip && span.begin == begin + skip) span.begin = begin;  // the dropped space is the dummy prefix's
+      out.push_back(span);
+    }
+  };
+  size_t start = 0, pos = 0;
+  bool after_control = false;
+  while (pos < text.size()) {
+    const std::pair<std::string, int64_t>* match = nullptr;
+    for (const auto& control : control_pieces_) {
+      if (text.compare(pos, control.first.size(), control.first) == 0) {
+        match = &control;
+        break;
+      }
+    }
+    if (!match) {
+      ++pos;
+      continue;
+    }
+    encode_stretch(start, pos, after_control);
+    out.push_back({match->second, pos, pos + match->first.size()});
+    pos += match->first.size();
+    start = pos;
+    after_control = true;
+  }
+  encode_stretch(start, text.size(), after_control);
   return out;
 }
 

@@ -52,6 +52,17 @@ class Tokenizer {
   // As encode(), with the input bytes each token came from.
   std::vector<TokenSpan> encode_with_offsets(std::string_view text) const;
 
+  // What transformers' tokenizer(text, add_special_tokens=False) gives, with offsets: control
+  // pieces written anywhere in `text` become their ids. For a model's rendered chat template
+  // (apply_chat_template tokenises its text so). tokenizer.json: the library's encoding exactly.
+  // SentencePiece: each stretch between control pieces is encoded on its own, with the dummy
+  // prefix; a stretch after a control piece that starts with a space encodes as if without it (the
+  // dummy prefix is that space: "<s> [INST]" gives "<s>", "▁[INST]" as transformers 5 does in both
+  // `legacy` modes). Not reproduced: a stretch after a control piece without a leading space still
+  // gets the dummy prefix ("</s>[INST]": "▁[INST]"), which transformers 5 adds with `legacy: true`
+  // but not with `legacy: false` (Mistral's folders).
+  std::vector<TokenSpan> encode_with_control_pieces_and_offsets(std::string_view text) const;
+
   // Control pieces by text ("<s>", "</s>", ...), longest first: what encode_with_control_pieces
   // recognises.
   const std::vector<std::pair<std::string, int64_t>>& control_pieces() const { return control_pieces_; }
@@ -81,9 +92,9 @@ class Tokenizer {
   // The file the model was loaded from, for error messages.
   const std::string& path() const { return path_; }
   TokenizerKind kind() const { return bpe_ ? TokenizerKind::byte_level_bpe : TokenizerKind::sentencepiece; }
-  // The files a saved model folder needs to load this tokenizer again (tokenizer.model; or
-  // tokenizer.json with the folder's tokenizer_config.json, special_tokens_map.json and
-  // chat_template.jinja when present).
+  // The files a saved model folder needs to load this tokenizer again (tokenizer.model or
+  // tokenizer.json, with the folder's tokenizer_config.json, special_tokens_map.json,
+  // chat_template.jinja and chat_template.json when present; not additional_chat_templates/).
   const std::vector<std::string>& files() const { return files_; }
   // The folder's tokenizer_config.json (chat template, special tokens); empty fields when the
   // tokenizer was loaded from a lone file.

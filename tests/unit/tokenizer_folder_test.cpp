@@ -68,17 +68,28 @@ TEST(TokenizerFolder, WithoutTokenizerConfigTheIdsComeFromConfigJson) {
   EXPECT_EQ(tokenizer.files(), (std::vector<std::string>{(dir / "tokenizer.json").string()}));
 }
 
-TEST(TokenizerFolder, TheChatTemplateComesFromTheConfigOrTheJinjaFile) {
+TEST(TokenizerFolder, TheChatTemplatesComeFromTheFilesOrTheConfig) {
   const fs::path dir = bpe_folder("template");
   write_json(dir / "tokenizer_config.json",
              {{"chat_template", json::array({{{"name", "tool_use"}, {"template", "T"}},
                                              {{"name", "default"}, {"template", "D"}}})}});
-  EXPECT_EQ(Tokenizer(dir.string()).hf_config().chat_template, "D");
-  write_json(dir / "tokenizer_config.json", json::object());
+  const Tokenizer listed(dir.string());
+  EXPECT_EQ(listed.hf_config().chat_template_names(), (std::vector<std::string>{"tool_use", "default"}));
+  EXPECT_EQ(listed.hf_config().chat_template("default")->source, "D");
+  EXPECT_EQ(listed.hf_config().chat_template("tool_use")->source, "T");
+  EXPECT_EQ(listed.hf_config().chat_template("rag"), nullptr);
+  // chat_template.json, then chat_template.jinja and additional_chat_templates/, win over the config.
+  write_json(dir / "chat_template.json", {{"chat_template", "C"}});
+  EXPECT_EQ(Tokenizer(dir.string()).hf_config().chat_template("default")->source, "C");
   std::ofstream(dir / "chat_template.jinja") << "J";
+  fs::create_directories(dir / "additional_chat_templates");
+  std::ofstream(dir / "additional_chat_templates" / "rag.jinja") << "R";
   const Tokenizer tokenizer(dir.string());
-  EXPECT_EQ(tokenizer.hf_config().chat_template, "J");
-  EXPECT_EQ(tokenizer.files().back(), (dir / "chat_template.jinja").string());
+  EXPECT_EQ(tokenizer.hf_config().chat_template_names(), (std::vector<std::string>{"default", "rag"}));
+  EXPECT_EQ(tokenizer.hf_config().chat_template("default")->source, "J");
+  EXPECT_EQ(tokenizer.hf_config().chat_template("default")->file, (dir / "chat_template.jinja").string());
+  EXPECT_EQ(tokenizer.hf_config().chat_template("rag")->source, "R");
+  EXPECT_EQ(tokenizer.files().back(), (dir / "chat_template.json").string());
 }
 
 TEST(TokenizerFolder, TokenizerModelWinsWhenTheFolderHoldsBoth) {
