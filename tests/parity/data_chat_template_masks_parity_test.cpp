@@ -1,0 +1,76 @@
+// Loss masks of models' own chat templates against transformers (tests/parity/data_chat_template_masks_ref.py):
+// every template of the shared corpus (published models' templates) and templates with
+// {% generation %} blocks, on conversations with a system message, two rounds, tool use (tools,
+// tool_calls, tool results) and reasoning_content, tokenised by a byte-level BPE tokenizer.json:
+//   - a conversation transformers refuses (the template raises) is an InputError here;
+//   - otherwise the ids equal apply_chat_template(tokenize=True)'s, and the loss mask equals
+//     transformers' return_assistant_tokens_mask (generation templates) or the tokens overlapping
+//     each assistant turn and its end-of-turn text as found by rendering prefixes with transformers;
+//   - a conversation with no turn to train on is an InputError naming the template file.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iostream>
+
+#include "src/core/error.h"
+#include "src/core/file_util.h"
+#include "src/data/conversation_json.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_resolve.h"
+#include "src/tokenizer/tokenizer.h"
+
+namespace ferry {
+namespace {
+
+const std::string kFixtures = std::string(FERRY_FIXTURES_DIR) + "/data_chat_template_masks/";
+
+TEST(JinjaMasksParity, EveryCorpusTemplateMasksAsTransformers) {
+  const nlohmann::json cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
+  const Tokenizer tokenizer(kFixtures + "tokenizer");
+  const auto& conversations = cases["conversations"];
+  int rendered = 0, ids_equal = 0, masks_equal = 0, refused = 0, generation = 0, no_span = 0;
+  for (const auto& t : cases["templates"]) {
+    const ChatTemplate tmpl = resolve_chat_template(t["file"].get<std::string>(), tokenizer);
+    for (size_t k = 0; k < t["cases"].size(); ++k) {
+      const auto& expected = t["cases"][k];
+      const nlohmann::json& line = conversations[k];
+      SCOPED_TRACE(t["name"].get<std::string>() + ": " + expected["note"].get<std::string>());
+      const Conversation conversation = conversation_from_json(line, "messages");
+      const ChatContext context = chat_context_from_json(line);
+      if (expected["error"].get<bool>() || expected["no_span"].get<bool>()) {
+        try {
+          tmpl.apply(conversation, tokenizer, context);
+          ADD_FAILURE() << "transformers refuses this conversation, or it has no turn to train on";
+        } catch (const InputError& e) {
+          const std::string message = e.what();
+          EXPECT_NE(message.find(t["file"].get<std::string>()), std::string::npos) << message;
+        }
+        ++(expected["error"].get<bool>() ? refused : no_span);
+        continue;
+      }
+      ++rendered;
+      generation += expected["generation"].get<bool>() ? 1 : 0;
+      EXPECT_EQ(tmpl.render_text(conversation, false, context), expected["text"].get<std::string>());
+      const TokenizedConversation tokenized = tmpl.apply(conversation, tokenizer, context);
+      EXPECT_EQ(tokenized.ids, expected["ids"].get<std::vector<int64_t>>());
+      EXPECT_EQ(tokenized.loss_mask, expected["mask"].get<std::vector<uint8_t>>());
+      ids_equal += tokenized.ids == expected["ids"].get<std::vector<int64_t>>() ? 1 : 0;
+      masks_equal += tokenized.loss_mask == expected["mask"].get<std::vector<uint8_t>>() ? 1 : 0;
+      // Round ends grow and the last is the whole conversation.
+      ASSERT_FALSE(tokenized.round_ends.empty());
+      EXPECT_TRUE(std::is_sorted(tokenized.round_ends.begin(), tokenized.round_ends.end()));
+      EXPECT_EQ(tokenized.round_ends.back(), tokenized.ids.size());
+    }
+  }
+  std::cout << "jinja masks: " << cases["templates"].size() << " templates; " << rendered << " conversations rendered ("
+            << generation << " with {% generation %}): ids equal " << ids_equal << "/" << rendered << ", masks equal "
+            << masks_equal << "/" << rendered << "; " << refused << " refused by the template, " << no_span
+            << " without a trainable turn\n";
+  EXPECT_GE(rendered, 150);
+  EXPECT_GE(generation, 8);
+}
+
+}  // namespace
+}  // namespace ferry
