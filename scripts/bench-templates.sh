@@ -50,13 +50,13 @@ for case in fixture["cases"]:
     calls.append((messages, kwargs, case["expected"]))
 mismatches = sum(tok.apply_chat_template(m, **k) != e for m, k, e in calls)  # warms the template cache
 times = []
-for rep in range(3):
+for rep in range(5):
     start = time.perf_counter()
     for messages, kwargs, _ in calls:
         tok.apply_chat_template(messages, **kwargs)
     times.append(time.perf_counter() - start)
 best = min(times)
-print(f"transformers {transformers.__version__}: {len(calls)} conversations in {best * 1e3:.1f} ms (best of 3) = "
+print(f"transformers {transformers.__version__}: {len(calls)} conversations in {best * 1e3:.1f} ms (best of 5) = "
       f"{len(calls) / best:.0f} conversations/s; {mismatches} differ from the fixture")
 print(f"RESULT py_conversations_per_s {len(calls) / best:.6g}")
 PY

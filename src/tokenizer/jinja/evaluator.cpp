@@ -49,7 +49,8 @@ class MacroObject : public Object {
 // jinja2's LoopContext: the `loop` variable of a for loop.
 class LoopObject : public Object {
  public:
-  LoopObject(std::vector<Value> items, int depth, const ForStmt* stmt, ScopePtr scope)
+  // `items` is a list value (shared, never copied item by item).
+  LoopObject(Value items, int depth, const ForStmt* stmt, ScopePtr scope)
       : items_(std::move(items)), depth_(depth), stmt_(stmt), scope_(std::move(scope)) {}
   std::string_view type_name() const override { return "LoopContext"; }
   bool callable() const override { return true; }
@@ -61,10 +62,10 @@ class LoopObject : public Object {
   }
   Value attribute(std::string_view name) const override;
   std::string repr() const override {
-    return "<LoopContext " + std::to_string(index_ + 1) + "/" + std::to_string(items_.size()) + ">";
+    return "<LoopContext " + std::to_string(index_ + 1) + "/" + std::to_string(items().size()) + ">";
   }
   void clear() override {
-    items_.clear();
+    items_ = Value::make_list({});
     scope_.reset();
     last_changed_ = Value();
   }
@@ -85,7 +86,9 @@ class LoopObject : public Object {
     return Value::boolean(true);
   }
 
-  std::vector<Value> items_;
+  const std::vector<Value>& items() const { return items_.list().items; }
+
+  Value items_;
   size_t index_ = 0;
   int depth_;
   const ForStmt* stmt_;
@@ -95,7 +98,8 @@ class LoopObject : public Object {
 };
 
 Value LoopObject::attribute(std::string_view name) const {
-  const auto n = static_cast<int64_t>(items_.size()), i = static_cast<int64_t>(index_);
+  const std::vector<Value>& items = this->items();
+  const auto n = static_cast<int64_t>(items.size()), i = static_cast<int64_t>(index_);
   if (name == "index") return Value::integer(i + 1);
   if (name == "index0") return Value::integer(i);
   if (name == "revindex") return Value::integer(n - i);
@@ -105,8 +109,8 @@ Value LoopObject::attribute(std::string_view name) const {
   if (name == "length") return Value::integer(n);
   if (name == "depth") return Value::integer(depth_);
   if (name == "depth0") return Value::integer(depth_ - 1);
-  if (name == "previtem") return i > 0 ? items_[index_ - 1] : Value::undefined_hint("there is no previous item");
-  if (name == "nextitem") return i + 1 < n ? items_[index_ + 1] : Value::undefined_hint("there is no next item");
+  if (name == "previtem") return i > 0 ? items[index_ - 1] : Value::undefined_hint("there is no previous item");
+  if (name == "nextitem") return i + 1 < n ? items[index_ + 1] : Value::undefined_hint("there is no next item");
   if (name == "cycle" || name == "changed") {
     const Value self = Value::make_object(std::const_pointer_cast<Object>(shared_from_this()));
     return Value::make_object(std::make_shared<BuiltinFunction>(name == "cycle" ? "cycle" : "changed",
@@ -129,20 +133,29 @@ struct DepthGuard {
 }  // namespace
 
 const Value* Scope::find(std::string_view name) const {
-  for (const auto& [key, value] : vars) {
+  for (size_t i = 0; i < inline_count_; ++i) {
+    if (inline_[i].first == name) return &inline_[i].second;
+  }
+  for (const auto& [key, value] : more_) {
     if (key == name) return &value;
   }
   return nullptr;
 }
 
 void Scope::set(std::string_view name, Value v) {
-  for (auto& [key, value] : vars) {
-    if (key == name) {
-      value = std::move(v);
-      return;
-    }
+  if (const Value* existing = find(name)) {
+    *const_cast<Value*>(existing) = std::move(v);
+  } else if (inline_count_ < kInline) {
+    inline_[inline_count_++] = {name, std::move(v)};
+  } else {
+    more_.emplace_back(name, std::move(v));
   }
-  vars.emplace_back(name, std::move(v));
+}
+
+void Scope::clear() {
+  for (size_t i = 0; i < inline_count_; ++i) inline_[i].second = Value();
+  inline_count_ = 0;
+  more_.clear();
 }
 
 Evaluator::Evaluator(const Program& program, const RenderOptions& options) : program_(program), options_(options) {}
@@ -312,21 +325,32 @@ Value Evaluator::define_macro(const std::shared_ptr<const MacroDef>& def, const 
 Evaluator::Flow Evaluator::exec_for(const ForStmt& s, const ScopePtr& scope) {
   const Value iterable = eval(*s.iter, scope);
   charge(1);
-  return run_loop(s, iterate(*this, iterable), scope, 1);
+  return run_loop(s, item_list(iterable), scope, 1);
 }
 
-Evaluator::Flow Evaluator::run_loop(const ForStmt& s, std::vector<Value> items, const ScopePtr& scope, int depth) {
+// What a loop goes through, as a list value: a list as it is (items are not copied one by one),
+// anything else listed.
+Value Evaluator::item_list(const Value& iterable) {
+  if (iterable.is_list()) {
+    charge(iterable.list().items.size());
+    return iterable;
+  }
+  return Value::make_list(iterate(*this, iterable));
+}
+
+Evaluator::Flow Evaluator::run_loop(const ForStmt& s, Value list, const ScopePtr& scope, int depth) {
   if (s.filter) {  // `for x in xs if cond`: filtered first, so loop.length counts what is left
     std::vector<Value> kept;
-    for (Value& item : items) {
+    for (const Value& item : list.list().items) {
       auto test_scope = std::make_shared<Scope>(scope);
       assign(s.target, item, test_scope);
-      if (truthy(eval(*s.filter, test_scope))) kept.push_back(std::move(item));
+      if (truthy(eval(*s.filter, test_scope))) kept.push_back(item);
     }
-    items = std::move(kept);
+    list = Value::make_list(std::move(kept));
   }
+  const std::vector<Value>& items = list.list().items;
   if (items.empty()) return exec_body(s.otherwise, std::make_shared<Scope>(scope));
-  auto loop = std::make_shared<LoopObject>(items, depth, &s, scope);
+  auto loop = std::make_shared<LoopObject>(list, depth, &s, scope);
   track(loop);
   const Value loop_value = Value::make_object(loop);
   ScopePtr iteration;
@@ -334,7 +358,7 @@ Evaluator::Flow Evaluator::run_loop(const ForStmt& s, std::vector<Value> items, 
     charge(1);
     loop->at(i);
     if (iteration && iteration.use_count() == 1) {
-      iteration->vars.clear();  // nothing kept the last iteration's scope (no macro defined in it)
+      iteration->clear();  // nothing kept the last iteration's scope (no macro defined in it)
     } else {
       iteration = std::make_shared<Scope>(scope);
     }
@@ -347,7 +371,7 @@ Evaluator::Flow Evaluator::run_loop(const ForStmt& s, std::vector<Value> items, 
 
 Value Evaluator::call_loop(const ForStmt& loop, const ScopePtr& scope, const Value& iterable, int depth) {
   DepthGuard guard(call_depth_, limits().max_depth);
-  std::vector<Value> items = iterate(*this, iterable);
+  Value items = item_list(iterable);
   return Value::string(capture([&] { run_loop(loop, std::move(items), scope, depth); }));
 }
 
@@ -441,7 +465,12 @@ Value Evaluator::eval(const Expr& e, const ScopePtr& scope) {
 
 Value Evaluator::eval_impl(const Expr& e, const ScopePtr& scope) {
   switch (e.kind) {
-    case ExprKind::literal: return static_cast<const LiteralExpr&>(e).value;
+    case ExprKind::literal: {
+      // The template outlives the render, not the folding that may replace this node (optimizer.h).
+      const Value& literal = static_cast<const LiteralExpr&>(e).value;
+      if (!literal.is_string() || folding_) return literal;
+      return Value::borrowed_string(literal.str(), literal.is_markup());
+    }
     case ExprKind::name:
       if (folding_) throw Failure("not a constant");
       return lookup(static_cast<const NameExpr&>(e).name, scope.get());
@@ -582,6 +611,8 @@ Value Evaluator::eval_filter(const FilterExpr& e, const ScopePtr& scope, const V
 
 CallArgs Evaluator::eval_args(const ArgExprs& a, const ScopePtr& scope) {
   CallArgs args;
+  args.positional.reserve(a.positional.size());
+  args.keyword.reserve(a.keyword.size());
   for (const auto& p : a.positional) args.positional.push_back(eval(*p, scope));
   if (a.star) {
     for (Value& v : iterate(*this, eval(*a.star, scope))) args.positional.push_back(std::move(v));

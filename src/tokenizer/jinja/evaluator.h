@@ -6,6 +6,7 @@
 // the clock.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <ctime>
 #include <memory>
@@ -35,9 +36,16 @@ struct Scope {
   explicit Scope(std::shared_ptr<Scope> p) : parent(std::move(p)) {}
   const Value* find(std::string_view name) const;
   void set(std::string_view name, Value v);
+  void clear();
 
   std::shared_ptr<Scope> parent;
-  std::vector<std::pair<std::string_view, Value>> vars;
+
+ private:
+  // Most scopes hold a loop target and `loop`, or a macro's few parameters: those stay inline.
+  static constexpr size_t kInline = 4;
+  std::array<std::pair<std::string_view, Value>, kInline> inline_;
+  size_t inline_count_ = 0;
+  std::vector<std::pair<std::string_view, Value>> more_;
 };
 using ScopePtr = std::shared_ptr<Scope>;
 
@@ -78,7 +86,8 @@ class Evaluator {
   Flow exec(const Stmt& s, const ScopePtr& scope);
   Flow exec_impl(const Stmt& s, const ScopePtr& scope);
   Flow exec_for(const ForStmt& s, const ScopePtr& scope);
-  Flow run_loop(const ForStmt& s, std::vector<Value> items, const ScopePtr& scope, int depth);
+  Flow run_loop(const ForStmt& s, Value list, const ScopePtr& scope, int depth);
+  Value item_list(const Value& iterable);
   Flow exec_set_block(const SetBlockStmt& s, const ScopePtr& scope);
   Flow exec_filter_block(const FilterBlockStmt& s, const ScopePtr& scope);
   Flow exec_call_block(const CallBlockStmt& s, const ScopePtr& scope);

@@ -27,7 +27,8 @@ Value from_json_at(const nlohmann::ordered_json& json, uint32_t depth) {
       return Value::integer(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float: return Value::floating(json.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value::string(json.get_ref<const std::string&>());
+    // The render variables outlive the render: their strings are used in place.
+    case nlohmann::ordered_json::value_t::string: return Value::borrowed_string(json.get_ref<const std::string&>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(json.size());
@@ -38,7 +39,7 @@ Value from_json_at(const nlohmann::ordered_json& json, uint32_t depth) {
       auto dict = std::make_shared<DictData>();
       dict->reserve(json.size());
       for (const auto& [key, item] : json.get_ref<const nlohmann::ordered_json::object_t&>()) {
-        dict->append_new(Value::string(key), from_json_at(item, depth + 1));
+        dict->append_new(Value::borrowed_string(key), from_json_at(item, depth + 1));
       }
       return Value::make_dict(std::move(dict));
     }

@@ -12,8 +12,9 @@
 
 namespace ferry::jinja {
 
-// Objects become dicts, arrays lists, numbers int or float. Throws Failure for an unsigned
-// integer beyond int64 (Ferry's ints are 64-bit) or nesting deeper than kMaxValueDepth.
+// Objects become dicts, arrays lists, numbers int or float; strings refer to `json`'s own, which
+// must outlive the values (Value::borrowed_string). Throws Failure for an unsigned integer beyond
+// int64 (Ferry's ints are 64-bit) or nesting deeper than kMaxValueDepth.
 Value from_json(const nlohmann::ordered_json& json);
 
 struct DumpOptions {

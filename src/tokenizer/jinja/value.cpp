@@ -84,6 +84,13 @@ Value Value::string(std::string s, bool markup) {
   return v;
 }
 
+Value Value::borrowed_string(const std::string& s, bool markup) {
+  Value v(Kind::string);
+  v.markup_ = markup;
+  v.ptr_ = std::shared_ptr<void>(std::shared_ptr<void>(), const_cast<std::string*>(&s));  // aliasing, unowned
+  return v;
+}
+
 Value Value::make_list(std::vector<Value> items, ListFlavor flavor) {
   auto data = std::make_shared<ListData>();
   for (const Value& item : items) data->depth = depth_above(item, data->depth);

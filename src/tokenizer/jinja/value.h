@@ -40,6 +40,10 @@ class Value {
   static Value integer(int64_t i);
   static Value floating(double d);
   static Value string(std::string s, bool markup = false);
+  // A string value that refers to `s` without owning it (no allocation, no reference count): only
+  // for text that outlives every value made during a render, such as the render variables' JSON
+  // or the template's own literals.
+  static Value borrowed_string(const std::string& s, bool markup = false);
   static Value make_list(std::vector<Value> items, ListFlavor flavor = ListFlavor::list);
   // range(start, stop, step): its items listed (the sandbox keeps ranges short).
   static Value make_range(int64_t start, int64_t stop, int64_t step);
