@@ -128,8 +128,6 @@ void parse_value(const YAML::Node& n, KeywordMap& out, const std::string& where,
   nlohmann::json value;
   if (n.IsMap()) {
     value = yaml_to_json(n);
-  } else if (n.IsScalar()) {  // JSON text, as `ferry config show` writes it
-    value = nlohmann::json::parse(n.Scalar(), nullptr, /*allow_exceptions=*/false);
   }
   if (!value.is_object()) type_error(where, key, "a mapping, e.g. {enable_thinking: false}", n);
   out.json = value.dump();
@@ -158,7 +156,6 @@ std::string to_text(double v) {
   return s;
 }
 std::string to_text(const ByteSize& v) { return format_byte_size(v.bytes); }
-std::string to_text(const KeywordMap& v) { return v.json; }
 template <class E>
 std::string to_text(E v) requires std::is_enum_v<E> { return std::string(enum_name(v)); }
 
@@ -255,6 +252,8 @@ class Writer {
       out_ << YAML::EndSeq;
     } else if constexpr (std::is_same_v<T, std::string>) {
       out_ << YAML::DoubleQuoted << field;
+    } else if constexpr (std::is_same_v<T, KeywordMap>) {
+      out_ << YAML::Flow << YAML::Load(field.json);  // JSON is YAML: {enable_thinking: false}
     } else {
       out_ << to_text(field);
     }

@@ -417,5 +417,19 @@ TEST(Config, SavedConfigLoadsBack) {
   EXPECT_EQ(files, 1u);
 }
 
+TEST(Config, ChatTemplateKwargsAreAFreeMappingKeptAsJson) {
+  const Config c = parse_config("tokenizer:\n  chat_template_kwargs: {enable_thinking: false, n: 3, x: 0.5, s: \"3\", "
+                                "t: text, l: [1, a], z: null}\n",
+                                "k.yaml");
+  EXPECT_EQ(c.tokenizer.chat_template_kwargs.json,
+            R"({"enable_thinking":false,"l":[1,"a"],"n":3,"s":"3","t":"text","x":0.5,"z":null})");
+  EXPECT_EQ(parse_config("", "empty.yaml").tokenizer.chat_template_kwargs.json, "{}");
+  const std::string msg = config_error([] { parse_config("tokenizer:\n  chat_template_kwargs: 3\n", "k.yaml"); });
+  EXPECT_NE(msg.find("k.yaml:2: tokenizer.chat_template_kwargs: expected a mapping"), std::string::npos) << msg;
+  Config overridden;
+  apply_override(overridden, "tokenizer.chat_template_kwargs={enable_thinking: true}");
+  EXPECT_EQ(overridden.tokenizer.chat_template_kwargs.json, R"({"enable_thinking":true})");
+}
+
 }  // namespace
 }  // namespace ferry
