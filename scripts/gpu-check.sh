@@ -65,7 +65,10 @@ configure_and_build() {
   shift 4
   local torch_prefix
   torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || return 1
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
+  # nvcc named outright: the ignored prefixes must not hide a toolkit installed under /usr.
+  local nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCMAKE_IGNORE_PREFIX_PATH="/usr;/" \
     -DFERRY_CCACHE="${FERRY_GPU_CCACHE:-OFF}" -DTORCH_CUDA_ARCH_LIST="${FERRY_GPU_ARCH:-9.0}" \
     -DFERRY_PYTHON="$(command -v "$python")" > "$log" 2>&1 || { tail -30 "$log"; return 1; }
