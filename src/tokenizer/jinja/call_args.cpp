@@ -9,6 +9,7 @@ namespace ferry::jinja {
 ArgReader::ArgReader(const CallArgs& args, std::string_view function, std::initializer_list<std::string_view> params,
                      bool positional_only)
     : function_(function) {
+  FERRY_CHECK(params.size() <= kMaxParams, "ArgReader for ", function, " has too many parameters");
   size_t n = 0;
   for (std::string_view name : params) names_[n++] = name;
   if (args.positional.size() > n) {
