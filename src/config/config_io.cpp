@@ -253,7 +253,9 @@ class Writer {
     } else if constexpr (std::is_same_v<T, std::string>) {
       out_ << YAML::DoubleQuoted << field;
     } else if constexpr (std::is_same_v<T, KeywordMap>) {
-      out_ << YAML::Flow << YAML::Load(field.json);  // JSON is YAML: {enable_thinking: false}
+      YAML::Node mapping = YAML::Load(field.json);  // JSON is YAML: {enable_thinking: false}
+      mapping.SetStyle(YAML::EmitterStyle::Flow);
+      out_ << mapping;
     } else {
       out_ << to_text(field);
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
@@ -47,6 +48,32 @@ std::vector<std::string> side_files(const std::string& folder) {
     if (file_exists(file)) out.push_back(file.string());
   }
   return out;
+}
+
+using ControlPiece = std::pair<std::string, int64_t>;
+
+// Calls on_stretch(begin, end, control) for each stretch of plain text [begin, end) of `text` and
+// the control piece written right after it (null after the last stretch). `controls` longest first.
+void split_at_control_pieces(std::string_view text, const std::vector<ControlPiece>& controls,
+                             const std::function<void(size_t, size_t, const ControlPiece*)>& on_stretch) {
+  size_t start = 0, pos = 0;
+  while (pos < text.size()) {
+    const ControlPiece* match = nullptr;
+    for (const auto& control : controls) {
+      if (text.compare(pos, control.first.size(), control.first) == 0) {
+        match = &control;
+        break;
+      }
+    }
+    if (!match) {
+      ++pos;
+      continue;
+    }
+    on_stretch(start, pos, match);
+    pos += match->first.size();
+    start = pos;
+  }
+  on_stretch(start, text.size(), nullptr);
 }
 
 }  // namespace
@@ -165,64 +192,29 @@ std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) con
 std::vector<TokenSpan> Tokenizer::encode_with_control_pieces_and_offsets(std::string_view text) const {
   if (bpe_) return bpe_->encode_with_control_pieces_and_offsets(text);
   std::vector<TokenSpan> out;
-  auto encode_stretch = [&](size_t begin, size_t end, bool after_control) {
-    size_t skip = after_control && begin < end && text[begin] == ' ' ? 1 : 0;
+  split_at_control_pieces(text, control_pieces_, [&](size_t begin, size_t end, const ControlPiece* control) {
+    // After a control piece (every stretch but the first), a leading space is the dummy prefix
+    // SentencePiece adds anyway.
+    const size_t skip = begin > 0 && begin < end && text[begin] == ' ' ? 1 : 0;
     for (TokenSpan span : encode_with_offsets(text.substr(begin + skip, end - begin - skip))) {
       span.begin += begin + skip;
       span.end += begin + skip;
       if (skip && span.begin == begin + skip) span.begin = begin;  // the dropped space is the dummy prefix's
       out.push_back(span);
     }
-  };
-  size_t start = 0, pos = 0;
-  bool after_control = false;
-  while (pos < text.size()) {
-    const std::pair<std::string, int64_t>* match = nullptr;
-    for (const auto& control : control_pieces_) {
-      if (text.compare(pos, control.first.size(), control.first) == 0) {
-        match = &control;
-        break;
-      }
-    }
-    if (!match) {
-      ++pos;
-      continue;
-    }
-    encode_stretch(start, pos, after_control);
-    out.push_back({match->second, pos, pos + match->first.size()});
-    pos += match->first.size();
-    start = pos;
-    after_control = true;
-  }
-  encode_stretch(start, text.size(), after_control);
+    if (control) out.push_back({control->second, end, end + control->first.size()});
+  });
   return out;
 }
 
 std::vector<int64_t> Tokenizer::encode_with_control_pieces(std::string_view text) const {
   if (bpe_) return bpe_->encode_with_control_pieces(text);
   std::vector<int64_t> out;
-  size_t start = 0;  // start of the plain text not yet encoded
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const std::pair<std::string, int64_t>* match = nullptr;
-    for (const auto& control : control_pieces_) {
-      if (text.compare(pos, control.first.size(), control.first) == 0) {
-        match = &control;
-        break;
-      }
-    }
-    if (!match) {
-      ++pos;
-      continue;
-    }
-    const auto plain = encode(text.substr(start, pos - start));
+  split_at_control_pieces(text, control_pieces_, [&](size_t begin, size_t end, const ControlPiece* control) {
+    const auto plain = encode(text.substr(begin, end - begin));
     out.insert(out.end(), plain.begin(), plain.end());
-    out.push_back(match->second);
-    pos += match->first.size();
-    start = pos;
-  }
-  const auto plain = encode(text.substr(start));
-  out.insert(out.end(), plain.begin(), plain.end());
+    if (control) out.push_back(control->second);
+  });
   return out;
 }
 

@@ -35,7 +35,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore")
 
 import transformers  # noqa: E402
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -43,7 +42,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORPUS = ROOT.parent / "shared" / "chat-templates"
 sys.path.insert(0, str(HERE))
-from tokenizer_bpe_ref import QWEN2_PATTERN, corpus_text, split_corpus  # noqa: E402
+from tokenizer_bpe_ref import corpus_text, split_corpus  # noqa: E402
+from tokenizer_chat_templates_ref import build_bpe  # noqa: E402
 
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>",
             "<|start_header_id|>", "<|end_header_id|>", "<|begin_of_text|>"]
@@ -93,16 +93,7 @@ def build_tokenizer(out):
     rng = random.Random(7)
     sentences = split_corpus(corpus_text(rng, 60_000), rng)
     sentences += [msg["content"] for _, conv, _ in CONVERSATIONS for msg in conv] * 10
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=1200, min_frequency=2, show_progress=False, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(sentences, trainer)
+    tok = build_bpe("qwen2", sentences, special_tokens=SPECIALS, vocab_size=1200)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                                    pad_token="<pad>")
     fast.save_pretrained(str(out))

@@ -24,14 +24,14 @@ warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from tokenizer_bpe_ref import QWEN2_PATTERN, corpus_text, split_corpus  # noqa: E402
+from tokenizer_bpe_ref import corpus_text, split_corpus  # noqa: E402
+from tokenizer_chat_templates_ref import build_bpe  # noqa: E402
 
 SMOLLM2 = (ROOT / "configs/templates/jinja/smollm2/SmolLM2-1.7B-Instruct.jinja").read_text().replace("\\n", "\n")
 QWEN25_NO_TOOLS = """{%- if messages[0]['role'] == 'system' %}
@@ -48,7 +48,6 @@ QWEN25_NO_TOOLS = """{%- if messages[0]['role'] == 'system' %}
     {{- '<|im_start|>assistant\\n' }}
 {%- endif %}
 """
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 PROMPTS = [
     [{"role": "user", "content": "Hi"}],
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 30?"}],
@@ -57,28 +56,9 @@ PROMPTS = [
 ]
 
 
-def build_tokenizer(kind, sentences):
-    tok = Tokenizer(models.BPE())
-    if kind == "qwen2":
-        tok.normalizer = normalizers.NFC()
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, show_progress=False, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(sentences, trainer)
-    return tok
-
-
 def write_folder(folder, kind, template, in_config, seed, sentences):
     folder.mkdir(parents=True, exist_ok=True)
-    fast = PreTrainedTokenizerFast(tokenizer_object=build_tokenizer(kind, sentences), eos_token="<|im_end|>",
+    fast = PreTrainedTokenizerFast(tokenizer_object=build_bpe(kind, sentences, vocab_size=700), eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>", bos_token=None)
     fast.chat_template = template
     fast.save_pretrained(str(folder))

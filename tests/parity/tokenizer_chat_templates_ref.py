@@ -124,7 +124,10 @@ def train_bpe(tok, sentences, vocab_size, special_tokens):
     return tok
 
 
-def build_bpe(kind, sentences):
+def build_bpe(kind, sentences, special_tokens=None, vocab_size=1500):
+    """A byte-level BPE tokenizer like the family's (llama3, qwen2 or smollm2), trained on
+    `sentences`, with the family's special tokens unless `special_tokens` are given. Also used by
+    generate_chat_template_ref.py and data_chat_template_masks_ref.py."""
     tok = Tokenizer(models.BPE())
     if kind == "llama3":
         tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -144,7 +147,7 @@ def build_bpe(kind, sentences):
         specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)  # offsets keep their spaces
-    return train_bpe(tok, sentences, 1500, specials)
+    return train_bpe(tok, sentences, vocab_size, special_tokens or specials)
 
 
 def build_sentencepiece(sentences):
