@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kernels/cpu/nf4_state.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
@@ -35,12 +36,13 @@ std::optional<int64_t> element_count(const std::vector<int64_t>& shape) {
   return count;
 }
 
-// Does a stored tensor hold what `spec` describes? Float tensors by shape; bitsandbytes' NF4
-// weights (uint8, two 4-bit codes a byte) by element count; int8 ones by shape.
-bool stored_as_specified(const TensorInfo& info, const HfTensorSpec& spec) {
-  if (info.dtype == at::kByte) {
+// Does a stored tensor hold what `spec` describes? Float tensors by shape; a bitsandbytes NF4
+// weight (two 4-bit codes a byte, stored as uint8 or, with bnb_4bit_quant_storage, in a float
+// dtype; `.absmax` beside it) by its bytes; int8 ones by shape.
+bool stored_as_specified(const TensorInfo& info, const HfTensorSpec& spec, bool nf4_packed) {
+  if (nf4_packed || info.dtype == at::kByte) {
     const std::optional<int64_t> stored = element_count(info.shape), wanted = element_count(spec.shape);
-    return stored && wanted && *stored * 2 == *wanted;
+    return stored && wanted && *stored * static_cast<int64_t>(c10::elementSize(info.dtype)) * 2 == *wanted;
   }
   if (info.dtype == at::kChar || at::isFloatingType(info.dtype)) return info.shape == spec.shape;
   return true;  // another format's companion tensor: its loader checks it
@@ -134,7 +136,8 @@ void check_weights_match_config(const LlamaConfig& config, const HfWeights& weig
   for (const HfTensorSpec& spec : hf_tensor_specs(config)) {
     if (!weights.contains(spec.name)) continue;  // missing tensors: load_state reports them all at once
     const TensorInfo& info = weights.info(spec.name);
-    if (!stored_as_specified(info, spec)) throw_mismatch(spec, info, config_file);
+    const bool nf4_packed = weights.contains(spec.name + "." + kernels::kNf4AbsmaxKey);
+    if (!stored_as_specified(info, spec, nf4_packed)) throw_mismatch(spec, info, config_file);
   }
 }
 

@@ -67,6 +67,20 @@ TEST(HfTensorSpecs, MatchingWeightsPass) {
   EXPECT_EQ(mismatch_message(small_config(), dir), "");
 }
 
+// bitsandbytes NF4 with bnb_4bit_quant_storage=bfloat16: q_proj's 32 x 32 codes packed two a byte
+// into 512 bytes, stored as a [256, 1] bf16 tensor beside its absmax.
+TEST(HfTensorSpecs, PackedNf4WeightsAreCheckedByTheirBytes) {
+  const std::filesystem::path dir = test_support::process_scratch_dir("ferry_tensor_specs") / "nf4";
+  TensorMap t = load_hf_weights(write_small_weights("nf4_source"));
+  t["model.layers.0.self_attn.q_proj.weight"] = at::zeros({256, 1}, at::kBFloat16);
+  t["model.layers.0.self_attn.q_proj.weight.absmax"] = at::ones({16}, at::kFloat);
+  save_hf_weights(dir, t);
+  EXPECT_EQ(mismatch_message(small_config(), dir), "");
+  LlamaConfig config = small_config();
+  config.num_attention_heads = 8;  // 64 x 32 codes: 1024 bytes, not 512
+  EXPECT_NE(mismatch_message(config, dir).find("num_attention_heads x head_dim is 64"), std::string::npos);
+}
+
 TEST(HfTensorSpecs, AHugeIntermediateSizeNamesTheKeyItsValueAndTheStoredShape) {
   const std::filesystem::path dir = write_small_weights("intermediate");
   LlamaConfig config = small_config();
