@@ -103,16 +103,21 @@ check_shared_libraries() {
   local binary=$1 prefix=$2 python=$3
   local site
   site=$("$python" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  # The toolkit's own libraries, wherever the nvcc used for the build keeps them (CI's lives in
+  # /usr/local/bin with its libraries in /usr/local/lib; the GPU machine's in /usr/local/cuda).
+  local cuda_root
+  cuda_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
   local resolved
   resolved=$(LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu ldd "$binary") || return 1
   local bad
   bad=$(echo "$resolved" | awk '/=>/ {print $1, $3}' | while read -r name path; do
     case $path in
-      "$prefix"/*|"$site"/*|/usr/local/cuda*) ;;
-      *) case $name in
-           libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
-           *) echo "  $name => $path" ;;
-         esac ;;
+      "$prefix"/*|"$site"/*|/usr/local/cuda*) continue ;;
+      "$cuda_root"/lib*) case $name in libcu*|libnv*) continue ;; esac ;;
+    esac
+    case $name in
+      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libutil.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
+      *) echo "  $name => $path" ;;
     esac
   done)
   if [ -n "$bad" ]; then
