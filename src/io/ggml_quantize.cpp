@@ -44,8 +44,9 @@ at::Tensor to_ggml(const at::Tensor& tensor, GgmlType type) {
       quantize_q8_0(values.data_ptr<float>(), values.numel(), out.data_ptr<uint8_t>());
       return out;
     }
+    default: break;
   }
-  FERRY_CHECK(false, "unknown ggml type");
+  FERRY_CHECK(false, "Ferry writes F32, F16, BF16 and Q8_0, not ", ggml_type_name(type));
   return {};
 }
 

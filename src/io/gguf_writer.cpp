@@ -31,31 +31,6 @@ uint64_t padded(uint64_t size) { return (size + kGgufAlignment - 1) / kGgufAlign
 
 }  // namespace
 
-std::string ggml_type_name(GgmlType type) {
-  switch (type) {
-    case GgmlType::f32: return "F32";
-    case GgmlType::f16: return "F16";
-    case GgmlType::q8_0: return "Q8_0";
-    case GgmlType::bf16: return "BF16";
-  }
-  return "?";
-}
-
-uint64_t ggml_nbytes(GgmlType type, int64_t elements) {
-  FERRY_CHECK(elements >= 0);
-  const auto n = static_cast<uint64_t>(elements);
-  switch (type) {
-    case GgmlType::f32: return n * 4;
-    case GgmlType::f16:
-    case GgmlType::bf16: return n * 2;
-    case GgmlType::q8_0:
-      FERRY_CHECK(elements % kQ8_0BlockSize == 0, "Q8_0 needs a multiple of 32 elements, got ", elements);
-      return n / kQ8_0BlockSize * kQ8_0BlockBytes;
-  }
-  FERRY_CHECK(false, "unknown ggml type");
-  return 0;
-}
-
 void GgufWriter::begin_key(const std::string& key, GgufValueType type) {
   FERRY_CHECK(keys_.insert(key).second, "GGUF metadata key added twice: ", key);
   put_string(metadata_, key);

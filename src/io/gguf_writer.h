@@ -21,18 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "src/io/ggml_types.h"
+
 namespace ferry::io {
 
-// ggml tensor types Ferry writes (values are ggml's enum ggml_type).
-enum class GgmlType : uint32_t { f32 = 0, f16 = 1, q8_0 = 8, bf16 = 30 };
-
-inline constexpr int64_t kQ8_0BlockSize = 32;   // elements per Q8_0 block
-inline constexpr int64_t kQ8_0BlockBytes = 34;  // fp16 scale + 32 x int8
 inline constexpr uint32_t kGgufAlignment = 32;  // general.alignment (ggml's default)
-
-std::string ggml_type_name(GgmlType type);  // "F32", "F16", "Q8_0", "BF16"
-// Bytes of a tensor of `elements` (a multiple of kQ8_0BlockSize for q8_0) in `type`.
-uint64_t ggml_nbytes(GgmlType type, int64_t elements);
 
 // GGUF metadata value types (gguf_type).
 enum class GgufValueType : uint32_t {
