@@ -6,6 +6,7 @@
 #include "src/config/config_io.h"
 #include "src/dist/communicator.h"
 #include "src/core/error.h"
+#include "src/io/model_path.h"
 #include "stages/dpo.h"
 #include "stages/grpo.h"
 #include "stages/rm.h"
@@ -40,6 +41,21 @@ void check_stage_matches(const Config& config, Stage stage, const std::string& c
                     "`; use `ferry " + stage_info(config.stage).command + "` or fix `stage:`");
 }
 
+namespace {
+
+// The config a stage runs with: model paths that name a GGUF file or an Ollama model replaced by
+// the folders prepared for them (src/io/model_path.h). The saved config keeps what the user wrote.
+Config with_model_folders(const Config& config) {
+  Config resolved = config;
+  if (!resolved.model.path.empty()) resolved.model.path = io::resolve_model_path(resolved.model.path).string();
+  if (!resolved.dpo.reference_model.empty()) {
+    resolved.dpo.reference_model = io::resolve_model_path(resolved.dpo.reference_model).string();
+  }
+  return resolved;
+}
+
+}  // namespace
+
 void run_stage(Stage stage, const Config& config) {
   const StageInfo& info = stage_info(stage);
   FERRY_CHECK(info.run != nullptr, "no run function for stage ", info.command);
@@ -53,7 +69,7 @@ void run_stage(Stage stage, const Config& config) {
     std::filesystem::remove(std::filesystem::path(config.output.dir) / kStageResultFile);  // written again at the end
     save_resolved_config(config, config.output.dir);
   }
-  info.run(config);
+  info.run(with_model_folders(config));
 }
 
 }  // namespace ferry

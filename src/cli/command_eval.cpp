@@ -129,7 +129,7 @@ void run_eval(const EvalArgs& args) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* command = app.add_subcommand("eval", "Exact-match accuracy of greedy answers against gt_answer");
-  command->add_option("--model", args->model, "model folder (Hugging Face layout with tokenizer.model)")->required();
+  command->add_option("--model", args->model, "model: a Hugging Face folder, a .gguf file or ollama:NAME[:TAG]")->required();
   command->add_option("--prompts", args->prompts_file, "jsonl of {\"messages\": [...], \"gt_answer\": ...}");
   command->add_option("--output", args->output_file, "jsonl to write every answer and whether it was correct");
   command->add_option("--chat-template", args->chat_template,

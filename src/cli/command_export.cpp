@@ -12,6 +12,7 @@
 #include "src/core/error.h"
 #include "src/io/gguf_export.h"
 #include "src/io/hf_export.h"
+#include "src/io/model_path.h"
 
 namespace ferry::cli {
 namespace {
@@ -34,7 +35,7 @@ void run_hf_export(const ExportArgs& args) {
                     ", got " + std::to_string(args.max_shard_size_mb));
   }
   io::HfExportOptions options;
-  options.checkpoint = args.checkpoint;
+  options.checkpoint = io::resolve_model_path(args.checkpoint);  // a GGUF file or ollama: name too
   options.output = args.output;
   options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_size_mb) << 20;
   options.lora = args.lora == "adapter" ? io::LoraExport::adapter : io::LoraExport::merged;
@@ -55,7 +56,7 @@ void run_gguf_export(const ExportArgs& args) {
   }
   if (args.max_shard_size_mb != 0) throw UserError("--max-shard-size-mb goes with --format hf; GGUF is one file");
   io::GgufExportOptions options;
-  options.checkpoint = args.checkpoint;
+  options.checkpoint = io::resolve_model_path(args.checkpoint);  // a GGUF file or ollama: name too
   options.output = args.output;
   options.type = io::parse_gguf_file_type(args.gguf_type);
   options.name = args.gguf_name;

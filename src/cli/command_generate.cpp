@@ -216,7 +216,7 @@ void run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* command = app.add_subcommand("generate", "Generate text with a model (KV cache, batched)");
-  command->add_option("--model", args->model, "model folder (Hugging Face layout)")->required();
+  command->add_option("--model", args->model, "model: a Hugging Face folder, a .gguf file or ollama:NAME[:TAG]")->required();
   auto* prompt = command->add_option("--prompt", args->prompt, "one prompt");
   auto* prompts = command->add_option("--prompts", args->prompts_file, "jsonl of prompts ({\"messages\": [...]})");
   prompt->excludes(prompts);

@@ -25,6 +25,7 @@
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/io/hf_config.h"
+#include "src/io/model_path.h"
 
 namespace ferry::cli {
 namespace {
@@ -43,7 +44,7 @@ struct PlanArgs {
 };
 
 std::filesystem::path model_config_path(const Config& config) {
-  if (!config.model.path.empty()) return std::filesystem::path(config.model.path) / "config.json";
+  if (!config.model.path.empty()) return io::resolve_model_path(config.model.path) / "config.json";
   if (!config.model.config.empty()) return config.model.config;
   throw ConfigError("the plan needs the model's shape: set model.path (a Hugging Face folder) or model.config (a config.json)");
 }

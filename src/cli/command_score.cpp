@@ -24,6 +24,7 @@
 #include "src/data/jsonl_reader.h"
 #include "src/data/preference_dataset.h"
 #include "src/data/token_batch.h"
+#include "src/io/model_path.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
@@ -91,8 +92,9 @@ void run_score(const ScoreArgs& args) {
   if (args.max_length < 2) throw UserError("--max-length must be at least 2");
   const bool cuda = torch::cuda::is_available();
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  LlamaForScore model = score_model_from_pretrained(args.model, cuda ? at::kBFloat16 : at::kFloat, device);
-  const Tokenizer tokenizer(args.model);
+  const std::string folder = io::resolve_model_path(args.model).string();
+  LlamaForScore model = score_model_from_pretrained(folder, cuda ? at::kBFloat16 : at::kFloat, device);
+  const Tokenizer tokenizer(folder);
   const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
   const int64_t pad = stage_pad_id(model->config(), tokenizer);
 

@@ -7,12 +7,14 @@
 
 #include "src/core/error.h"
 #include "src/core/text.h"
+#include "src/io/model_path.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {
 
-InferenceModel load_inference_model(const std::string& dir) {
+InferenceModel load_inference_model(const std::string& path) {
+  const std::string dir = io::resolve_model_path(path).string();  // a GGUF file or ollama: name too
   const bool cuda = torch::cuda::is_available();
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   InferenceModel loaded{causal_lm_from_pretrained(dir, cuda ? at::kBFloat16 : at::kFloat, device), Tokenizer(dir)};

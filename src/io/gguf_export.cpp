@@ -13,6 +13,7 @@
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/io/ggml_quantize.h"
+#include "src/io/gguf_tensor_names.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
@@ -49,9 +50,6 @@ GgmlType tensor_type(GgufFileType file_type, const std::vector<int64_t>& shape) 
   return GgmlType::f32;
 }
 
-enum class RowPermutation { none, query, key };
-
-// One weight as llama.cpp names it, and how to convert it.
 struct PlannedTensor {
   std::string gguf_name;
   std::string hf_name;
@@ -59,42 +57,15 @@ struct PlannedTensor {
   RowPermutation permutation = RowPermutation::none;
 };
 
-// llama.cpp's name for a Hugging Face weight name (without "model.layers.<i>." in a layer).
-std::string gguf_tensor_name(const HfTensorSpec& spec) {
-  static const std::map<std::string, std::string> global = {{"model.embed_tokens.weight", "token_embd.weight"},
-                                                            {"model.norm.weight", "output_norm.weight"},
-                                                            {"lm_head.weight", "output.weight"}};
-  static const std::map<std::string, std::string> module = {
-      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"},   {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},   {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
-      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
-      {"mlp.up_proj", "ffn_up"},        {"mlp.down_proj", "ffn_down"}};
-  if (spec.layer < 0) return global.at(spec.name);
-  const size_t dot = spec.suffix.rfind('.');  // "...q_proj" + ".weight" / ".bias"
-  return "blk." + std::to_string(spec.layer) + "." + module.at(spec.suffix.substr(0, dot)) + spec.suffix.substr(dot);
-}
-
 // The Hugging Face weights a config needs (hf_tensor_specs.h), with their GGUF names, in the file's
-// order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output. llama.cpp's "llama" architecture
-// wants the query and key rows interleaved.
+// order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
 std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::string& arch) {
-  const bool permute = arch == "llama";
   std::vector<PlannedTensor> out;
   for (HfTensorSpec& spec : hf_tensor_specs(c)) {
-    RowPermutation permutation = RowPermutation::none;
-    if (permute && spec.suffix.rfind("self_attn.q_proj.", 0) == 0) permutation = RowPermutation::query;
-    if (permute && spec.suffix.rfind("self_attn.k_proj.", 0) == 0) permutation = RowPermutation::key;
+    const RowPermutation permutation = gguf_row_permutation(spec, arch);
     out.push_back({gguf_tensor_name(spec), spec.name, std::move(spec.shape), permutation});
   }
   return out;
-}
-
-// HF's rotate-half row order -> llama.cpp's interleaved pairs, per group of rows (LlamaModel.permute).
-at::Tensor permute_rows(const at::Tensor& w, int64_t groups) {
-  const std::vector<int64_t> sizes = w.sizes().vec();
-  std::vector<int64_t> split{groups, 2, w.size(0) / groups / 2};
-  split.insert(split.end(), sizes.begin() + 1, sizes.end());
-  return w.reshape(split).transpose(1, 2).reshape(sizes).contiguous();
 }
 
 // llama3 rope: one factor per rotary frequency, computed in float32 as convert_hf_to_gguf.py
@@ -325,7 +296,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                               {projection + ".lora_B.weight", weights.tensor(projection + ".lora_B.weight")}};
         value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
       }
-      if (tensor.permutation != RowPermutation::none) value = permute_rows(value, groups);
+      if (tensor.permutation != RowPermutation::none) value = permute_rows_to_gguf(value, groups);
       return to_ggml(value, type);
     });
   }

@@ -22,16 +22,9 @@
 #include <vector>
 
 #include "src/io/ggml_types.h"
+#include "src/io/gguf_format.h"
 
 namespace ferry::io {
-
-inline constexpr uint32_t kGgufAlignment = 32;  // general.alignment (ggml's default)
-
-// GGUF metadata value types (gguf_type).
-enum class GgufValueType : uint32_t {
-  uint8 = 0, int8 = 1, uint16 = 2, int16 = 3, uint32 = 4, int32 = 5, float32 = 6, boolean = 7,
-  string = 8, array = 9, uint64 = 10, int64 = 11, float64 = 12,
-};
 
 class GgufWriter {
  public:

@@ -11,6 +11,7 @@
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/core/folder_file.h"
+#include "src/io/gguf_model.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
@@ -88,6 +89,10 @@ HfWeights::HfWeights(const fs::path& model_dir) : model_dir_(model_dir) {
         file_of_.emplace(name, files_.size() - 1);
       }
     }
+  } else if (fs::exists(model_dir / kGgufWeightsLink)) {
+    gguf_ = std::make_shared<const GgufWeights>(GgufFile::open(model_dir / kGgufWeightsLink));
+    names_ = gguf_->names();
+    return;
   } else {
     std::string hint;
     if (fs::exists(model_dir / "pytorch_model.bin") || fs::exists(model_dir / "pytorch_model.bin.index.json")) {
@@ -108,9 +113,37 @@ const SafetensorsFile& HfWeights::file_of(const std::string& name) const {
   return files_[found->second];
 }
 
-const TensorInfo& HfWeights::info(const std::string& name) const { return file_of(name).info(name); }
-at::Tensor HfWeights::tensor(const std::string& name) const { return file_of(name).tensor(name); }
-at::Tensor HfWeights::load(const std::string& name) const { return file_of(name).load(name); }
+bool HfWeights::contains(const std::string& name) const {
+  return gguf_ ? gguf_->contains(name) : file_of_.count(name) != 0;
+}
+
+void HfWeights::check_gguf_has(const std::string& name) const {
+  if (!gguf_->contains(name)) {
+    throw InputError("model '" + gguf_->file().path().string() + "' has no weight '" + name + "'");
+  }
+}
+
+const TensorInfo& HfWeights::info(const std::string& name) const {
+  if (gguf_) return check_gguf_has(name), gguf_->info(name);
+  return file_of(name).info(name);
+}
+
+at::Tensor HfWeights::tensor(const std::string& name) const {
+  if (gguf_) return check_gguf_has(name), gguf_->load(name);
+  return file_of(name).tensor(name);
+}
+
+at::Tensor HfWeights::load(const std::string& name) const {
+  if (gguf_) return check_gguf_has(name), gguf_->load(name);
+  return file_of(name).load(name);
+}
+
+uint64_t HfWeights::file_bytes() const {
+  if (gguf_) return gguf_->file().file_bytes();
+  uint64_t bytes = 0;
+  for (const SafetensorsFile& file : files_) bytes += fs::file_size(file.path());
+  return bytes;
+}
 
 TensorMap HfWeights::load_all() const {
   TensorMap out;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,18 @@ namespace ferry::io {
 
 inline constexpr const char* kHfWeightsFile = "model.safetensors";
 inline constexpr const char* kHfWeightsIndexFile = "model.safetensors.index.json";
+// A folder Ferry prepared for a GGUF model (gguf_model_folder.h) links its file under this name.
+inline constexpr const char* kGgufWeightsLink = "model.gguf";
+
+class GgufWeights;
 
 // "model-00002-of-00005.safetensors" for index 2 (1-based) of 5, as transformers names shards.
 std::string hf_shard_file_name(int index, int count);
 
 // Every weight of a model folder, opened (mapped and validated) but not copied. The offload
-// engine takes zero-copy views from it; load_hf_weights copies everything.
+// engine takes zero-copy views from it; load_hf_weights copies everything. A folder prepared for a
+// GGUF model (no safetensors, a `model.gguf` link) serves the GGUF's tensors under their Hugging
+// Face names instead, converted when asked for (gguf_model.h): tensor() then returns an owned copy.
 class HfWeights {
  public:
   // Throws InputError naming the folder/file: no weights, bad index, missing shard, a tensor the
@@ -30,21 +37,27 @@ class HfWeights {
   explicit HfWeights(const std::filesystem::path& model_dir);
 
   const std::vector<std::string>& names() const { return names_; }  // sorted
-  bool contains(const std::string& name) const { return file_of_.count(name) != 0; }
+  bool contains(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const;
   at::Tensor tensor(const std::string& name) const;  // zero-copy view (see SafetensorsFile::tensor)
   at::Tensor load(const std::string& name) const;    // owned copy
   TensorMap load_all() const;
-  // The weight files, in shard order (one entry for model.safetensors).
+  // The weight files, in shard order (one entry for model.safetensors; none for a GGUF model).
   const std::vector<SafetensorsFile>& files() const { return files_; }
+  // The bytes of the weight files (the GGUF file's for a GGUF model).
+  uint64_t file_bytes() const;
+  // The GGUF model behind the folder, or nullptr.
+  const GgufWeights* gguf() const { return gguf_.get(); }
 
  private:
   const SafetensorsFile& file_of(const std::string& name) const;
+  void check_gguf_has(const std::string& name) const;
 
   std::filesystem::path model_dir_;
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> file_of_;  // tensor name -> index into files_
   std::vector<std::string> names_;
+  std::shared_ptr<const GgufWeights> gguf_;
 };
 
 // All weights of `model_dir` as owned CPU tensors, dtype as stored.

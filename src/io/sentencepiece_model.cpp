@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "src/core/error.h"
+#include "src/core/protobuf_encoder.h"
 #include "src/core/file_util.h"
 
 namespace ferry::io {
@@ -118,6 +119,11 @@ void read_trainer_spec(std::string_view bytes, const std::string& source, Senten
     if (field == 41) target = &model.bos_id;
     if (field == 42) target = &model.eos_id;
     if (field == 43) target = &model.pad_id;
+    if (field == 35) {
+      in.expect(wire, kVarint, "trainer_spec byte_fallback");
+      model.byte_fallback = in.varint() != 0;
+      continue;
+    }
     if (target == nullptr) {
       in.skip(wire);
       continue;
@@ -165,6 +171,33 @@ SentencePieceModel parse_sentencepiece_model(std::string_view bytes, const std::
 
 SentencePieceModel read_sentencepiece_model(const std::filesystem::path& file) {
   return parse_sentencepiece_model(read_file(file), file.string());
+}
+
+std::string format_sentencepiece_model(const SentencePieceModel& model) {
+  ProtobufEncoder out;
+  for (const SentencePiece& piece : model.pieces) {
+    ProtobufEncoder message;
+    message.bytes_field(1, piece.piece);
+    message.float_field(2, piece.score);
+    message.varint_field(3, static_cast<uint64_t>(piece.type));
+    out.message_field(1, message);
+  }
+  ProtobufEncoder trainer;
+  trainer.varint_field(3, static_cast<uint64_t>(model.model_type));
+  trainer.varint_field(4, model.pieces.size());  // vocab_size
+  trainer.varint_field(35, model.byte_fallback ? 1 : 0);
+  trainer.int64_field(40, model.unk_id);
+  trainer.int64_field(41, model.bos_id);
+  trainer.int64_field(42, model.eos_id);
+  trainer.int64_field(43, model.pad_id);
+  out.message_field(2, trainer);
+  ProtobufEncoder normalizer;
+  normalizer.bytes_field(1, "identity");
+  normalizer.varint_field(3, model.add_dummy_prefix ? 1 : 0);
+  normalizer.varint_field(4, model.remove_extra_whitespaces ? 1 : 0);
+  normalizer.varint_field(5, 1);  // escape_whitespaces
+  out.message_field(3, normalizer);
+  return out.take();
 }
 
 }  // namespace ferry::io

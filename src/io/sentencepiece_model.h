@@ -1,10 +1,11 @@
-// A SentencePiece `tokenizer.model` read as data (pieces, scores, types and the few settings a
-// GGUF vocabulary needs), without the sentencepiece library: the file is a protobuf ModelProto,
-// and this reads only the fields below, skipping the rest.
+// A SentencePiece `tokenizer.model` read and written as data (pieces, scores, types and the few
+// settings a GGUF vocabulary needs), without the sentencepiece library: the file is a protobuf
+// ModelProto, and this reads only the fields below, skipping the rest.
 //
 //   ModelProto      1: repeated SentencePiece { 1: piece (string), 2: score (float), 3: type (enum, default NORMAL) }
 //                   2: TrainerSpec { 3: model_type (UNIGRAM 1, BPE 2, WORD 3, CHAR 4), 40: unk_id (0),
-//                                    41: bos_id (1), 42: eos_id (2), 43: pad_id (-1) }
+//                                    41: bos_id (1), 42: eos_id (2), 43: pad_id (-1),
+//                                    35: byte_fallback (false) }
 //                   3: NormalizerSpec { 3: add_dummy_prefix (true), 4: remove_extra_whitespaces (true) }
 #pragma once
 
@@ -34,11 +35,16 @@ struct SentencePieceModel {
   int32_t pad_id = -1;
   bool add_dummy_prefix = true;
   bool remove_extra_whitespaces = true;
+  bool byte_fallback = false;
 };
 
 // Throws InputError naming `source` when the bytes are not a SentencePiece model (bad protobuf
 // framing, no pieces, an unknown piece type).
 SentencePieceModel parse_sentencepiece_model(std::string_view bytes, const std::string& source);
 SentencePieceModel read_sentencepiece_model(const std::filesystem::path& file);
+
+// The ModelProto bytes of `model` (normalizer "identity": no Unicode normalization; whitespace
+// escaped to "▁"), which the sentencepiece library loads.
+std::string format_sentencepiece_model(const SentencePieceModel& model);
 
 }  // namespace ferry::io

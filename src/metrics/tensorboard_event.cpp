@@ -2,7 +2,7 @@
 // tensorflow/core/framework/summary.proto.
 #include "src/metrics/tensorboard_event.h"
 
-#include "src/metrics/protobuf_encoder.h"
+#include "src/core/protobuf_encoder.h"
 
 namespace ferry {
 namespace {

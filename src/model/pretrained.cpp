@@ -39,9 +39,7 @@ uint64_t build_bytes_per_parameter(at::ScalarType dtype) {
 void check_model_folder(const LlamaConfig& config, const io::HfWeights& weights, const std::filesystem::path& dir,
                         at::ScalarType dtype) {
   io::check_weights_match_config(config, weights, dir / "config.json");
-  uint64_t file_bytes = 0;
-  for (const io::SafetensorsFile& file : weights.files()) file_bytes += std::filesystem::file_size(file.path());
-  io::check_model_fits_host(config, build_bytes_per_parameter(dtype), file_bytes, "loading model folder " + dir.string());
+  io::check_model_fits_host(config, build_bytes_per_parameter(dtype), weights.file_bytes(), "loading model folder " + dir.string());
 }
 
 LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device) {

@@ -10,7 +10,7 @@
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "tests/unit/metrics_temp_dir.h"
-#include "src/metrics/protobuf_encoder.h"
+#include "src/core/protobuf_encoder.h"
 #include "src/metrics/tensorboard_event.h"
 #include "src/metrics/tensorboard_writer.h"
 #include "src/metrics/tfrecord.h"

@@ -1,5 +1,6 @@
-// Just enough of the protobuf wire format to write TensorBoard's Event messages by hand, so Ferry
-// needs no protobuf library: varints, fixed 32/64-bit numbers and length-delimited fields.
+// Just enough of the protobuf wire format to write TensorBoard's Event messages and SentencePiece
+// models by hand, so Ferry needs no protobuf library: varints, fixed 32/64-bit numbers and
+// length-delimited fields.
 // Fields are appended in the order the caller writes them (ascending field numbers by convention).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Protobuf wire-format primitives (https://protobuf.dev/programming-guides/encoding/).
-#include "src/metrics/protobuf_encoder.h"
+#include "src/core/protobuf_encoder.h"
 
 #include <bit>
 #include <cstring>

@@ -1,0 +1,235 @@
+// A GGUF model read as a Hugging Face model (see gguf_model.h).
+#include "src/io/gguf_model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <set>
+
+#include "src/core/error.h"
+#include "src/io/ggml_dequantize_tensor.h"
+#include "src/io/gguf_tensor_names.h"
+#include "src/io/hf_tensor_specs.h"
+
+namespace ferry::io {
+
+const char* const kGgufArchitectures = "llama, qwen2, qwen3";
+
+namespace {
+
+[[noreturn]] void fail(const GgufFile& file, const std::string& what) {
+  throw InputError(file.describe() + ": " + what);
+}
+
+int64_t positive(const GgufFile& file, const std::string& key, int64_t value) {
+  if (value <= 0 || value > (int64_t{1} << 40)) {
+    fail(file, "metadata '" + key + "' = " + std::to_string(value) + " is not a plausible size; the file is corrupt");
+  }
+  return value;
+}
+
+int64_t positive_key(const GgufFile& file, const std::string& key) { return positive(file, key, file.get_int(key)); }
+
+// llama3 rope scaling from llama.cpp's per-frequency factors (convert_hf_to_gguf.py writes
+// 1 for high frequencies, `factor` for low ones and 1 / ((1 - s) / factor + s) between, with
+// s = (original_context / wavelength - low) / (high - low)). s is linear in 1 / wavelength, so the
+// smooth factors give its slope and intercept; with Llama's low_freq_factor = 1 these fix
+// high_freq_factor and the original context. The fit is accepted only when it gives back every
+// factor of the file.
+RopeScaling llama3_rope_from_factors(const GgufFile& file, const GgufTensorInfo& tensor, double theta, int64_t head_dim) {
+  if (tensor.type != GgmlType::f32 || tensor.ne.size() != 1 || tensor.ne[0] != head_dim / 2) {
+    fail(file, "tensor 'rope_freqs.weight' must be F32 with head_dim / 2 = " + std::to_string(head_dim / 2) +
+                   " values; the file is corrupt");
+  }
+  const auto* factors = reinterpret_cast<const float*>(file.tensor_data(tensor));
+  const int64_t n = head_dim / 2;
+  double factor = 0.0;
+  for (int64_t i = 0; i < n; ++i) factor = std::max(factor, static_cast<double>(factors[i]));
+  std::vector<double> xs, ys;  // 1 / wavelength, s
+  for (int64_t i = 0; i < n; ++i) {
+    const double f = factors[i];
+    if (std::fabs(f - 1.0) < 1e-6 || std::fabs(f - factor) < 1e-6 * factor) continue;
+    const double freq = 1.0 / std::pow(theta, 2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    xs.push_back(freq / (2 * M_PI));
+    ys.push_back((1.0 / f - 1.0 / factor) / (1.0 - 1.0 / factor));
+  }
+  RopeScaling scaling;
+  scaling.type = RopeScalingType::llama3;
+  scaling.factor = factor;
+  if (factor <= 1.0 || xs.size() < 2) {
+    fail(file, "tensor 'rope_freqs.weight' holds rope factors Ferry cannot express as llama3 rope scaling "
+               "(it needs a factor above 1 and at least two frequencies between the low and high bands)");
+  }
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
+  mx /= static_cast<double>(xs.size());
+  my /= static_cast<double>(xs.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
+  const double slope = sxy / sxx, intercept = my - slope * mx;  // s = slope / wavelength + intercept
+  scaling.low_freq_factor = 1.0;
+  const double span = -1.0 / intercept;  // high - low
+  scaling.high_freq_factor = scaling.low_freq_factor + span;
+  scaling.original_max_position_embeddings = std::llround(slope * span);
+  // Every factor again, as the converter computes it.
+  const double old = static_cast<double>(scaling.original_max_position_embeddings);
+  const double low_wavelen = old / scaling.low_freq_factor, high_wavelen = old / scaling.high_freq_factor;
+  for (int64_t i = 0; i < n; ++i) {
+    const double freq = 1.0 / std::pow(theta, 2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double wavelen = 2 * M_PI / freq;
+    double expected = 1.0;
+    if (wavelen > low_wavelen) {
+      expected = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double s = (old / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+      expected = 1.0 / ((1.0 - s) / factor + s);
+    }
+    if (!(span > 0) || std::fabs(expected - factors[i]) > 1e-4 * std::max(1.0, expected)) {
+      fail(file, "tensor 'rope_freqs.weight' holds rope factors that do not follow llama3 rope scaling (factor " +
+                     std::to_string(i) + " is " + std::to_string(factors[i]) + "); Ferry cannot run this model");
+    }
+  }
+  return scaling;
+}
+
+}  // namespace
+
+LlamaConfig gguf_llama_config(const GgufFile& file) {
+  const std::string arch = file.get_string("general.architecture");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    fail(file, "general.architecture is '" + arch + "', which Ferry does not read (it reads " + kGgufArchitectures + ")");
+  }
+  const std::string p = arch + ".";
+  LlamaConfig c;
+  c.model_type = arch;
+  c.max_position_embeddings = positive_key(file, p + "context_length");
+  c.hidden_size = positive_key(file, p + "embedding_length");
+  c.num_hidden_layers = positive_key(file, p + "block_count");
+  if (const GgufValue* ff = file.find(p + "feed_forward_length"); ff != nullptr && ff->is_array()) {
+    fail(file, "metadata '" + p + "feed_forward_length' differs per layer; Ferry needs one size for every layer");
+  }
+  c.intermediate_size = positive_key(file, p + "feed_forward_length");
+  c.num_attention_heads = positive_key(file, p + "attention.head_count");
+  c.num_key_value_heads = positive(file, p + "attention.head_count_kv", file.get_int(p + "attention.head_count_kv", c.num_attention_heads));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    fail(file, "attention.head_count " + std::to_string(c.num_attention_heads) + " is not a multiple of head_count_kv " +
+                   std::to_string(c.num_key_value_heads) + "; the file is corrupt");
+  }
+  if (!file.has(p + "attention.key_length") && c.hidden_size % c.num_attention_heads != 0) {
+    fail(file, "embedding_length is not a multiple of attention.head_count and attention.key_length is missing");
+  }
+  c.head_dim = positive(file, p + "attention.key_length", file.get_int(p + "attention.key_length", c.hidden_size / c.num_attention_heads));
+  if (file.get_int(p + "attention.value_length", c.head_dim) != c.head_dim) {
+    fail(file, "attention.value_length differs from attention.key_length; Ferry's attention needs them equal");
+  }
+  if (c.head_dim % 2 != 0) fail(file, "the head size " + std::to_string(c.head_dim) + " is odd; RoPE needs it even");
+  if (file.get_int(p + "rope.dimension_count", c.head_dim) != c.head_dim) {
+    fail(file, "rope.dimension_count " + std::to_string(file.get_int(p + "rope.dimension_count")) +
+                   " differs from the head size " + std::to_string(c.head_dim) + " (partial rotary); Ferry rotates whole heads");
+  }
+  // float32 in the file; transformers takes the float32 value as it is, and so does Ferry.
+  c.rms_norm_eps = file.get_float(p + "attention.layer_norm_rms_epsilon");
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) fail(file, "attention.layer_norm_rms_epsilon is not in (0, 1)");
+  c.rope_theta = file.get_float(p + "rope.freq_base", 10000.0);
+  if (!(c.rope_theta > 1)) fail(file, "rope.freq_base must be above 1");
+  const std::string scaling = file.get_string(p + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    c.rope_scaling.type = RopeScalingType::linear;
+    c.rope_scaling.factor = file.get_float(p + "rope.scaling.factor");
+    if (!(c.rope_scaling.factor >= 1)) fail(file, "rope.scaling.factor must be at least 1");
+  } else if (scaling != "none") {
+    fail(file, "rope.scaling.type '" + scaling + "' is not supported (Ferry runs none, linear, and llama3 rope factors)");
+  }
+  if (const GgufTensorInfo* factors = file.find_tensor("rope_freqs.weight")) {
+    if (arch != "llama" || c.rope_scaling.type != RopeScalingType::none) {
+      fail(file, "a 'rope_freqs.weight' tensor is only read for the llama architecture without other rope scaling");
+    }
+    c.rope_scaling = llama3_rope_from_factors(file, *factors, c.rope_theta, c.head_dim);
+  }
+
+  const GgufTensorInfo* embed = file.find_tensor("token_embd.weight");
+  if (embed == nullptr) fail(file, "tensor 'token_embd.weight' is missing");
+  if (file.has(p + "vocab_size")) {
+    c.vocab_size = positive_key(file, p + "vocab_size");
+  } else if (file.has("tokenizer.ggml.tokens")) {
+    c.vocab_size = static_cast<int64_t>(file.get_strings("tokenizer.ggml.tokens").size());
+  } else {
+    c.vocab_size = embed->ne.size() == 2 ? embed->ne[1] : 0;
+  }
+  c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
+  c.attention_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.attention_output_bias = file.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.qk_norm = arch == "qwen3";
+  if (arch == "qwen2") c.attention_bias = true, c.attention_output_bias = false;
+  c.bos_token_id = file.get_int("tokenizer.ggml.bos_token_id", -1);
+  const int64_t eos = file.get_int("tokenizer.ggml.eos_token_id", -1);
+  c.eos_token_ids = eos >= 0 ? std::vector<int64_t>{eos} : std::vector<int64_t>{};
+  c.pad_token_id = file.get_int("tokenizer.ggml.padding_token_id", -1);
+  for (const int64_t id : {c.bos_token_id, eos, c.pad_token_id}) {
+    if (id >= c.vocab_size) fail(file, "a tokenizer.ggml.*_token_id (" + std::to_string(id) + ") is outside the vocabulary");
+  }
+  c.torch_dtype = "float32";
+  return c;
+}
+
+GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_llama_config(file_)) {
+  const std::string arch = config_.model_type;
+  std::set<std::string> used{"rope_freqs.weight"};
+  for (const HfTensorSpec& spec : hf_tensor_specs(config_)) {
+    const std::string gguf_name = gguf_tensor_name(spec);
+    const GgufTensorInfo* tensor = file_.find_tensor(gguf_name);
+    if (tensor == nullptr) {
+      if (spec.name == "lm_head.weight") continue;  // tied (checked above)
+      fail(file_, "tensor '" + gguf_name + "' (Hugging Face " + spec.name + ") is missing; the file is incomplete "
+                  "or its model is not a " + arch + " model as Ferry reads it");
+    }
+    if (tensor->shape() != spec.shape) {
+      std::string have, want;
+      for (int64_t d : tensor->shape()) have += (have.empty() ? "" : ", ") + std::to_string(d);
+      for (int64_t d : spec.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      fail(file_, "tensor '" + gguf_name + "' has shape [" + have + "] but the metadata says [" + want +
+                  "]; the file is corrupt or its metadata does not describe its tensors");
+    }
+    Source source;
+    source.tensor = tensor;
+    const RowPermutation permutation = gguf_row_permutation(spec, arch);
+    if (permutation == RowPermutation::query) source.permute_groups = config_.num_attention_heads;
+    if (permutation == RowPermutation::key) source.permute_groups = config_.num_key_value_heads;
+    source.info.shape = spec.shape;
+    source.info.dtype = tensor->type == GgmlType::f16 ? at::kHalf : tensor->type == GgmlType::bf16 ? at::kBFloat16 : at::kFloat;
+    used.insert(gguf_name);
+    sources_.emplace(spec.name, std::move(source));
+    names_.push_back(spec.name);
+  }
+  for (const GgufTensorInfo& tensor : file_.tensors()) {
+    if (used.count(tensor.name) == 0) {
+      fail(file_, "tensor '" + tensor.name + "' is not part of a " + arch + " model as Ferry reads it (a different "
+                  "architecture written under this name?); Ferry reads " + kGgufArchitectures);
+    }
+  }
+  std::sort(names_.begin(), names_.end());
+}
+
+const TensorInfo& GgufWeights::info(const std::string& name) const {
+  const auto it = sources_.find(name);
+  FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
+  return it->second.info;
+}
+
+const GgufTensorInfo& GgufWeights::source(const std::string& name) const {
+  const auto it = sources_.find(name);
+  FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
+  return *it->second.tensor;
+}
+
+at::Tensor GgufWeights::load(const std::string& name) const {
+  const auto it = sources_.find(name);
+  FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
+  const Source& source = it->second;
+  at::Tensor value = dequantize_tensor(source.tensor->type, file_.tensor_data(*source.tensor), source.info.shape,
+                                       source.info.dtype);
+  if (source.permute_groups > 0) value = permute_rows_from_gguf(value, source.permute_groups);
+  return value;
+}
+
+}  // namespace ferry::io
