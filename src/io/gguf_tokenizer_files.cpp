@@ -85,15 +85,18 @@ void write_byte_level_bpe(const GgufFile& file, const std::vector<std::string>& 
   for (size_t id = 0; id < tokens.size(); ++id) {
     const std::string& token = tokens[id];
     const bool spelled = byte_level::decode(token).has_value();
-    // transformers respells a token outside the byte alphabet from its UTF-8 bytes.
-    std::string key = spelled ? token : byte_level::encode(token);
+    const bool control = types[id] == kControl && spelled;  // transformers skips mislabelled ones
+    const bool added_token = control || types[id] == kUserDefined;
+    // An added token keeps its text (the tokenizers library wants an added token's content at its
+    // id); any other token outside the byte alphabet is respelled from its UTF-8 bytes, as
+    // transformers does.
+    const std::string key = spelled || added_token ? token : byte_level::encode(token);
     if (vocab.contains(key)) {
       throw InputError(file.describe() + ": metadata 'tokenizer.ggml.tokens' lists '" + token + "' twice (ids " +
                        std::to_string(vocab[key].get<int64_t>()) + " and " + std::to_string(id) + "); the file is corrupt");
     }
     vocab[key] = id;
-    const bool control = types[id] == kControl && spelled;  // transformers skips mislabelled ones
-    if (control || types[id] == kUserDefined) {
+    if (added_token) {
       added.push_back({{"id", id}, {"content", token}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                        {"normalized", false}, {"special", control}});
     }

@@ -5,14 +5,19 @@
 //   tokenizer.ggml.model "gpt2" -> tokenizer.json, a byte-level BPE:
 //     vocab   the tokens by id, each spelled in GPT-2's byte alphabet (a token with characters
 //             outside it, e.g. a literal space, is respelled from its UTF-8 bytes, as transformers
-//             does); merges as the file lists them ("a b")
+//             does, except an added token, which keeps its text); merges as the file lists them
 //     pre     tokenizer.ggml.pre, mapped as llama.cpp maps it to its split (see kGgufPreTokenizers):
 //             Llama 3's regex (llama-bpe, llama3, llama-v3, falcon3, pixtral, smaug-bpe, dbrx),
 //             Qwen2's (qwen2, deepseek-r1-qwen, megrez), individual digits then GPT-2's regex
 //             (smollm), GPT-2's regex alone (gpt-2, default); any other name is an InputError
 //             listing these
 //     added   tokens of type control (3) as special added tokens, user-defined (4) as plain ones
-//             (matched whole in text), as transformers adds them
+//             (matched whole in text, as llama.cpp does; transformers drops a user-defined token
+//             outside the byte alphabet)
+//   Where transformers' GGUF tokenizer departs from the tokenizer a vocabulary came from (a leading
+//   space under SentencePiece, "smollm"'s single digits, such user-defined tokens), Ferry follows
+//   the source, as llama.cpp does. A GGUF carries no normalizer (Qwen2's NFC, SentencePiece's
+//   nmt_nfkc), so neither llama.cpp nor Ferry applies one.
 //   tokenizer.ggml.model "llama" -> tokenizer.model, a SentencePiece BPE model with the pieces,
 //     scores and types of the file (byte pieces <0x..> as byte fallback), add_dummy_prefix from
 //     tokenizer.ggml.add_space_prefix (default true), no whitespace folding: what llama.cpp's SPM

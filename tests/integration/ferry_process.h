@@ -79,6 +79,11 @@ inline CommandResult run_ferry(const std::string& args) {
   return run_command(std::string("cd '") + FERRY_SOURCE_DIR + "' && '" + FERRY_BINARY + "' " + args);
 }
 
+// `ferry ARGS` with environment assignments ("NAME='value' ...") in front.
+inline CommandResult run_ferry_with_env(const std::string& env, const std::string& args) {
+  return run_command(std::string("cd '") + FERRY_SOURCE_DIR + "' && " + env + " '" + FERRY_BINARY + "' " + args);
+}
+
 // Lines of `file` that contain `needle` (0 when the file does not exist yet).
 inline int count_lines_with(const std::string& file, const std::string& needle) {
   std::ifstream in(file);

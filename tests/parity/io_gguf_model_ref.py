@@ -8,8 +8,12 @@ by Ferry), and what transformers makes of them (from_pretrained(..., gguf_file=.
                                    quantised by gguf.quants
   OUTDIR/<name>/reference.safetensors  input_ids [2, 11] and transformers' logits for them;
                                    prompt_ids [1, 6] and transformers' greedy continuation (12 tokens)
-  OUTDIR/<name>/tokens.json        {"texts": [...], "ids": [[...], ...]}: transformers' GGUF
-                                   tokenizer (add_special_tokens=False) on parity strings
+  OUTDIR/<name>/tokens.json        {"texts": [...], "ids": [[...], ...], "source_ids": [...]}:
+                                   transformers' GGUF tokenizer (add_special_tokens=False) on parity
+                                   strings, and the tokenizer the GGUF vocabulary was made from
+                                   as llama.cpp runs it: `tokenizers` on the trained tokenizer.json
+                                   and sentencepiece on data/tokenizer.model's pieces, both without
+                                   their normalizer (Qwen2's NFC; nmt_nfkc), which a GGUF does not carry
 
   llama_spm    llama, SentencePiece vocabulary of data/tokenizer.model, GQA 4/2, hidden 256 (so the
                types below fit their blocks), untied; F16 embeddings, Q8_0 / Q4_0 / Q4_1 / Q5_0 /
@@ -133,6 +137,19 @@ def spm_vocab(writer):
     return len(tokens)
 
 
+def spm_as_llama_cpp():
+    """data/tokenizer.model as llama.cpp runs its GGUF vocabulary: the same pieces, scores and types,
+    but no normalization (a GGUF does not carry it) and no folding of repeated spaces."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    proto = pb.ModelProto()
+    proto.ParseFromString(SPM.read_bytes())
+    proto.normalizer_spec.name = "identity"
+    proto.normalizer_spec.precompiled_charsmap = b""
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    proto.normalizer_spec.add_dummy_prefix = True
+    return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+
+
 def bpe_vocab(data, pre, eos, pad):
     vocab = dict(data["model"]["vocab"])
     added = {t["id"]: t for t in data["added_tokens"]}
@@ -158,7 +175,7 @@ def bpe_vocab(data, pre, eos, pad):
     return add, size
 
 
-def reference(out, name):
+def reference(out, name, source):
     model = AutoModelForCausalLM.from_pretrained(out, gguf_file=name, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(out, gguf_file=name)
     vocab = model.config.vocab_size
@@ -175,10 +192,12 @@ def reference(out, name):
     texts = bpe.HANDWRITTEN + bpe.random_strings(rng, 150) + [
         "<|im_start|>user\nhi<|im_end|>", "12345 + 678 = 7023", " 1 22 333", "a  b   c\n\n d"]
     ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-    (out / "tokens.json").write_text(json.dumps({"texts": texts, "ids": ids}, ensure_ascii=False))
+    source_ids = [source(t) for t in texts]
+    (out / "tokens.json").write_text(json.dumps({"texts": texts, "ids": ids, "source_ids": source_ids},
+                                                ensure_ascii=False))
 
 
-def build(root, name, arch, make_model, types, vocab):
+def build(root, name, arch, make_model, types, vocab, source):
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     model, config = make_model()
@@ -188,7 +207,7 @@ def build(root, name, arch, make_model, types, vocab):
             if "norm" not in key:
                 p.mul_(scale)
     write_model(out / "model.gguf", arch, model, config, types, vocab)
-    reference(out, "model.gguf")
+    reference(out, "model.gguf", source)
 
 
 def main() -> int:
@@ -207,7 +226,7 @@ def main() -> int:
                              tie_word_embeddings=False)
         return LlamaForCausalLM(config), config
     build(root, "llama_spm", "llama", llama_spm,
-          lambda hf, i: Q.F16 if "embed" in hf else cycle[i % len(cycle)], spm_vocab)
+          lambda hf, i: Q.F16 if "embed" in hf else cycle[i % len(cycle)], spm_vocab, spm_as_llama_cpp().encode)
 
     for name, arch, builder, pre in (("qwen2_bpe", "qwen2", bpe.build_qwen2, "qwen2"),
                                      ("qwen3_bpe", "qwen3", bpe.build_llama3, "llama-bpe"),
@@ -218,6 +237,8 @@ def main() -> int:
         tok.save(str(out / "tokenizer_source.json"))
         data = json.loads((out / "tokenizer_source.json").read_text())
         (out / "tokenizer_source.json").unlink()
+        tok.normalizer = None  # as llama.cpp runs it: a GGUF does not carry the normalizer (Qwen2's NFC)
+        source = (lambda tok: lambda text: tok.encode(text, add_special_tokens=False).ids)(tok)
         specials = [t["content"] for t in data["added_tokens"] if t["special"]]
         eos = "<|im_end|>" if "<|im_end|>" in specials else specials[-1]
         vocab, size = bpe_vocab(data, pre, eos, specials[0])
@@ -238,7 +259,8 @@ def main() -> int:
             config = LlamaConfig(**common, tie_word_embeddings=True,
                                  rope_parameters={"rope_type": "default", "rope_theta": 100000.0})
             return LlamaForCausalLM(config), config
-        build(root, name, arch, make, lambda hf, i: Q.Q8_0 if "embed" in hf else cycle[i % len(cycle)], vocab)
+        build(root, name, arch, make, lambda hf, i: Q.Q8_0 if "embed" in hf else cycle[i % len(cycle)], vocab,
+              source)
     return 0
 
 

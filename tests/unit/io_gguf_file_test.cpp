@@ -21,9 +21,14 @@ namespace fs = std::filesystem;
 const fs::path kSeed = fs::path(FERRY_SOURCE_DIR) / "tests/fuzz/corpus/gguf/qwen2_bpe.gguf";
 
 fs::path write_bytes(const std::string& name, const std::string& bytes) {
-  static const fs::path dir = test_support::process_scratch_dir("io_gguf_file_test");
+  static const fs::path dir = [] {
+    const fs::path made = test_support::process_scratch_dir("io_gguf_file_test");
+    fs::create_directories(made);
+    return made;
+  }();
   const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << bytes;
+  EXPECT_EQ(fs::file_size(path), bytes.size());
   return path;
 }
 
