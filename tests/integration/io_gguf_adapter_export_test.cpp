@@ -1,7 +1,7 @@
 // `ferry export --format gguf --lora adapter` as a user runs it: a llama.cpp LoRA adapter from a
 // LoRA run Ferry trains here (the GQA llama of tests/parity/gguf_export_ref.py as model.path, rank-4
-// adapters on all seven projections, 3 steps) and from that fixture's LoRA checkpoint (q/v adapters,
-// biases, one KV head). Checked three ways, none of them against Ferry's own output:
+// adapters on all seven projections, 3 steps), from that fixture's LoRA checkpoint (q/v adapters,
+// biases, one KV head) and from a LoRA run on its bf16 Qwen2 (no permutation). Checked three ways, none of them against Ferry's own output:
 //   - tests/parity/gguf_adapter_check.py converts the same run's PEFT adapter (`--format hf --lora
 //     adapter`) with llama.cpp's convert_lora_to_gguf.py rules and compares every metadata value
 //     and every tensor bit for bit (f32, f16, bf16, q8_0); with FERRY_LLAMA_CPP_CONVERTER naming
@@ -152,6 +152,51 @@ TEST_F(IoGgufAdapterExportTest, ConvertLoraToGgufWritesTheSameFile) {
     export_and_check(*checkpoint_, "trained", type, "run-step-3", 28, converter);
   }
   export_and_check(kModels / "llama_lora_bpe", "fixture", "f16", "llama_lora_bpe", 8, converter);
+}
+
+// qwen2 (NEOX rope: no row permutation), bf16 weights, tied embeddings, a byte-level BPE tokenizer:
+// a LoRA run of its own, checked as above (and by llama.cpp's converter when it is named).
+TEST_F(IoGgufAdapterExportTest, Qwen2AdapterIsNotPermuted) {
+  const fs::path run = dir_ / "qwen2_run";
+  const std::string config = ferry_test::write_text(
+      dir_, "qwen2.yaml",
+      "stage: sft\nmodel: {path: " + (kModels / "qwen2_bpe").string() +
+          "}\ntokenizer: {chat_template: chatml}\n"
+          "data: {train_file: data/sft_train.jsonl, max_samples: 16, max_length: 256}\n"
+          "train: {micro_batch_size: 4, max_steps: 2, save_every: 2, learning_rate: 1.0e-2, warmup_steps: 0}\n"
+          "lora: {rank: 4, alpha: 8.0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+          "down_proj]}\n"
+          "output: {dir: " + run.string() + "}\n");
+  auto r = run_ferry("train-sft --config " + shell_quoted(config) + ferry_test::kQuietCpu);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path checkpoint = run / "step-2";
+  const fs::path peft = peft_adapter(checkpoint, "qwen2");
+  const char* converter = std::getenv("FERRY_LLAMA_CPP_CONVERTER");
+  for (const std::string type : {"f32", "q8_0"}) {
+    SCOPED_TRACE(type);
+    const fs::path file = dir_ / ("qwen2_" + type + ".gguf");
+    r = ferry_export(checkpoint, file, "--format gguf --lora adapter --gguf-type " + type);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "as a GGUF qwen2 LoRA adapter 'qwen2_run-step-2' of 14 projections (rank 4, alpha 8");
+    const auto check = python("gguf_adapter_check.py",
+                              shell_quoted(peft) + " " + shell_quoted(checkpoint) + " " + shell_quoted(file) +
+                                  " --type " + type + " --arch qwen2 --name qwen2_run-step-2" +
+                                  (converter != nullptr && fs::exists(converter)
+                                       ? " --converter " + shell_quoted(converter)
+                                       : std::string()));
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+    std::cout << check.output;
+  }
+  r = ferry_export(checkpoint, dir_ / "qwen2_base.gguf", "--format gguf --gguf-type f32 --lora none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ferry_export(checkpoint, dir_ / "qwen2_merged.gguf", "--format gguf --gguf-type f32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto check = python("gguf_adapter_apply_check.py", shell_quoted(dir_ / "qwen2_base.gguf") + " " +
+                                                               shell_quoted(dir_ / "qwen2_f32.gguf") + " " +
+                                                               shell_quoted(dir_ / "qwen2_merged.gguf") +
+                                                               " --tolerance 1e-6");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  std::cout << check.output;
 }
 
 // Base + adapter, as llama.cpp computes it, is the model Ferry merges (fp32). The base is the
