@@ -13,12 +13,11 @@
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/io/ggml_quantize.h"
-#include "src/io/gguf_tensor_names.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
-#include "src/io/hf_tensor_specs.h"
+#include "src/io/gguf_tensor_layout.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
@@ -26,47 +25,6 @@
 namespace ferry::io {
 namespace fs = std::filesystem;
 namespace {
-
-// llama_ftype values for general.file_type.
-uint32_t file_type_id(GgufFileType type) {
-  switch (type) {
-    case GgufFileType::f32: return 0;
-    case GgufFileType::f16: return 1;
-    case GgufFileType::q8_0: return 7;
-    case GgufFileType::bf16: return 32;
-  }
-  return 0;
-}
-
-// The ggml type of one tensor (see "types" in gguf_export.h).
-GgmlType tensor_type(GgufFileType file_type, const std::vector<int64_t>& shape) {
-  if (file_type == GgufFileType::f32 || shape.size() < 2) return GgmlType::f32;
-  switch (file_type) {
-    case GgufFileType::f16: return GgmlType::f16;
-    case GgufFileType::bf16: return GgmlType::bf16;
-    case GgufFileType::q8_0: return shape.back() % kQ8_0BlockSize == 0 ? GgmlType::q8_0 : GgmlType::f16;
-    case GgufFileType::f32: break;
-  }
-  return GgmlType::f32;
-}
-
-struct PlannedTensor {
-  std::string gguf_name;
-  std::string hf_name;
-  std::vector<int64_t> shape;
-  RowPermutation permutation = RowPermutation::none;
-};
-
-// The Hugging Face weights a config needs (hf_tensor_specs.h), with their GGUF names, in the file's
-// order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
-std::vector<PlannedTensor> expected_tensors(const LlamaConfig& c, const std::string& arch) {
-  std::vector<PlannedTensor> out;
-  for (HfTensorSpec& spec : hf_tensor_specs(c)) {
-    const RowPermutation permutation = gguf_row_permutation(spec, arch);
-    out.push_back({gguf_tensor_name(spec), spec.name, std::move(spec.shape), permutation});
-  }
-  return out;
-}
 
 // llama3 rope: one factor per rotary frequency, computed in float32 as convert_hf_to_gguf.py
 // computes them (LlamaModel.generate_extra_tensors), op for op.
@@ -118,14 +76,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 bool ignored_weight(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
 }  // namespace
-
-GgufFileType parse_gguf_file_type(const std::string& name) {
-  if (name == "f32") return GgufFileType::f32;
-  if (name == "f16") return GgufFileType::f16;
-  if (name == "bf16") return GgufFileType::bf16;
-  if (name == "q8_0") return GgufFileType::q8_0;
-  throw UserError("--gguf-type must be f32, f16, bf16 or q8_0, got '" + name + "'");
-}
 
 fs::path gguf_output_file(const fs::path& output) {
   if (output.extension() == ".gguf" && !fs::is_directory(output)) return output;
@@ -194,12 +144,13 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
       }
       adapted.insert(projection + ".weight");
     }
+    if (!options.merge_lora) adapted.clear();  // --lora none: the base weights as they are
   }
 
   // Match the checkpoint's weights against what the config needs, before anything is written.
-  const std::vector<PlannedTensor> planned = expected_tensors(config, arch);
+  const std::vector<GgufTensorLayout> planned = gguf_tensor_layouts(config, arch);
   std::set<std::string> used;
-  for (const PlannedTensor& tensor : planned) {
+  for (const GgufTensorLayout& tensor : planned) {
     if (!weights.contains(tensor.hf_name)) {
       throw InputError("checkpoint '" + in.string() + "' has no weight '" + tensor.hf_name + "', which config.json (" +
                        arch + ", " + std::to_string(config.num_hidden_layers) + " layers) needs");
@@ -230,7 +181,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
 
   GgufExportSummary summary;
   summary.architecture = arch;
-  summary.lora_merged = lora;
+  summary.lora_merged = lora && options.merge_lora;
+  summary.lora_left_out = lora && !options.merge_lora;
   summary.vocab_size = config.vocab_size;
   summary.name = options.name.empty() ? default_gguf_name(in) : options.name;
   const GgufVocab vocab = read_gguf_vocab(in, config.vocab_size, options.pre);
@@ -267,7 +219,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     writer.add_string(arch + ".rope.scaling.type", "linear");
     writer.add_float32(arch + ".rope.scaling.factor", static_cast<float>(config.rope_scaling.factor));
   }
-  writer.add_uint32("general.file_type", file_type_id(options.type));
+  writer.add_uint32("general.file_type", gguf_file_type_id(options.type));
   writer.add_uint32("general.quantization_version", 2);
   add_gguf_vocab(writer, vocab);
 
@@ -277,12 +229,10 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                       [&config] { return llama3_rope_factors(config); });
     count(GgmlType::f32);
   }
-  for (const PlannedTensor& tensor : planned) {
-    const GgmlType type = tensor_type(options.type, tensor.shape);
+  for (const GgufTensorLayout& tensor : planned) {
+    const GgmlType type = gguf_tensor_type(options.type, tensor.shape);
     count(type);
-    const int64_t groups =
-        tensor.permutation == RowPermutation::query ? config.num_attention_heads : config.num_key_value_heads;
-    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, &in, tensor, type, groups, lora_scaling] {
+    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, &in, tensor, type, lora_scaling] {
       at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
       if (const auto nf4 = find_nf4_weight(weights, tensor.hf_name, in.string())) {
         value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
@@ -296,7 +246,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                               {projection + ".lora_B.weight", weights.tensor(projection + ".lora_B.weight")}};
         value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
       }
-      if (tensor.permutation != RowPermutation::none) value = permute_rows_to_gguf(value, groups);
+      if (tensor.permutation != GgufRowPermutation::none) value = permute_gguf_rows(value, tensor.groups);
       return to_ggml(value, type);
     });
   }

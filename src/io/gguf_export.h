@@ -13,19 +13,11 @@
 //                 linear rope: rope.scaling.type "linear" + rope.scaling.factor; llama3 rope (llama
 //                 only): a `rope_freqs.weight` tensor of head_dim / 2 frequency factors, computed
 //                 as the converter computes them; the tokenizer (src/io/gguf_tokenizer.h)
-//   tensor names  model.embed_tokens -> token_embd, model.norm -> output_norm, lm_head -> output
-//                 (absent with tied embeddings), model.layers.N.{input_layernorm -> attn_norm,
-//                 post_attention_layernorm -> ffn_norm, self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output},
-//                 self_attn.{q,k}_norm -> attn_{q,k}_norm, mlp.{gate,up,down}_proj -> ffn_{gate,up,down}}
-//                 as blk.N.*, with .weight / .bias kept
-//   permutation   llama only (as LlamaModel.permute): the rows of q_proj (n_head groups) and k_proj
-//                 (n_kv_head groups) and their biases go from Hugging Face's rotate-half order to
-//                 llama.cpp's interleaved pairs: reshape(groups, 2, head_dim/2, ...) -> swap axes 1, 2.
-//                 qwen2 / qwen3 weights are written as they are (llama.cpp runs them in NEOX mode).
-//   types         --gguf-type f32: everything F32. f16 / bf16: matrices F16 / BF16, 1-D tensors
-//                 (norms, biases, rope_freqs) F32. q8_0: matrices Q8_0, except a matrix whose rows are
-//                 not a multiple of 32 values, which is F16 (the converter's fallback); 1-D F32.
-//                 general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0).
+//   tensors       llama.cpp's names, the llama q/k row permutation and the --gguf-type rule of
+//                 src/io/gguf_tensor_layout.h; general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0).
+//   LoRA          merged first (W + alpha / r * B @ A, in fp32) by default; with `merge_lora` false
+//                 the adapters are left out and the base weights written alone (`--lora none`: the
+//                 base a llama.cpp LoRA adapter, gguf_adapter_export.h, is applied to).
 //
 // Tensors are converted and written one at a time from the mapped safetensors (a LoRA-adapted
 // weight is merged just before it is written), so memory holds one converted tensor, never a second
@@ -38,14 +30,10 @@
 #include <string>
 #include <vector>
 
+#include "src/io/gguf_tensor_layout.h"
 #include "src/io/gguf_writer.h"
 
 namespace ferry::io {
-
-enum class GgufFileType { f32, f16, bf16, q8_0 };
-
-// "f32" -> GgufFileType::f32, ...; UserError for anything else.
-GgufFileType parse_gguf_file_type(const std::string& name);
 
 struct GgufExportOptions {
   std::filesystem::path checkpoint;  // folder with config.json, safetensors weights and the tokenizer
@@ -53,6 +41,7 @@ struct GgufExportOptions {
   GgufFileType type = GgufFileType::f16;
   std::string name;                  // general.name; empty: from the checkpoint folder (see below)
   std::string pre;                   // tokenizer.ggml.pre override for BPE tokenizers (--gguf-pre)
+  bool merge_lora = true;            // false (--lora none): a LoRA checkpoint's base weights alone
 };
 
 struct GgufExportSummary {
@@ -63,6 +52,7 @@ struct GgufExportSummary {
   uint64_t file_bytes = 0;
   std::map<std::string, int64_t> tensor_types;  // "F16" -> count
   bool lora_merged = false;
+  bool lora_left_out = false;                  // merge_lora false on a LoRA checkpoint
   std::string tokenizer;                       // "llama (SentencePiece)" / "gpt2 (byte-level BPE, pre qwen2)"
   int64_t vocab_size = 0;
   std::vector<std::string> warnings;

@@ -8,8 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/io/ggml_dequantize_tensor.h"
-#include "src/io/gguf_tensor_names.h"
-#include "src/io/hf_tensor_specs.h"
+#include "src/io/gguf_tensor_layout.h"
 
 namespace ferry::io {
 
@@ -175,31 +174,29 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
 GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_llama_config(file_)) {
   const std::string arch = config_.model_type;
   std::set<std::string> used{"rope_freqs.weight"};
-  for (const HfTensorSpec& spec : hf_tensor_specs(config_)) {
-    const std::string gguf_name = gguf_tensor_name(spec);
+  for (const GgufTensorLayout& layout : gguf_tensor_layouts(config_, arch)) {
+    const std::string& gguf_name = layout.gguf_name;
     const GgufTensorInfo* tensor = file_.find_tensor(gguf_name);
     if (tensor == nullptr) {
-      if (spec.name == "lm_head.weight") continue;  // tied (checked above)
-      fail(file_, "tensor '" + gguf_name + "' (Hugging Face " + spec.name + ") is missing; the file is incomplete "
+      if (layout.hf_name == "lm_head.weight") continue;  // tied (checked above)
+      fail(file_, "tensor '" + gguf_name + "' (Hugging Face " + layout.hf_name + ") is missing; the file is incomplete "
                   "or its model is not a " + arch + " model as Ferry reads it");
     }
-    if (tensor->shape() != spec.shape) {
+    if (tensor->shape() != layout.shape) {
       std::string have, want;
       for (int64_t d : tensor->shape()) have += (have.empty() ? "" : ", ") + std::to_string(d);
-      for (int64_t d : spec.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      for (int64_t d : layout.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
       fail(file_, "tensor '" + gguf_name + "' has shape [" + have + "] but the metadata says [" + want +
                   "]; the file is corrupt or its metadata does not describe its tensors");
     }
     Source source;
     source.tensor = tensor;
-    const RowPermutation permutation = gguf_row_permutation(spec, arch);
-    if (permutation == RowPermutation::query) source.permute_groups = config_.num_attention_heads;
-    if (permutation == RowPermutation::key) source.permute_groups = config_.num_key_value_heads;
-    source.info.shape = spec.shape;
+    source.permute_groups = layout.permutation == GgufRowPermutation::none ? 0 : layout.groups;
+    source.info.shape = layout.shape;
     source.info.dtype = tensor->type == GgmlType::f16 ? at::kHalf : tensor->type == GgmlType::bf16 ? at::kBFloat16 : at::kFloat;
     used.insert(gguf_name);
-    sources_.emplace(spec.name, std::move(source));
-    names_.push_back(spec.name);
+    sources_.emplace(layout.hf_name, std::move(source));
+    names_.push_back(layout.hf_name);
   }
   for (const GgufTensorInfo& tensor : file_.tensors()) {
     if (used.count(tensor.name) == 0) {
@@ -228,7 +225,7 @@ at::Tensor GgufWeights::load(const std::string& name) const {
   const Source& source = it->second;
   at::Tensor value = dequantize_tensor(source.tensor->type, file_.tensor_data(*source.tensor), source.info.shape,
                                        source.info.dtype);
-  if (source.permute_groups > 0) value = permute_rows_from_gguf(value, source.permute_groups);
+  if (source.permute_groups > 0) value = unpermute_gguf_rows(value, source.permute_groups);
   return value;
 }
 

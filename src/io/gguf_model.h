@@ -14,7 +14,7 @@
 //                 token list or token_embd; tie_word_embeddings when `output.weight` is absent;
 //                 biases and q/k norms from the tensors present; bos / eos / pad ids from
 //                 tokenizer.ggml.*_token_id
-//   weights       llama.cpp's names (gguf_tensor_names.h) back to Hugging Face's, each dequantised
+//   weights       llama.cpp's names (gguf_tensor_layout.h) back to Hugging Face's, each dequantised
 //                 (ggml_dequantize.h) to float32 (F16 / BF16 tensors keep their dtype) and, for the
 //                 "llama" architecture, q/k rows put back in HF's rotate-half order. A tensor the
 //                 model needs that is missing, of the wrong shape, or one Ferry does not know is an

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
 #include "src/io/ggml_quantize.h"
+#include "src/io/gguf_adapter_export.h"
 #include "src/io/gguf_export.h"
 #include "src/io/gguf_writer.h"
 #include "src/io/sentencepiece_model.h"
@@ -206,6 +208,26 @@ TEST(GgufExport, OutputFileAndDefaultName) {
   EXPECT_EQ(default_gguf_name("."), fs::current_path().filename().string());
   EXPECT_EQ(parse_gguf_file_type("q8_0"), GgufFileType::q8_0);
   EXPECT_THROW(parse_gguf_file_type("q4_0"), ferry::UserError);
+  EXPECT_EQ(gguf_adapter_output_file("out/lora.gguf"), fs::path("out/lora.gguf"));
+  EXPECT_EQ(gguf_adapter_output_file("out/folder"), fs::path("out/folder/adapter.gguf"));
+}
+
+// llama.cpp's q/k row order, worked out by hand: 2 groups (heads) of 4 rows (head_dim 4), each
+// head's rotate-half halves [0 1 | 2 3] interleaved as pairs (0, 2), (1, 3).
+TEST(GgufExport, RowPermutationInterleavesEachHeadsHalves) {
+  const at::Tensor rows = at::arange(8, at::kFloat).reshape({8, 1}).repeat({1, 3});  // row i holds i
+  const at::Tensor permuted = permute_gguf_rows(rows, 2);
+  const std::vector<float> want{0, 2, 1, 3, 4, 6, 5, 7};
+  ASSERT_EQ(permuted.sizes(), rows.sizes());
+  for (int64_t i = 0; i < 8; ++i) {
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(permuted[i][j].item<float>(), want[i]) << i << ", " << j;
+  }
+  const at::Tensor bias = permute_gguf_rows(at::arange(8, at::kFloat), 1);  // one KV head of head_dim 8
+  const std::vector<float> want_bias{0, 4, 1, 5, 2, 6, 3, 7};
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(bias[i].item<float>(), want_bias[i]) << i;
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::q8_0, {64, 4}), GgmlType::f16);  // a rank-4 lora_b row
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::q8_0, {4, 64}), GgmlType::q8_0);
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::bf16, {64}), GgmlType::f32);
 }
 
 }  // namespace
