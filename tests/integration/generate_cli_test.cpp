@@ -250,5 +250,40 @@ TEST_F(GenerateCli, AModelLargerThanHostMemoryIsRefusedWithTheFigures) {
   EXPECT_EQ(r.output.find("allocat"), std::string::npos) << r.output;
 }
 
+
+// A GGUF file and an Ollama store name as --model (the fuzz seed tests/fuzz/corpus/gguf/qwen2_bpe.gguf,
+// written by gguf-py): a folder is prepared in FERRY_CACHE and the model generates; a truncated
+// file is exit 2 naming the file.
+TEST_F(GenerateCli, GgufFileAndOllamaNameAreModels) {
+  const std::filesystem::path seed = std::filesystem::path(FERRY_SOURCE_DIR) / "tests/fuzz/corpus/gguf/qwen2_bpe.gguf";
+  const std::filesystem::path store = dir_ / "ollama";
+  const std::string hex(64, 'c');
+  std::filesystem::create_directories(store / "blobs");
+  std::filesystem::copy_file(seed, store / "blobs" / ("sha256-" + hex), std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::create_directories(store / "manifests/registry.ollama.ai/library/tiny");
+  std::ofstream(store / "manifests/registry.ollama.ai/library/tiny/latest")
+      << R"({"layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:)" << hex << "\"}]}";
+  const std::string env = "FERRY_CACHE='" + (dir_ / "cache").string() + "' OLLAMA_MODELS='" + store.string() + "' ";
+  const std::string binary = std::string("'") + FERRY_BINARY + "'";
+  Result r = run(env + binary + " generate --model '" + seed.string() + "' --prompt ab --max-new-tokens 3 --greedy");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run(env + binary + " generate --model ollama:tiny --prompt ab --max-new-tokens 3 --greedy");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run(env + binary + " generate --model ollama:absent --prompt ab");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "it has: tiny:latest");
+
+  std::string bytes;
+  {
+    std::ifstream in(seed, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string cut = write("cut.gguf", bytes.substr(0, bytes.size() / 2));
+  r = run(env + binary + " generate --model '" + cut + "' --prompt ab");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "GGUF file '" + cut + "'");
+  EXPECT_CONTAINS(r.output, "truncated or corrupt");
+}
+
 }  // namespace
 }  // namespace ferry
