@@ -59,11 +59,20 @@ std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, con
   Conversation whole = prompt;
   whole.insert(whole.end(), response.begin(), response.end());
   TokenizedConversation t = chat_template.apply(whole, tokenizer, context);  // checks the order of the messages
-  // Only the final round's assistant turn is trained: earlier answers belong to the prompt.
-  const size_t last_round_start = t.round_ends.size() >= 2 ? t.round_ends[t.round_ends.size() - 2] : 0;
-  std::fill(t.loss_mask.begin(), t.loss_mask.begin() + static_cast<std::ptrdiff_t>(last_round_start), uint8_t{0});
+  // Only the response is trained: earlier rounds, and the tokens the prompt rendered with a generation
+  // prompt shares with prompt + response (TRL's split; a tool call inside the prompt's round), belong
+  // to the prompt.
+  size_t prompt_end = t.round_ends.size() >= 2 ? t.round_ends[t.round_ends.size() - 2] : 0;
+  const std::vector<int64_t> prompt_ids = chat_template.render_prompt(prompt, tokenizer, context);
+  size_t shared = 0;
+  while (shared < prompt_ids.size() && shared < t.ids.size() && prompt_ids[shared] == t.ids[shared]) ++shared;
+  prompt_end = std::max(prompt_end, shared);
+  std::fill(t.loss_mask.begin(), t.loss_mask.begin() + static_cast<std::ptrdiff_t>(prompt_end), uint8_t{0});
   const auto first_trained = std::find(t.loss_mask.begin(), t.loss_mask.end(), uint8_t{1});
-  FERRY_CHECK(first_trained != t.loss_mask.end(), "a response turn without trained tokens");
+  if (first_trained == t.loss_mask.end()) {
+    throw InputError("chat template '" + chat_template.name + "' (" + chat_template.source + ") leaves no token of "
+                     "the response to train on: it renders the prompt differently once it is answered");
+  }
   const int64_t prompt_tokens = first_trained - t.loss_mask.begin();
   if (prompt_tokens >= max_length) return std::nullopt;
   const bool cut = static_cast<int64_t>(t.ids.size()) > max_length;

@@ -12,6 +12,7 @@
 #include "src/core/text.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/jinja_chat_template.h"
+#include "src/tokenizer/jinja/pystr.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/utf8.h"
 
@@ -211,8 +212,13 @@ static void render(const ChatTemplate& t, const Conversation& conversation, Rend
     emit(content(conversation[i].content), PieceKind::content);
     emit(t.user_suffix, PieceKind::marker);
     if (i + 1 < conversation.size()) {
-      emit(t.assistant_prefix, PieceKind::marker);
-      emit(content(conversation[i + 1].content), PieceKind::answer);
+      const std::string_view answer = content(conversation[i + 1].content);
+      // transformers cuts a continued message after its content, right-stripping the text where the
+      // template trims the content: an answer trimmed to nothing loses the header's trailing space.
+      const bool open = end == RenderEnd::continue_final_message && i + 2 >= conversation.size();
+      emit(open && t.trim && answer.empty() ? jinja::pystr::strip(t.assistant_prefix, false, true) : t.assistant_prefix,
+           PieceKind::marker);
+      emit(answer, PieceKind::answer);
       // A continued final message stays open: the model writes the rest and the end marker.
       if (end != RenderEnd::continue_final_message || i + 2 < conversation.size()) {
         emit(t.assistant_suffix, PieceKind::answer_marker);

@@ -124,7 +124,9 @@ TEST_P(ChatFolderParity, ContinuesAPrefilledAnswerAsTransformers) {
     if (new_tokens > 0 && expected["new_ids"].back() == f["eos_id"]) --new_tokens;
     EXPECT_EQ(got["completion_tokens"].get<size_t>(), new_tokens) << line;
     const std::string completion = expected["completion"].get<std::string>();
-    if (completion.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(got["completion"], completion) << line;
+    if (completion.find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(got["completion"], completion) << line;
+    }
   }
   EXPECT_EQ(n, f["continued"].size());
 }
