@@ -152,7 +152,7 @@ TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& mod
   std::vector<std::pair<std::string, std::string>> tokenizer_files;
   for (const auto& file : tokenizer.files()) {
     const bool main = tokenizer_files.empty();
-    const std::string name = !main ? fs::path(file).filename().string()
+    const std::string name = !main ? tokenizer.side_file_name(file)
                              : tokenizer.kind() == TokenizerKind::sentencepiece ? "tokenizer.model"
                                                                                 : "tokenizer.json";
     tokenizer_files.emplace_back(file, name);
@@ -161,6 +161,7 @@ TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& mod
     save_pretrained(model, shape, folder);
     if (adapter) io::write_adapter_config(folder / io::kAdapterConfigFile, *adapter);
     for (const auto& [file, name] : tokenizer_files) {
+      fs::create_directories((folder / name).parent_path());  // additional_chat_templates/
       fs::copy_file(file, folder / name, fs::copy_options::overwrite_existing);
     }
   };

@@ -56,7 +56,8 @@ inline void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) { pr
 // weights (with LoRA: base weights and adapters together, plus adapter_config.json, which makes
 // step-N exact to resume and lets `ferry export` merge it or cut the adapter out) +
 // the tokenizer's files (Tokenizer::files(): tokenizer.model, or tokenizer.json with its
-// tokenizer_config.json). load: the weights of such a folder into the live model.
+// tokenizer_config.json, chat templates and additional_chat_templates/). load: the weights of such a
+// folder into the live model.
 TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
                                  const Config& config, const Tokenizer& tokenizer);
 

@@ -19,7 +19,7 @@ std::string fraction(const std::pair<int64_t, int64_t>& counts) {
 
 }  // namespace
 
-void AccuracyTally::add(const nlohmann::json& line, bool correct) {
+void AccuracyTally::add(const nlohmann::ordered_json& line, bool correct) {
   total_.first += correct ? 1 : 0;
   ++total_.second;
   const auto kind = line.find("kind");

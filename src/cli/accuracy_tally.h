@@ -15,7 +15,7 @@ namespace ferry {
 
 class AccuracyTally {
  public:
-  void add(const nlohmann::json& line, bool correct);
+  void add(const nlohmann::ordered_json& line, bool correct);
   int64_t total() const { return total_.second; }
   // "<title>: c/n = p%" and, when lines had kinds, one indented line per kind.
   void print(std::ostream& out, const std::string& title) const;

@@ -47,18 +47,18 @@ struct EvalArgs {
 };
 
 struct EvalItem {
-  nlohmann::json source;
+  nlohmann::ordered_json source;
   std::vector<int64_t> ids;
 };
 
 // One line of --prompts: a {"messages": [...], "gt_answer": "..."} object.
-EvalItem eval_item(const nlohmann::json& object, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+EvalItem eval_item(const nlohmann::ordered_json& object, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
   if (!object.contains("gt_answer") || !object["gt_answer"].is_string()) {
     throw InputError("needs a string \"gt_answer\" to score against");
   }
   const Conversation conversation = conversation_from_json(object, "messages");
   check_conversation(conversation, ConversationEnd::user);
-  return {object, chat_template.render_prompt(conversation, tokenizer)};
+  return {object, chat_template.render_prompt(conversation, tokenizer, chat_context_from_json(object))};
 }
 
 void run_eval(const EvalArgs& args) {
@@ -72,7 +72,7 @@ void run_eval(const EvalArgs& args) {
   // prompts is never held whole.
   const JsonlIndex index(
       args.prompts_file, /*skip_bad_lines=*/false,
-      [&](int64_t, const nlohmann::json& object) {
+      [&](int64_t, const nlohmann::ordered_json& object) {
         (void)eval_item(object, tokenizer, chat_template);
         return true;
       },
@@ -109,11 +109,11 @@ void run_eval(const EvalArgs& args) {
       const bool correct = answer == items[row].source["gt_answer"].get<std::string>();
       tally.add(items[row].source, correct);
       if (output) {
-        nlohmann::json line = items[row].source;
+        nlohmann::ordered_json line = items[row].source;
         line["answer"] = answer;
         line["correct"] = correct;
         // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
-        *output << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        *output << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
       }
     }
   }

@@ -5,9 +5,10 @@
 //
 // The folder holds config.json, the safetensors weights and tokenizer.model. Prompt lines are
 // {"messages": [...]} (always rendered with the chat template) or {"prompt": "text"} (wrapped in
-// the template with --chat). Generation stops at EOS, the template's stop strings and
-// end-of-assistant marker, --stop strings (repeatable) and generation.stop_strings, or
-// --max-new-tokens; printed text is cut before the stop string. --config/--set are optional: the
+// the template with --chat); with --continue-final-message a messages line ends with the start of
+// the assistant's answer, which the model continues (transformers' continue_final_message).
+// Generation stops at EOS, the template's stop strings and end-of-assistant marker, --stop strings
+// (repeatable) and generation.stop_strings, or --max-new-tokens; printed text is cut before the stop string. --config/--set are optional: the
 // `generation` section gives defaults that the flags override, e.g.
 //   ferry generate --model DIR --prompt "List: a" --set 'generation.stop_strings=["\n\n", "END"]'
 // Runs on the GPU (bf16) when one is visible, else on the CPU (fp32).
@@ -44,6 +45,7 @@ struct GenerateArgs {
   std::string prompts_file;
   std::string output_file;
   bool chat = false;
+  bool continue_final_message = false;  // messages lines end with an assistant message to continue
   std::string chat_template;  // empty: the folder's own template, else demo
   int64_t max_new_tokens = 128;
   bool greedy = false;
@@ -71,7 +73,7 @@ void apply_generation_config(const CLI::App& command, GenerateArgs& args) {
 
 // One prompt as read from the command line or a jsonl line, and its token ids.
 struct PromptItem {
-  nlohmann::json source;  // the jsonl object (echoed into the output) or {"prompt": text}
+  nlohmann::ordered_json source;  // the jsonl object (echoed into the output) or {"prompt": text}
   std::vector<int64_t> ids;
 };
 
@@ -106,13 +108,19 @@ std::vector<int64_t> encode_text_prompt(const std::string& text, const Tokenizer
 }
 
 // One line of --prompts: {"messages": [...], "tools": [...]?} or {"prompt": "text"}.
-PromptItem prompt_item(const nlohmann::json& object, const GenerateArgs& args, const Tokenizer& tokenizer,
+PromptItem prompt_item(const nlohmann::ordered_json& object, const GenerateArgs& args, const Tokenizer& tokenizer,
                        const LazyChatTemplate& chat_template) {
   PromptItem item{object, {}};
   if (object.contains("messages")) {
     const Conversation conversation = conversation_from_json(object, "messages");
-    check_conversation(conversation, ConversationEnd::user);
-    item.ids = chat_template.get().render_prompt(conversation, tokenizer, chat_context_from_json(object));
+    const bool open = args.continue_final_message;
+    check_conversation(conversation, open ? ConversationEnd::continued : ConversationEnd::user);
+    item.ids = chat_template.get().render_prompt(
+        conversation, tokenizer, chat_context_from_json(object),
+        open ? RenderEnd::continue_final_message : RenderEnd::generation_prompt);
+  } else if (args.continue_final_message) {
+    throw InputError("--continue-final-message continues the last (assistant) message of a {\"messages\": [...]} "
+                     "line; this line has none");
   } else if (object.contains("prompt") && object["prompt"].is_string()) {
     item.ids = encode_text_prompt(object["prompt"].get<std::string>(), tokenizer, args.chat, chat_template);
   } else {
@@ -129,11 +137,11 @@ class PromptSource {
   PromptSource(const GenerateArgs& args, const Tokenizer& tokenizer, const LazyChatTemplate& chat_template)
       : args_(args), tokenizer_(tokenizer), chat_template_(chat_template) {
     if (args.prompts_file.empty()) {
-      single_ = {nlohmann::json{{"prompt", args.prompt}}, encode_text_prompt(args.prompt, tokenizer, args.chat, chat_template)};
+      single_ = {nlohmann::ordered_json{{"prompt", args.prompt}}, encode_text_prompt(args.prompt, tokenizer, args.chat, chat_template)};
       if (single_.ids.empty()) throw InputError("--prompt is empty");
       return;
     }
-    index_ = JsonlIndex(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
+    index_ = JsonlIndex(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::ordered_json& object) {
       (void)prompt_item(object, args, tokenizer, chat_template);
       return true;
     });
@@ -161,6 +169,10 @@ void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() && args.prompts_file.empty()) throw UserError("give --prompt TEXT or --prompts FILE.jsonl");
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
   if (!args.output_file.empty() && args.prompts_file.empty()) throw UserError("--output goes with --prompts");
+  if (args.continue_final_message && args.prompts_file.empty()) {
+    throw UserError("--continue-final-message goes with --prompts lines of {\"messages\": [...]} that end with the "
+                    "start of the assistant's answer; --prompt is a user message, answered with --chat");
+  }
   InferenceModel loaded = load_inference_model(args.model);
   LlamaForCausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
@@ -196,12 +208,12 @@ void run_generate(const GenerateArgs& args) {
         std::cout << completion.text << std::endl;
         continue;
       }
-      nlohmann::json line = items[i - begin].source;
+      nlohmann::ordered_json line = items[i - begin].source;
       line["completion"] = completion.text;
       line["completion_tokens"] = completion.ids.size();
       line["stopped"] = completion.stopped;
       // A generation may stop inside a multi-byte character: U+FFFD replaces the broken bytes.
-      (file ? *file : std::cout) << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      (file ? *file : std::cout) << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     }
   }
   if (file) {
@@ -222,6 +234,9 @@ void add_generate_command(CLI::App& app) {
   prompt->excludes(prompts);
   command->add_option("--output", args->output_file, "jsonl to write results to (with --prompts)");
   command->add_flag("--chat", args->chat, "wrap the prompt in the model's chat template");
+  command->add_flag("--continue-final-message", args->continue_final_message,
+                    "prompts' messages end with the start of the assistant's answer: the model continues it "
+                    "(transformers' continue_final_message; no generation prompt is added)");
   command->add_option("--chat-template", args->chat_template,
                       kChatTemplateFlagHelp);
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");

@@ -46,39 +46,40 @@ struct ScoreArgs {
 
 // One line: one response, or a pair (chosen then rejected).
 struct ScoreItem {
-  nlohmann::json source;
+  nlohmann::ordered_json source;
   std::vector<TokenizedSample> responses;
   std::vector<double> rewards;
   bool pair = false;
 };
 
-TokenizedSample tokenize(const Conversation& prompt, const Conversation& response, const Tokenizer& tokenizer,
-                         const ChatTemplate& chat_template, int64_t max_length) {
+TokenizedSample tokenize(const Conversation& prompt, const Conversation& response, const ChatContext& context,
+                         const Tokenizer& tokenizer, const ChatTemplate& chat_template, int64_t max_length) {
   if (empty_response(response)) throw InputError("the response is empty");
-  auto sample = tokenize_response(prompt, response, tokenizer, chat_template, max_length);
+  auto sample = tokenize_response(prompt, response, context, tokenizer, chat_template, max_length);
   if (!sample) {
     throw InputError("the prompt alone fills --max-length " + std::to_string(max_length) + " tokens; raise --max-length");
   }
   return std::move(*sample);
 }
 
-ScoreItem read_item(const nlohmann::json& object, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+ScoreItem read_item(const nlohmann::ordered_json& object, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                     int64_t max_length) {
   ScoreItem item{object, {}, {}, false};
+  const ChatContext context = chat_context_from_json(object);  // the line's tools and documents
   if (object.contains("chosen") || object.contains("rejected")) {
     const PreferenceMessages m = preference_messages_from_json(object);
     item.pair = true;
-    item.responses.push_back(tokenize(m.prompt, m.chosen, tokenizer, chat_template, max_length));
-    item.responses.push_back(tokenize(m.prompt, m.rejected, tokenizer, chat_template, max_length));
+    item.responses.push_back(tokenize(m.prompt, m.chosen, context, tokenizer, chat_template, max_length));
+    item.responses.push_back(tokenize(m.prompt, m.rejected, context, tokenizer, chat_template, max_length));
   } else if (object.contains("messages")) {
     Conversation conversation = conversation_from_json(object, "messages");
     check_conversation(conversation, ConversationEnd::assistant);
     const Conversation response{conversation.back()};
     conversation.pop_back();
-    item.responses.push_back(tokenize(conversation, response, tokenizer, chat_template, max_length));
+    item.responses.push_back(tokenize(conversation, response, context, tokenizer, chat_template, max_length));
   } else if (object.contains("prompt") && object.contains("response")) {
     item.responses.push_back(tokenize(messages_or_text(object, "prompt", ChatRole::user),
-                                      messages_or_text(object, "response", ChatRole::assistant), tokenizer,
+                                      messages_or_text(object, "response", ChatRole::assistant), context, tokenizer,
                                       chat_template, max_length));
   } else {
     throw InputError("expected a preference pair ({\"context\"|\"prompt\", \"chosen\", \"rejected\"}), "
@@ -99,7 +100,7 @@ void run_score(const ScoreArgs& args) {
   const int64_t pad = stage_pad_id(model->config(), tokenizer);
 
   std::vector<ScoreItem> items;
-  read_jsonl(args.data_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::json& object) {
+  read_jsonl(args.data_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::ordered_json& object) {
     if (args.limit > 0 && static_cast<int64_t>(items.size()) >= args.limit) return;
     items.push_back(read_item(object, tokenizer, chat_template, args.max_length));
   });
@@ -133,7 +134,7 @@ void run_score(const ScoreArgs& args) {
   if (!args.output_file.empty()) {
     std::ofstream out(args.output_file);
     for (const ScoreItem& item : items) {
-      nlohmann::json line = item.source;
+      nlohmann::ordered_json line = item.source;
       if (item.pair) {
         line["reward_chosen"] = item.rewards[0];
         line["reward_rejected"] = item.rewards[1];
@@ -141,7 +142,7 @@ void run_score(const ScoreArgs& args) {
       } else {
         line["reward"] = item.rewards[0];
       }
-      out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      out << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     }
     out.close();
     if (!out) throw UserError("cannot write " + args.output_file);

@@ -7,7 +7,7 @@
 
 namespace ferry {
 
-Conversation conversation_from_json(const nlohmann::json& object, const std::string& key) {
+Conversation conversation_from_json(const nlohmann::ordered_json& object, const std::string& key) {
   const auto it = object.find(key);
   if (it == object.end()) throw InputError("missing field \"" + key + "\"");
   if (!it->is_array()) throw InputError("field \"" + key + "\" must be a list of messages");
@@ -50,7 +50,7 @@ Conversation conversation_from_json(const nlohmann::json& object, const std::str
   return conversation;
 }
 
-ChatContext chat_context_from_json(const nlohmann::json& object) {
+ChatContext chat_context_from_json(const nlohmann::ordered_json& object) {
   ChatContext context;
   for (const char* key : {"tools", "documents"}) {
     const auto it = object.find(key);

@@ -16,9 +16,9 @@ namespace ferry {
 // a role ("role" or "from": system/user/assistant/tool, or human/gpt) and a string "content"; an
 // assistant message with "tool_calls" may leave content out (or null). Every other field is kept
 // for the template (ChatMessage::fields).
-Conversation conversation_from_json(const nlohmann::json& object, const std::string& key);
+Conversation conversation_from_json(const nlohmann::ordered_json& object, const std::string& key);
 
 // The line's "tools" and "documents" (lists; absent or null: not given).
-ChatContext chat_context_from_json(const nlohmann::json& object);
+ChatContext chat_context_from_json(const nlohmann::ordered_json& object);
 
 }  // namespace ferry

@@ -26,10 +26,10 @@ std::pair<uintmax_t, int64_t> file_stamp(const std::string& path) {
 }  // namespace
 
 JsonlIndex::JsonlIndex(std::string path, bool skip_bad_lines,
-                       const std::function<bool(int64_t, const nlohmann::json&)>& keep, int64_t max_kept)
+                       const std::function<bool(int64_t, const nlohmann::ordered_json&)>& keep, int64_t max_kept)
     : path_(std::move(path)) {
   std::tie(file_bytes_, file_mtime_) = file_stamp(path_);
-  stats_ = read_jsonl_at(path_, skip_bad_lines, [&](int64_t line, uint64_t offset, const nlohmann::json& object) {
+  stats_ = read_jsonl_at(path_, skip_bad_lines, [&](int64_t line, uint64_t offset, const nlohmann::ordered_json& object) {
     if (max_kept > 0 && static_cast<int64_t>(offsets_.size()) >= max_kept) return;
     if (!keep(line, object)) return;
     offsets_.push_back(offset);
@@ -48,7 +48,7 @@ void JsonlIndex::check_unchanged() const {
   }
 }
 
-nlohmann::json JsonlIndex::read(size_t i) const {
+nlohmann::ordered_json JsonlIndex::read(size_t i) const {
   FERRY_CHECK(i < offsets_.size(), "jsonl line index out of range");
   check_unchanged();
   return read_jsonl_line(path_, offsets_[i], lines_[i]);

@@ -23,7 +23,7 @@ class JsonlIndex {
   // kept and throws InputError for a bad one (stopping, or skipped and counted with
   // skip_bad_lines, as read_jsonl does). `max_kept` > 0 stops keeping after that many lines.
   JsonlIndex(std::string path, bool skip_bad_lines,
-             const std::function<bool(int64_t line, const nlohmann::json& object)>& keep, int64_t max_kept = 0);
+             const std::function<bool(int64_t line, const nlohmann::ordered_json& object)>& keep, int64_t max_kept = 0);
 
   const std::string& path() const { return path_; }
   const JsonlStats& stats() const { return stats_; }
@@ -33,7 +33,7 @@ class JsonlIndex {
 
   // Kept line i's object, read again. InputError naming the file when it changed since the index
   // was built.
-  nlohmann::json read(size_t i) const;
+  nlohmann::ordered_json read(size_t i) const;
 
  private:
   void check_unchanged() const;

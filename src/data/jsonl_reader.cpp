@@ -26,15 +26,15 @@ int64_t read_line_bounded(std::streambuf& in, std::string& line, int64_t limit) 
 }
 
 // The object on one line of `length` bytes (of which `text` holds at most `limit`), or InputError.
-nlohmann::json parse_line(const std::string& text, int64_t length, int64_t limit) {
+nlohmann::ordered_json parse_line(const std::string& text, int64_t length, int64_t limit) {
   if (length > limit) {
     throw InputError(detail::concat("the line is ", length, " bytes, more than the ", limit,
                                     " a data line may have (is this a JSON Lines file, one object per line?)"));
   }
-  nlohmann::json object;
+  nlohmann::ordered_json object;
   try {
-    object = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range (406)
+    object = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::ordered_json::exception& e) {  // parse errors, and numbers out of range (406)
     throw InputError(std::string("invalid JSON: ") + e.what());
   }
   if (!object.is_object()) throw InputError("expected a JSON object, got " + std::string(object.type_name()));
@@ -44,14 +44,14 @@ nlohmann::json parse_line(const std::string& text, int64_t length, int64_t limit
 }  // namespace
 
 JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
-                      const std::function<void(int64_t, const nlohmann::json&)>& on_line, int64_t max_line_bytes) {
+                      const std::function<void(int64_t, const nlohmann::ordered_json&)>& on_line, int64_t max_line_bytes) {
   return read_jsonl_at(
       path, skip_bad_lines,
-      [&](int64_t line, uint64_t, const nlohmann::json& object) { on_line(line, object); }, max_line_bytes);
+      [&](int64_t line, uint64_t, const nlohmann::ordered_json& object) { on_line(line, object); }, max_line_bytes);
 }
 
 JsonlStats read_jsonl_at(const std::string& path, bool skip_bad_lines,
-                         const std::function<void(int64_t, uint64_t, const nlohmann::json&)>& on_line,
+                         const std::function<void(int64_t, uint64_t, const nlohmann::ordered_json&)>& on_line,
                          int64_t max_line_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read data file '" + path + "': " + std::strerror(errno));
@@ -68,7 +68,7 @@ JsonlStats read_jsonl_at(const std::string& path, bool skip_bad_lines,
     try {
       on_line(line_number, offset, parse_line(text, length, max_line_bytes));
       continue;
-    } catch (const nlohmann::json::exception& e) {  // a value of the wrong type the reader did not check
+    } catch (const nlohmann::ordered_json::exception& e) {  // a value of the wrong type the reader did not check
       problem = std::string("unexpected value: ") + e.what();
     } catch (const InputError& e) {
       problem = e.what();
@@ -83,7 +83,7 @@ JsonlStats read_jsonl_at(const std::string& path, bool skip_bad_lines,
   return stats;
 }
 
-nlohmann::json read_jsonl_line(const std::string& path, uint64_t offset, int64_t line, int64_t max_line_bytes) {
+nlohmann::ordered_json read_jsonl_line(const std::string& path, uint64_t offset, int64_t line, int64_t max_line_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read data file '" + path + "': " + std::strerror(errno));
   in.seekg(static_cast<std::streamoff>(offset));

@@ -27,17 +27,17 @@ struct JsonlStats {
 // InputError thrown by `on_line` gets the "file:line: " prefix added. Throws InputError when the
 // file cannot be read.
 JsonlStats read_jsonl(const std::string& path, bool skip_bad_lines,
-                      const std::function<void(int64_t line, const nlohmann::json& object)>& on_line,
+                      const std::function<void(int64_t line, const nlohmann::ordered_json& object)>& on_line,
                       int64_t max_line_bytes = kMaxJsonlLineBytes);
 
 // read_jsonl that also gives each line's byte offset in the file, for read_jsonl_line.
 JsonlStats read_jsonl_at(const std::string& path, bool skip_bad_lines,
-                         const std::function<void(int64_t line, uint64_t offset, const nlohmann::json& object)>& on_line,
+                         const std::function<void(int64_t line, uint64_t offset, const nlohmann::ordered_json& object)>& on_line,
                          int64_t max_line_bytes = kMaxJsonlLineBytes);
 
 // The object on the line that starts at byte `offset` (line number `line`, for messages) of a file
 // read_jsonl_at read before. InputError naming file:line when it no longer parses.
-nlohmann::json read_jsonl_line(const std::string& path, uint64_t offset, int64_t line,
+nlohmann::ordered_json read_jsonl_line(const std::string& path, uint64_t offset, int64_t line,
                                int64_t max_line_bytes = kMaxJsonlLineBytes);
 
 }  // namespace ferry

@@ -15,7 +15,7 @@ bool empty_response(const Conversation& response) {
   return response.empty() || trim(response.back().content).empty();
 }
 
-Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role) {
+Conversation messages_or_text(const nlohmann::ordered_json& object, const std::string& key, ChatRole role) {
   const auto it = object.find(key);
   if (it != object.end() && it->is_string()) return {{role, it->get<std::string>()}};
   return conversation_from_json(object, key);
@@ -32,7 +32,7 @@ std::string PreferenceDatasetStats::summary() const {
   return s;
 }
 
-PreferenceMessages preference_messages_from_json(const nlohmann::json& object) {
+PreferenceMessages preference_messages_from_json(const nlohmann::ordered_json& object) {
   PreferenceMessages out;
   if (object.contains("context")) {
     out.prompt = conversation_from_json(object, "context");
@@ -44,6 +44,7 @@ PreferenceMessages preference_messages_from_json(const nlohmann::json& object) {
   }
   out.chosen = messages_or_text(object, "chosen", ChatRole::assistant);
   out.rejected = messages_or_text(object, "rejected", ChatRole::assistant);
+  out.context = chat_context_from_json(object);
   if (const auto margin = object.find("margin"); margin != object.end()) {
     if (!margin->is_number()) throw InputError("field \"margin\" must be a number");
     out.margin = margin->get<double>();
@@ -52,16 +53,26 @@ PreferenceMessages preference_messages_from_json(const nlohmann::json& object) {
 }
 
 std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, const Conversation& response,
-                                                 const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                                                 int64_t max_length, bool* truncated) {
+                                                 const ChatContext& context, const Tokenizer& tokenizer,
+                                                 const ChatTemplate& chat_template, int64_t max_length,
+                                                 bool* truncated) {
   Conversation whole = prompt;
   whole.insert(whole.end(), response.begin(), response.end());
-  TokenizedConversation t = chat_template.apply(whole, tokenizer);  // checks the order of the messages
-  // Only the final round's assistant turn is trained: earlier answers belong to the prompt.
-  const size_t last_round_start = t.round_ends.size() >= 2 ? t.round_ends[t.round_ends.size() - 2] : 0;
-  std::fill(t.loss_mask.begin(), t.loss_mask.begin() + static_cast<std::ptrdiff_t>(last_round_start), uint8_t{0});
+  TokenizedConversation t = chat_template.apply(whole, tokenizer, context);  // checks the order of the messages
+  // Only the response is trained: earlier rounds, and the tokens the prompt rendered with a generation
+  // prompt shares with prompt + response (TRL's split; a tool call inside the prompt's round), belong
+  // to the prompt.
+  size_t prompt_end = t.round_ends.size() >= 2 ? t.round_ends[t.round_ends.size() - 2] : 0;
+  const std::vector<int64_t> prompt_ids = chat_template.render_prompt(prompt, tokenizer, context);
+  size_t shared = 0;
+  while (shared < prompt_ids.size() && shared < t.ids.size() && prompt_ids[shared] == t.ids[shared]) ++shared;
+  prompt_end = std::max(prompt_end, shared);
+  std::fill(t.loss_mask.begin(), t.loss_mask.begin() + static_cast<std::ptrdiff_t>(prompt_end), uint8_t{0});
   const auto first_trained = std::find(t.loss_mask.begin(), t.loss_mask.end(), uint8_t{1});
-  FERRY_CHECK(first_trained != t.loss_mask.end(), "a response turn without trained tokens");
+  if (first_trained == t.loss_mask.end()) {
+    throw InputError("chat template '" + chat_template.name + "' (" + chat_template.source + ") leaves no token of "
+                     "the response to train on: it renders the prompt differently once it is answered");
+  }
   const int64_t prompt_tokens = first_trained - t.loss_mask.begin();
   if (prompt_tokens >= max_length) return std::nullopt;
   const bool cut = static_cast<int64_t>(t.ids.size()) > max_length;
@@ -83,7 +94,7 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
     if (!skip_bad_lines) throw InputError(what + " (fix or remove the pair, or set data.skip_bad_lines: true)");
     ++counter;
   };
-  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::json& object) {
+  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::ordered_json& object) {
     if (max_samples > 0 && static_cast<int64_t>(dataset.pairs.size()) >= max_samples) return;
     const PreferenceMessages messages = preference_messages_from_json(object);
     if (empty_response(messages.chosen) || empty_response(messages.rejected)) {
@@ -95,9 +106,10 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
       return bad_pair(stats.identical, "bad pair: chosen and rejected are identical, so there is nothing to prefer");
     }
     bool chosen_cut = false, rejected_cut = false;
-    auto chosen = tokenize_response(messages.prompt, messages.chosen, tokenizer, chat_template, max_length, &chosen_cut);
-    auto rejected =
-        tokenize_response(messages.prompt, messages.rejected, tokenizer, chat_template, max_length, &rejected_cut);
+    auto chosen = tokenize_response(messages.prompt, messages.chosen, messages.context, tokenizer, chat_template,
+                                    max_length, &chosen_cut);
+    auto rejected = tokenize_response(messages.prompt, messages.rejected, messages.context, tokenizer, chat_template,
+                                      max_length, &rejected_cut);
     if (!chosen || !rejected) {
       return bad_pair(stats.no_room, "bad pair: the prompt alone fills data.max_length (" + std::to_string(max_length) +
                                          " tokens), leaving no room for a response; raise data.max_length");

@@ -58,18 +58,20 @@ struct PreferenceDataset {
 };
 
 // The field `key`: a message list, or a plain string standing for one message of `role`.
-Conversation messages_or_text(const nlohmann::json& object, const std::string& key, ChatRole role);
+Conversation messages_or_text(const nlohmann::ordered_json& object, const std::string& key, ChatRole role);
 
 // True for a response with no message, or whose last message is blank.
 bool empty_response(const Conversation& response);
 
 // A preference line as conversations: the prompt (ending with a user message) and the two
-// responses (starting with an assistant message). Throws InputError naming the field.
+// responses (starting with an assistant message), with the line's tools and documents. Throws
+// InputError naming the field.
 struct PreferenceMessages {
   Conversation prompt, chosen, rejected;
+  ChatContext context;  // the line's "tools" and "documents", rendered with prompt + each response
   double margin = 0.0;
 };
-PreferenceMessages preference_messages_from_json(const nlohmann::json& object);
+PreferenceMessages preference_messages_from_json(const nlohmann::ordered_json& object);
 
 // Reads `path`. max_samples 0 means all. Throws InputError naming file:line for a malformed line or
 // a bad pair unless skip_bad_lines.
@@ -77,11 +79,12 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
                                           const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
                                           int64_t max_samples = 0);
 
-// prompt + response through the chat template, the loss mask kept on the final assistant turn only
-// and the sequence cut at max_length. nullopt when the prompt leaves no response token under
-// max_length. `truncated` is set when the response was cut.
+// prompt + response through the chat template (with the line's tools and documents), the loss mask
+// kept on the final assistant turn only and the sequence cut at max_length. nullopt when the prompt
+// leaves no response token under max_length. `truncated` is set when the response was cut.
 std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, const Conversation& response,
-                                                 const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                                                 int64_t max_length, bool* truncated = nullptr);
+                                                 const ChatContext& context, const Tokenizer& tokenizer,
+                                                 const ChatTemplate& chat_template, int64_t max_length,
+                                                 bool* truncated = nullptr);
 
 }  // namespace ferry

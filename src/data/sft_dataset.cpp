@@ -24,7 +24,7 @@ SftDataset load_sft_dataset(const std::string& path, const Tokenizer& tokenizer,
                             int64_t max_length, bool skip_bad_lines, int64_t max_samples) {
   SftDataset dataset;
   auto& stats = dataset.stats;
-  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::json& object) {
+  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::ordered_json& object) {
     if (max_samples > 0 && static_cast<int64_t>(dataset.samples.size()) >= max_samples) return;
     const Conversation conversation = conversation_from_json(object, "messages");
     TokenizedConversation tokenized = chat_template.apply(conversation, tokenizer, chat_context_from_json(object));

@@ -35,11 +35,7 @@ HfExportSummary export_lora_adapter(const fs::path& in, const fs::path& out, con
   summary.tensors = static_cast<int64_t>(adapters.size());
   write_peft_adapter(out, read_adapter_config(in / kAdapterConfigFile), adapters);
   summary.weight_files = 1;
-  for (const auto& name : hf_side_files()) {
-    if (!fs::exists(in / name)) continue;
-    write_file_atomic(out / name, read_file(in / name));
-    summary.copied_files.push_back(name);
-  }
+  summary.copied_files = copy_hf_side_files(in, out);
   return summary;
 }
 
@@ -68,9 +64,31 @@ void check_lora_checkpoint(const fs::path& in, const HfWeights& weights) {
   }
 }
 
-const std::vector<std::string>& hf_side_files() {
-  static const std::vector<std::string> files{"tokenizer.model",         "tokenizer.json", "tokenizer_config.json",
-                                              "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
+std::vector<std::string> hf_side_files(const fs::path& checkpoint) {
+  std::vector<std::string> files;
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "generation_config.json", "chat_template.jinja", "chat_template.json"}) {
+    if (fs::is_regular_file(checkpoint / name)) files.emplace_back(name);
+  }
+  // Named templates as transformers saves them (`jinja:NAME` selects one).
+  std::vector<std::string> named;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoint / "additional_chat_templates", ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".jinja") {
+      named.push_back((fs::path("additional_chat_templates") / entry.path().filename()).string());
+    }
+  }
+  std::sort(named.begin(), named.end());
+  files.insert(files.end(), named.begin(), named.end());
+  return files;
+}
+
+std::vector<std::string> copy_hf_side_files(const fs::path& from, const fs::path& to) {
+  std::vector<std::string> files = hf_side_files(from);
+  for (const auto& name : files) {
+    fs::create_directories((to / name).parent_path());
+    write_file_atomic(to / name, read_file(from / name));
+  }
   return files;
 }
 
@@ -139,11 +157,7 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
   const HfWeights written(out);
   FERRY_CHECK(written.names().size() == tensors.size(), "export wrote ", written.names().size(), " of ", tensors.size(), " tensors");
   summary.weight_files = static_cast<int>(written.files().size());
-  for (const auto& name : hf_side_files()) {
-    if (!fs::exists(in / name)) continue;
-    write_file_atomic(out / name, read_file(in / name));
-    summary.copied_files.push_back(name);
-  }
+  summary.copied_files = copy_hf_side_files(in, out);
   return summary;
 }
 

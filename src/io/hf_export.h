@@ -38,8 +38,13 @@ bool checkpoint_has_lora(const std::filesystem::path& checkpoint, const HfWeight
 // adapter_config.json (a bare PEFT adapter folder has nothing to merge into).
 void check_lora_checkpoint(const std::filesystem::path& checkpoint, const HfWeights& weights);
 
-// Files copied unchanged when the checkpoint has them.
-const std::vector<std::string>& hf_side_files();
+// The files of `checkpoint` that an export copies unchanged, as paths relative to it: the tokenizer,
+// its config and special tokens, generation_config.json, the chat templates (chat_template.jinja,
+// chat_template.json and the named ones in additional_chat_templates/*.jinja, sorted).
+std::vector<std::string> hf_side_files(const std::filesystem::path& checkpoint);
+
+// Copies hf_side_files(from) into `to` (subfolders created); returns what it copied.
+std::vector<std::string> copy_hf_side_files(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // A checkpoint with LoRA adapters (train-sft with lora.rank > 0: base weights + `*.lora_A/B.weight`
 // + adapter_config.json, src/io/lora_adapter.h) is written with the adapters merged

@@ -13,10 +13,10 @@
 namespace ferry {
 namespace {
 
-Conversation prompt_conversation(const nlohmann::json& object) {
+Conversation prompt_conversation(const nlohmann::ordered_json& object) {
   if (object.contains("messages")) return conversation_from_json(object, "messages");
   if (object.contains("prompt")) {
-    const nlohmann::json& prompt = object["prompt"];
+    const nlohmann::ordered_json& prompt = object["prompt"];
     if (prompt.is_string()) return {ChatMessage{ChatRole::user, prompt.get<std::string>()}};
     if (prompt.is_array()) return conversation_from_json(object, "prompt");
     throw InputError("\"prompt\" must be a string or a list of messages");
@@ -24,9 +24,9 @@ Conversation prompt_conversation(const nlohmann::json& object) {
   throw InputError("a prompt line needs \"messages\" (ColossalChat) or \"prompt\" (TRL)");
 }
 
-std::string optional_string(const nlohmann::json& object, const char* key) {
+std::string optional_string(const nlohmann::ordered_json& object, const char* key) {
   if (!object.contains(key)) return {};
-  const nlohmann::json& value = object[key];
+  const nlohmann::ordered_json& value = object[key];
   if (value.is_string()) return value.get<std::string>();
   if (value.is_number()) return value.dump();  // "gt_answer": 42 means "42"
   throw InputError(std::string("\"") + key + "\" must be a string");
@@ -41,7 +41,7 @@ PromptFile::PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplat
   int64_t too_long = 0, longest = 0;
   index_ = JsonlIndex(
       std::move(path), options.skip_bad_lines,
-      [&](int64_t line, const nlohmann::json& object) {
+      [&](int64_t line, const nlohmann::ordered_json& object) {
         const RolloutPrompt prompt = render_prompt(object, line);
         if (options.max_length > 0 && static_cast<int64_t>(prompt.ids.size()) >= options.max_length) {
           ++too_long;
@@ -68,11 +68,11 @@ PromptFile::PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplat
   }
 }
 
-RolloutPrompt PromptFile::render_prompt(const nlohmann::json& object, int64_t line) const {
+RolloutPrompt PromptFile::render_prompt(const nlohmann::ordered_json& object, int64_t line) const {
   Conversation conversation = prompt_conversation(object);
   check_conversation(conversation, ConversationEnd::user);
   RolloutPrompt prompt;
-  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_);
+  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_, chat_context_from_json(object));
   prompt.text = conversation.back().content;
   prompt.gt_answer = optional_string(object, "gt_answer");
   prompt.kind = optional_string(object, "kind");
@@ -86,7 +86,7 @@ LoadedPrompts PromptFile::load(const std::vector<int64_t>& indices) const {
     FERRY_CHECK(index >= 0 && static_cast<size_t>(index) < index_.size(), "prompt index out of range");
     if (out.count(index) > 0) continue;
     const size_t i = static_cast<size_t>(index);
-    const nlohmann::json object = index_.read(i);
+    const nlohmann::ordered_json object = index_.read(i);
     try {
       out.emplace(index, render_prompt(object, index_.line(i)));
     } catch (const InputError& e) {  // it rendered when the file was indexed: the file changed

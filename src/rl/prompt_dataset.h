@@ -60,7 +60,7 @@ class PromptFile {
   std::vector<RolloutPrompt> load_all() const;
 
  private:
-  RolloutPrompt render_prompt(const nlohmann::json& object, int64_t line) const;
+  RolloutPrompt render_prompt(const nlohmann::ordered_json& object, int64_t line) const;
 
   const Tokenizer* tokenizer_ = nullptr;
   ChatTemplate chat_template_;

@@ -113,6 +113,18 @@ void check_conversation(const Conversation& conversation, ConversationEnd end) {
     throw InputError(where(conversation.size() - 1, last) +
                      ": a prompt must end with a user message (or tool results) for the model to answer");
   }
+  if (end == ConversationEnd::continued) {
+    const ChatMessage& final = conversation.back();
+    if (last != ChatRole::assistant) {
+      throw InputError(where(conversation.size() - 1, last) +
+                       ": continue_final_message continues the assistant's reply; the last message must be the "
+                       "assistant's (the start of its answer), or leave continue_final_message off to answer it");
+    }
+    if (!final.content_given) {
+      throw InputError(where(conversation.size() - 1, last) +
+                       ": continue_final_message is set but the final message has no \"content\" to continue");
+    }
+  }
 }
 
 }  // namespace ferry

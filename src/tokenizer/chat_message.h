@@ -56,6 +56,7 @@ const char* chat_role_name(ChatRole role);
 enum class ConversationEnd {
   assistant,  // training: the last message is the answer the loss is taken on
   user,       // generation: the model answers the last user (or tool) message
+  continued,  // generation: the model continues the last (assistant) message, a prefilled answer
 };
 
 // Checks the order: at most one system message, first; then rounds that each start with a user

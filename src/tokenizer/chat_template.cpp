@@ -12,6 +12,7 @@
 #include "src/core/text.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/jinja_chat_template.h"
+#include "src/tokenizer/jinja/pystr.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/utf8.h"
 
@@ -182,8 +183,10 @@ ChatTemplate load_chat_template(const std::string& name_or_path) {
 
 // Walks the conversation in template order, handing each piece of text to `emit`. Shared by
 // render_text and tokenisation so that the two can never disagree.
-static void render(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt, const Emit& emit) {
-  check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
+static void render(const ChatTemplate& t, const Conversation& conversation, RenderEnd end, const Emit& emit) {
+  check_conversation(conversation, end == RenderEnd::generation_prompt        ? ConversationEnd::user
+                                   : end == RenderEnd::continue_final_message ? ConversationEnd::continued
+                                                                              : ConversationEnd::assistant);
   if (has_tool_messages(conversation)) {
     throw InputError("chat template '" + t.name + "' (" + t.source + ") renders role and content only, not tool "
                      "calls or tool messages; use the model's own chat template (tokenizer.chat_template: auto, "
@@ -209,9 +212,17 @@ static void render(const ChatTemplate& t, const Conversation& conversation, bool
     emit(content(conversation[i].content), PieceKind::content);
     emit(t.user_suffix, PieceKind::marker);
     if (i + 1 < conversation.size()) {
-      emit(t.assistant_prefix, PieceKind::marker);
-      emit(content(conversation[i + 1].content), PieceKind::answer);
-      emit(t.assistant_suffix, PieceKind::answer_marker);
+      const std::string_view answer = content(conversation[i + 1].content);
+      // transformers cuts a continued message after its content, right-stripping the text where the
+      // template trims the content: an answer trimmed to nothing loses the header's trailing space.
+      const bool open = end == RenderEnd::continue_final_message && i + 2 >= conversation.size();
+      emit(open && t.trim && answer.empty() ? jinja::pystr::strip(t.assistant_prefix, false, true) : t.assistant_prefix,
+           PieceKind::marker);
+      emit(answer, PieceKind::answer);
+      // A continued final message stays open: the model writes the rest and the end marker.
+      if (end != RenderEnd::continue_final_message || i + 2 < conversation.size()) {
+        emit(t.assistant_suffix, PieceKind::answer_marker);
+      }
     } else {  // a generation prompt: the model writes the answer
       emit(t.generation_prefix.value_or(t.assistant_prefix), PieceKind::marker);
     }
@@ -229,10 +240,15 @@ static void check_no_context(const ChatTemplate& t, const ChatContext& context) 
 
 std::string ChatTemplate::render_text(const Conversation& conversation, bool generation_prompt,
                                       const ChatContext& context) const {
-  if (jinja) return jinja->render_text(conversation, context, generation_prompt);
+  return render_text(conversation, generation_prompt ? RenderEnd::generation_prompt : RenderEnd::closed, context);
+}
+
+std::string ChatTemplate::render_text(const Conversation& conversation, RenderEnd end,
+                                      const ChatContext& context) const {
+  if (jinja) return jinja->render_text(conversation, context, end);
   check_no_context(*this, context);
   std::string out;
-  render(*this, conversation, generation_prompt, [&](std::string_view text, PieceKind) { out += text; });
+  render(*this, conversation, end, [&](std::string_view text, PieceKind) { out += text; });
   return out;
 }
 
@@ -248,10 +264,10 @@ static void push_bos(const ChatTemplate& t, const Tokenizer& tokenizer, Tokenize
 
 // tokenization: pieces. Each piece is encoded on its own; its mask is its kind's.
 static TokenizedConversation tokenize_pieces(const ChatTemplate& t, const Conversation& conversation,
-                                             bool generation_prompt, const Tokenizer& tokenizer) {
+                                             RenderEnd end, const Tokenizer& tokenizer) {
   TokenizedConversation out;
   push_bos(t, tokenizer, out);
-  render(t, conversation, generation_prompt, [&](std::string_view text, PieceKind kind) {
+  render(t, conversation, end, [&](std::string_view text, PieceKind kind) {
     if (kind == PieceKind::round_end) {
       out.round_ends.push_back(out.ids.size());
       return;
@@ -270,12 +286,12 @@ static TokenizedConversation tokenize_pieces(const ChatTemplate& t, const Conver
 // strings; each stretch between them is encoded at once and its tokens masked by the bytes they
 // stand for.
 static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Conversation& conversation,
-                                            bool generation_prompt, const Tokenizer& tokenizer) {
+                                            RenderEnd end, const Tokenizer& tokenizer) {
   std::string text;
   std::vector<uint8_t> byte_mask;                  // per byte of text: 1 inside an answer or its end marker
   std::vector<std::pair<size_t, size_t>> markers;  // byte ranges of template strings
   std::vector<size_t> round_end_bytes;
-  render(t, conversation, generation_prompt, [&](std::string_view piece, PieceKind kind) {
+  render(t, conversation, end, [&](std::string_view piece, PieceKind kind) {
     if (kind == PieceKind::round_end) {
       round_end_bytes.push_back(text.size());
       return;
@@ -345,24 +361,25 @@ static TokenizedConversation tokenize_whole(const ChatTemplate& t, const Convers
   return out;
 }
 
-static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, bool generation_prompt,
+static TokenizedConversation tokenize(const ChatTemplate& t, const Conversation& conversation, RenderEnd end,
                                       const Tokenizer& tokenizer) {
-  return t.tokenization == TemplateTokenization::whole ? tokenize_whole(t, conversation, generation_prompt, tokenizer)
-                                                       : tokenize_pieces(t, conversation, generation_prompt, tokenizer);
+  return t.tokenization == TemplateTokenization::whole ? tokenize_whole(t, conversation, end, tokenizer)
+                                                       : tokenize_pieces(t, conversation, end, tokenizer);
 }
 
 TokenizedConversation ChatTemplate::apply(const Conversation& conversation, const Tokenizer& tokenizer,
                                          const ChatContext& context) const {
   if (jinja) return jinja->apply(conversation, context, tokenizer);
   check_no_context(*this, context);
-  return tokenize(*this, conversation, /*generation_prompt=*/false, tokenizer);
+  return tokenize(*this, conversation, RenderEnd::closed, tokenizer);
 }
 
 std::vector<int64_t> ChatTemplate::render_prompt(const Conversation& conversation, const Tokenizer& tokenizer,
-                                                 const ChatContext& context) const {
-  if (jinja) return jinja->render_prompt(conversation, context, tokenizer);
+                                                 const ChatContext& context, RenderEnd end) const {
+  FERRY_CHECK(end != RenderEnd::closed, "a prompt ends with a generation prompt or an open final message");
+  if (jinja) return jinja->render_prompt(conversation, context, tokenizer, end);
   check_no_context(*this, context);
-  return tokenize(*this, conversation, /*generation_prompt=*/true, tokenizer).ids;
+  return tokenize(*this, conversation, end, tokenizer).ids;
 }
 
 std::vector<int64_t> ChatTemplate::stop_token_ids(const Tokenizer& tokenizer) const {

@@ -56,6 +56,14 @@ struct TokenizedConversation {
   TokenizedConversation first_rounds(size_t rounds) const;
 };
 
+// Where a rendered conversation ends, as apply_chat_template's options say:
+enum class RenderEnd {
+  closed,                  // after the last (assistant) message and its end of turn (training)
+  generation_prompt,       // add_generation_prompt=True: after the header of a new assistant turn
+  continue_final_message,  // continue_final_message=True: inside the last (assistant) message, left
+                           // open for the model to continue (a prefilled answer; no end of turn)
+};
+
 enum class TemplateTokenization {
   pieces,  // each prefix, message and suffix on its own (exact masks by construction)
   whole,   // each stretch of text between control pieces at once; masks by byte ownership
@@ -100,15 +108,19 @@ struct ChatTemplate {
                               const ChatContext& context = {}) const;
 
   // Ids of a prompt for generation: the conversation (ending with a user message) followed by
-  // generation_prefix (default: assistant_prefix), so the model's next token starts the answer.
+  // generation_prefix (default: assistant_prefix), so the model's next token starts the answer;
+  // or, with RenderEnd::continue_final_message, the conversation (ending with an assistant message)
+  // without the end of its last turn, so the model's next token continues that message.
   std::vector<int64_t> render_prompt(const Conversation& conversation, const Tokenizer& tokenizer,
-                                     const ChatContext& context = {}) const;
+                                     const ChatContext& context = {},
+                                     RenderEnd end = RenderEnd::generation_prompt) const;
 
   // The rendered text, for debugging and tests: what apply() tokenises piece by piece, without
   // the BOS id (`bos`), which is a token rather than text. With `generation_prompt` the
   // conversation must end with a user message and generation_prefix is appended.
   std::string render_text(const Conversation& conversation, bool generation_prompt = false,
                           const ChatContext& context = {}) const;
+  std::string render_text(const Conversation& conversation, RenderEnd end, const ChatContext& context = {}) const;
 
   // Ids that end generation: EOS and every stop string that is a single token.
   std::vector<int64_t> stop_token_ids(const Tokenizer& tokenizer) const;

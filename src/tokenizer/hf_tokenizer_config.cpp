@@ -117,9 +117,12 @@ HfTokenizerConfig read_hf_tokenizer_config(const std::string& folder) {
     out.cls_token = token_text(config, "cls_token", out.source);
     out.mask_token = token_text(config, "mask_token", out.source);
     out.chat_templates = config_chat_templates(config, out.source);
-    if (const auto it = config.find("add_bos_token"); it != config.end() && !it->is_null()) {
-      if (!it->is_boolean()) throw InputError(out.source + ": add_bos_token must be true or false");
-      out.add_bos_token = it->get<bool>();
+    for (const auto& [key, field] : {std::pair{"add_bos_token", &out.add_bos_token}, std::pair{"legacy", &out.legacy},
+                                     std::pair{"add_prefix_space", &out.add_prefix_space}}) {
+      if (const auto it = config.find(key); it != config.end() && !it->is_null()) {
+        if (!it->is_boolean()) throw InputError(out.source + ": " + key + " must be true or false");
+        *field = it->get<bool>();
+      }
     }
   }
   // Newer transformers save the templates beside the config (chat_template.jinja), and prefer them.

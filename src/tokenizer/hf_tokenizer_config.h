@@ -27,6 +27,10 @@ struct HfTokenizerConfig {
   // tokenizer_config.json's chat_template (a string: "default"; or a list of {name, template}).
   std::vector<HfChatTemplate> chat_templates;
   std::optional<bool> add_bos_token;
+  // How a SentencePiece (Llama-style) tokenizer puts "▁" in front of text, as transformers 5's
+  // LlamaTokenizer reads them: `legacy` (default false) true prepends it to every stretch of text
+  // between special tokens, false only to the text's start; add_prefix_space false never does.
+  std::optional<bool> legacy, add_prefix_space;
   // config.json's bos/eos/pad_token_id (the first of a list), used when the texts are absent.
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
   // The tokenizer_config.json path, for messages (empty when the folder has none).

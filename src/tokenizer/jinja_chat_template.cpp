@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "src/core/error.h"
+#include "src/tokenizer/jinja/pystr.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry {
@@ -39,7 +40,8 @@ JinjaChatTemplate::JinjaChatTemplate(const std::vector<HfChatTemplate>& template
     : globals_(special_tokens_map(special_tokens)) {
   FERRY_CHECK(!templates.empty(), "a Jinja chat template needs a source");
   for (const HfChatTemplate& t : templates) {
-    sources_.push_back({t.name, t.file, jinja::Template::parse(t.source, t.file)});
+    sources_.push_back({t.name, t.file, jinja::Template::parse(t.source, t.file),
+                        t.source.find("content") != std::string::npos});
   }
   if (!kwargs.is_null()) {
     FERRY_CHECK(kwargs.is_object(), "chat template keywords must be a JSON object");
@@ -79,9 +81,35 @@ jinja::RenderResult JinjaChatTemplate::render(const Source& source, const Conver
 }
 
 std::string JinjaChatTemplate::render_text(const Conversation& conversation, const ChatContext& context,
-                                           bool generation_prompt) const {
-  check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
-  return render(pick(context), conversation, conversation.size(), context, generation_prompt).text;
+                                           RenderEnd end) const {
+  if (end != RenderEnd::continue_final_message) {
+    const bool generation_prompt = end == RenderEnd::generation_prompt;
+    check_conversation(conversation, generation_prompt ? ConversationEnd::user : ConversationEnd::assistant);
+    return render(pick(context), conversation, conversation.size(), context, generation_prompt).text;
+  }
+  // transformers' continue_final_message: a tag after the final message's content, the text cut
+  // where the template wrote it (and right-stripped where the template trimmed the space after it).
+  check_conversation(conversation, ConversationEnd::continued);
+  const Source& source = pick(context);
+  if (!source.reads_content) {
+    throw InputError(source.file + ": continue_final_message is set to \"content\" but this is not an accepted "
+                     "field in the chat template");
+  }
+  static const std::string kTag = "CONTINUE_FINAL_MESSAGE_TAG ";
+  const std::string_view tag_word = std::string_view(kTag).substr(0, kTag.size() - 1);
+  Conversation tagged = conversation;
+  tagged.back().content += kTag;
+  std::string text = render(source, tagged, tagged.size(), context, false).text;
+  const std::string final_message = jinja::pystr::strip(conversation.back().content, true, true);
+  const size_t at = text.rfind(tag_word);
+  if (text.find(final_message) == std::string::npos || at == std::string::npos) {
+    throw InputError(source.file + ": continue_final_message is set but the final message does not appear in the "
+                     "chat after applying the chat template (the template deletes part of it), so there is no "
+                     "place to continue from");
+  }
+  const bool spaced = text.compare(at, kTag.size(), kTag) == 0;
+  text.resize(at);
+  return spaced ? text : jinja::pystr::strip(text, false, true);
 }
 
 RenderedConversation JinjaChatTemplate::render_training(const Conversation& conversation,
@@ -163,10 +191,9 @@ TokenizedConversation JinjaChatTemplate::apply(const Conversation& conversation,
 }
 
 std::vector<int64_t> JinjaChatTemplate::render_prompt(const Conversation& conversation, const ChatContext& context,
-                                                      const Tokenizer& tokenizer) const {
+                                                      const Tokenizer& tokenizer, RenderEnd end) const {
   std::vector<int64_t> ids;
-  for (const TokenSpan& token :
-       tokenizer.encode_with_control_pieces_and_offsets(render_text(conversation, context, true))) {
+  for (const TokenSpan& token : tokenizer.encode_with_control_pieces_and_offsets(render_text(conversation, context, end))) {
     ids.push_back(token.id);
   }
   return ids;

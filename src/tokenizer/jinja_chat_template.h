@@ -56,15 +56,19 @@ class JinjaChatTemplate {
   JinjaChatTemplate(const std::vector<HfChatTemplate>& templates, const HfTokenizerConfig& special_tokens,
                     nlohmann::ordered_json kwargs);
 
-  // The text apply_chat_template(tokenize=False) gives.
-  std::string render_text(const Conversation& conversation, const ChatContext& context, bool generation_prompt) const;
+  // The text apply_chat_template(tokenize=False) gives: with `end` closed add_generation_prompt=False,
+  // generation_prompt True, continue_final_message continue_final_message=True (transformers' way:
+  // the final message's content is rendered with a marker after it and the text cut there; an
+  // InputError, as transformers' ValueError, when the template does not read `content` or the
+  // rendering loses the final message or the marker).
+  std::string render_text(const Conversation& conversation, const ChatContext& context, RenderEnd end) const;
   // A training conversation's text, trained spans and round ends.
   RenderedConversation render_training(const Conversation& conversation, const ChatContext& context) const;
 
   TokenizedConversation apply(const Conversation& conversation, const ChatContext& context,
                               const Tokenizer& tokenizer) const;
   std::vector<int64_t> render_prompt(const Conversation& conversation, const ChatContext& context,
-                                     const Tokenizer& tokenizer) const;
+                                     const Tokenizer& tokenizer, RenderEnd end) const;
 
   // What the template writes after an assistant answer ("<|im_end|>\n", "<|eot_id|>"), found by
   // rendering a probe conversation; the EOS token's text when that fails or is empty.
@@ -76,6 +80,7 @@ class JinjaChatTemplate {
   struct Source {
     std::string name, file;
     jinja::Template tmpl;
+    bool reads_content = false;  // the source spells "content" (transformers' continue_final_message check)
   };
   const Source& pick(const ChatContext& context) const;
   jinja::RenderResult render(const Source& source, const Conversation& conversation, size_t count,

@@ -39,14 +39,21 @@ std::string resolve_model_path(const std::string& path) {
 }
 
 // The files beside the tokenizer that a saved model folder needs to load it again as it was: its
-// special tokens and chat templates.
+// special tokens and chat templates (named ones in additional_chat_templates/, sorted).
 std::vector<std::string> side_files(const std::string& folder) {
+  const fs::path dir = folder.empty() ? "." : folder;
   std::vector<std::string> out;
   for (const char* side : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                            "chat_template.json"}) {
-    const fs::path file = fs::path(folder.empty() ? "." : folder) / side;
-    if (file_exists(file)) out.push_back(file.string());
+    if (file_exists(dir / side)) out.push_back((dir / side).string());
   }
+  std::vector<std::string> named;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir / "additional_chat_templates", ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".jinja") named.push_back(entry.path().string());
+  }
+  std::sort(named.begin(), named.end());
+  out.insert(out.end(), named.begin(), named.end());
   return out;
 }
 
@@ -114,6 +121,17 @@ void Tokenizer::load_sentencepiece() {
   }
   files_ = {path_};
   for (auto& side : side_files(fs::path(path_).parent_path().string())) files_.push_back(std::move(side));
+  // transformers 5's LlamaTokenizer: prepend scheme "always" (legacy), "first" (default) or "never".
+  prefix_first_stretch_ = hf_config_.add_prefix_space.value_or(true);
+  prefix_every_stretch_ = prefix_first_stretch_ && hf_config_.legacy.value_or(false);
+  if (!prefix_every_stretch_) {
+    // NormalizerSpec (ModelProto field 3) again with add_dummy_prefix (its field 3) false: protobuf
+    // merges a repeated message field, so this one setting changes.
+    static constexpr char kNoDummyPrefix[] = {0x1A, 0x02, 0x18, 0x00};
+    processor_no_prefix_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto no_prefix = processor_no_prefix_->LoadFromSerializedProto(bytes + std::string(kNoDummyPrefix, 4));
+    FERRY_CHECK(no_prefix.ok(), "reloading ", path_, " without its dummy prefix: ", no_prefix.ToString());
+  }
   vocab_size_ = processor_->GetPieceSize();
   bos_id_ = processor_->bos_id();
   eos_id_ = processor_->eos_id();
@@ -175,7 +193,12 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
 
 std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) const {
   if (bpe_) return bpe_->encode_with_offsets(text);
-  const sentencepiece::ImmutableSentencePieceText encoded = processor_->EncodeAsImmutableProto(text);
+  return encode_sentencepiece_with_offsets(*processor_, text);
+}
+
+std::vector<TokenSpan> Tokenizer::encode_sentencepiece_with_offsets(
+    const sentencepiece::SentencePieceProcessor& processor, std::string_view text) const {
+  const sentencepiece::ImmutableSentencePieceText encoded = processor.EncodeAsImmutableProto(text);
   std::vector<TokenSpan> out;
   out.reserve(encoded.pieces_size());
   for (size_t i = 0; i < encoded.pieces_size(); ++i) {
@@ -193,10 +216,13 @@ std::vector<TokenSpan> Tokenizer::encode_with_control_pieces_and_offsets(std::st
   if (bpe_) return bpe_->encode_with_control_pieces_and_offsets(text);
   std::vector<TokenSpan> out;
   split_at_control_pieces(text, control_pieces_, [&](size_t begin, size_t end, const ControlPiece* control) {
-    // After a control piece (every stretch but the first), a leading space is the dummy prefix
-    // SentencePiece adds anyway.
-    const size_t skip = begin > 0 && begin < end && text[begin] == ' ' ? 1 : 0;
-    for (TokenSpan span : encode_with_offsets(text.substr(begin + skip, end - begin - skip))) {
+    // A leading space is the "▁" the dummy prefix writes; otherwise the prefix is added as the
+    // folder's prepend scheme says (every stretch, or only the text's start).
+    const size_t skip = begin < end && text[begin] == ' ' ? 1 : 0;
+    const bool prefix = skip || prefix_every_stretch_ || (begin == 0 && prefix_first_stretch_);
+    const std::string_view stretch = text.substr(begin + skip, end - begin - skip);
+    for (TokenSpan span : prefix ? encode_with_offsets(stretch)
+                                 : encode_sentencepiece_with_offsets(*processor_no_prefix_, stretch)) {
       span.begin += begin + skip;
       span.end += begin + skip;
       if (skip && span.begin == begin + skip) span.begin = begin;  // the dropped space is the dummy prefix's
@@ -249,6 +275,11 @@ std::optional<int64_t> Tokenizer::find_piece(std::string_view piece) const {
 int64_t Tokenizer::piece_to_id(std::string_view piece) const {
   if (auto id = find_piece(piece)) return *id;
   throw InputError("tokenizer '" + path_ + "' has no piece '" + std::string(piece) + "'");
+}
+
+std::string Tokenizer::side_file_name(const std::string& file) const {
+  const fs::path folder = fs::path(path_).parent_path();
+  return fs::path(file).lexically_relative(folder.empty() ? fs::path(".") : folder).string();
 }
 
 std::string Tokenizer::id_to_piece(int64_t id) const {

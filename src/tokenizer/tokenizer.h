@@ -55,12 +55,12 @@ class Tokenizer {
   // What transformers' tokenizer(text, add_special_tokens=False) gives, with offsets: control
   // pieces written anywhere in `text` become their ids. For a model's rendered chat template
   // (apply_chat_template tokenises its text so). tokenizer.json: the library's encoding exactly.
-  // SentencePiece: each stretch between control pieces is encoded on its own, with the dummy
-  // prefix; a stretch after a control piece that starts with a space encodes as if without it (the
-  // dummy prefix is that space: "<s> [INST]" gives "<s>", "▁[INST]" as transformers 5 does in both
-  // `legacy` modes). Not reproduced: a stretch after a control piece without a leading space still
-  // gets the dummy prefix ("</s>[INST]": "▁[INST]"), which transformers 5 adds with `legacy: true`
-  // but not with `legacy: false` (Mistral's folders).
+  // SentencePiece: each stretch between control pieces is encoded on its own, as transformers 5's
+  // LlamaTokenizer (a Metaspace pre-tokenizer) does: a stretch that starts with a space keeps it as
+  // its "▁" ("<s> [INST]": "<s>", "▁[INST]"); one that does not gets a "▁" in front with
+  // tokenizer_config.json's `legacy: true` ("</s>[INST]": "▁[INST]"), and only at the start of the
+  // text with `legacy: false`, transformers' default ("</s>[INST]": "[INST]"); never with
+  // `add_prefix_space: false`.
   std::vector<TokenSpan> encode_with_control_pieces_and_offsets(std::string_view text) const;
 
   // Control pieces by text ("<s>", "</s>", ...), longest first: what encode_with_control_pieces
@@ -93,9 +93,13 @@ class Tokenizer {
   const std::string& path() const { return path_; }
   TokenizerKind kind() const { return bpe_ ? TokenizerKind::byte_level_bpe : TokenizerKind::sentencepiece; }
   // The files a saved model folder needs to load this tokenizer again (tokenizer.model or
-  // tokenizer.json, with the folder's tokenizer_config.json, special_tokens_map.json,
-  // chat_template.jinja and chat_template.json when present; not additional_chat_templates/).
+  // tokenizer.json first, then the folder's tokenizer_config.json, special_tokens_map.json,
+  // chat_template.jinja, chat_template.json and additional_chat_templates/*.jinja when present).
+  // Side files keep their place relative to the tokenizer's folder (side_file_name).
   const std::vector<std::string>& files() const { return files_; }
+  // A side file's name in a saved folder: its path relative to the tokenizer's folder
+  // ("tokenizer_config.json", "additional_chat_templates/tool_use.jinja").
+  std::string side_file_name(const std::string& file) const;
   // The folder's tokenizer_config.json (chat template, special tokens); empty fields when the
   // tokenizer was loaded from a lone file.
   const HfTokenizerConfig& hf_config() const { return hf_config_; }
@@ -104,8 +108,14 @@ class Tokenizer {
   void load_sentencepiece();
   void load_bpe(const std::string& folder);
   void check_id(int64_t id) const;
+  std::vector<TokenSpan> encode_sentencepiece_with_offsets(const sentencepiece::SentencePieceProcessor& processor,
+                                                           std::string_view text) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  // The same model without its dummy prefix, for stretches transformers gives no "▁" (`legacy:
+  // false` after a control piece); null when the folder's settings never need it.
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_no_prefix_;
+  bool prefix_every_stretch_ = true, prefix_first_stretch_ = true;  // from legacy / add_prefix_space
   std::unique_ptr<BpeTokenizer> bpe_;
   std::vector<std::string> files_;
   HfTokenizerConfig hf_config_;

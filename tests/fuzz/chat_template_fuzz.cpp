@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return all;
   }();
-  const nlohmann::json object = nlohmann::json::parse(ferry_fuzz::as_text(data, size), nullptr, false);
+  const nlohmann::ordered_json object = nlohmann::ordered_json::parse(ferry_fuzz::as_text(data, size), nullptr, false);
   if (object.is_discarded() || !object.is_object()) return 0;  // the JSON parser is not the target
   ferry_fuzz::expect_clean([&] {
     const ferry::Conversation conversation = ferry::conversation_from_json(object, "messages");

@@ -2,13 +2,16 @@
 // Llama folder of tests/parity/generate_chat_template_ref.py): tests/data/sft_tool_use.jsonl
 // tokenised with loss on the assistant turns, tool calls included, and on nothing else;
 // `ferry train-sft` trains on it; `ferry generate --prompts` answers prompts with tools and tool
-// results; a shipped (YAML) template refuses them with a clear error.
+// results; a shipped (YAML) template refuses them with a clear error. The folder's named template
+// (additional_chat_templates/plain.jinja, as transformers saves them) is copied into the trained
+// model and the `ferry export` folder, where `jinja:plain` still selects it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "src/config/config.h"
+#include "src/core/file_util.h"
 #include "src/data/sft_dataset.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
@@ -20,6 +23,9 @@ namespace ferry {
 namespace {
 
 const std::string kSource = FERRY_SOURCE_DIR;
+// A named template beside the default one.
+const std::string kPlainTemplate =
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 // A copy of the fixture's Qwen2.5-like folder with Qwen2.5's real template (tool branches included).
 fs::path tool_model_folder() {
@@ -29,6 +35,8 @@ fs::path tool_model_folder() {
     fs::copy(std::string(FERRY_FIXTURES_DIR) + "/generate_chat_template/qwen25_no_tools", out,
              fs::copy_options::recursive);
     fs::copy_file(kSource + "/configs/templates/jinja/qwen2.5/Qwen2.5-7B-Instruct.jinja", out / "chat_template.jinja");
+    fs::create_directories(out / "additional_chat_templates");
+    write_file_atomic(out / "additional_chat_templates" / "plain.jinja", kPlainTemplate);
     return out;
   }();
   return dir;
@@ -70,6 +78,16 @@ TEST(ToolUse, TrainSftAndGenerateWithTools) {
   EXPECT_CONTAINS(train.output, "chat template auto (" + (model / "chat_template.jinja").string() + ")");
   EXPECT_CONTAINS(train.output, "4 samples");
   EXPECT_TRUE(fs::exists(out / "final" / "chat_template.jinja"));
+  EXPECT_EQ(read_file((out / "final" / "additional_chat_templates" / "plain.jinja").string()), kPlainTemplate);
+  const fs::path exported = model.parent_path() / "exported";
+  const auto exporting = ferry_test::run_ferry("export --checkpoint " + (out / "final").string() + " --output " +
+                                               exported.string());
+  ASSERT_EQ(exporting.exit_code, 0) << exporting.output;
+  EXPECT_CONTAINS(exporting.output, "additional_chat_templates/plain.jinja");
+  EXPECT_EQ(read_file((exported / "additional_chat_templates" / "plain.jinja").string()), kPlainTemplate);
+  const Tokenizer exported_tokenizer(exported.string());
+  EXPECT_EQ(resolve_chat_template("jinja:plain", exported_tokenizer).render_text({{ChatRole::user, "Hi"}}, true),
+            "user: Hi\nassistant:");
 
   const auto generated = ferry_test::run_command("cd '" + kSource + "' && '" + FERRY_BINARY + "' generate --model " +
                                                      (out / "final").string() +

@@ -7,6 +7,8 @@
 //     transformers' return_assistant_tokens_mask (generation templates) or the tokens overlapping
 //     each assistant turn and its end-of-turn text as found by rendering prefixes with transformers;
 //   - a conversation with no turn to train on is an InputError naming the template file.
+// The tool schema and tool call keys are not in sorted order: read as Ferry reads data (key order
+// kept), a template's `tojson` writes them as transformers does.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +29,7 @@ namespace {
 const std::string kFixtures = std::string(FERRY_FIXTURES_DIR) + "/data_chat_template_masks/";
 
 TEST(JinjaMasksParity, EveryCorpusTemplateMasksAsTransformers) {
-  const nlohmann::json cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
+  const nlohmann::ordered_json cases = nlohmann::ordered_json::parse(read_file(kFixtures + "cases.json"));
   const Tokenizer tokenizer(kFixtures + "tokenizer");
   const auto& conversations = cases["conversations"];
   int rendered = 0, ids_equal = 0, masks_equal = 0, refused = 0, generation = 0, no_span = 0;
@@ -35,7 +37,7 @@ TEST(JinjaMasksParity, EveryCorpusTemplateMasksAsTransformers) {
     const ChatTemplate tmpl = resolve_chat_template(t["file"].get<std::string>(), tokenizer);
     for (size_t k = 0; k < t["cases"].size(); ++k) {
       const auto& expected = t["cases"][k];
-      const nlohmann::json& line = conversations[k];
+      const nlohmann::ordered_json& line = conversations[k];
       SCOPED_TRACE(t["name"].get<std::string>() + ": " + expected["note"].get<std::string>());
       const Conversation conversation = conversation_from_json(line, "messages");
       const ChatContext context = chat_context_from_json(line);

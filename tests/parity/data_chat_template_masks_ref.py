@@ -19,6 +19,9 @@ the template refuses the conversation), or:
     counted as holding the assistant's content (or its tool call's name) or not (a template may
     render a tool call without its name, or no tool call at all);
   - no_span: true when no turn has a span (Ferry must refuse the conversation with an InputError).
+The tool schema and tool call keys are in written (not sorted) order, so `tojson` shows whether
+the data's key order reaches the template. Also (tool_lines, see there) a preference pair and an
+RL prompt with tools: OUTDIR/pairs.jsonl and OUTDIR/prompts.jsonl.
 Writes OUTDIR/tokenizer/ (the tokenizer folder), OUTDIR/templates/<name>.jinja and
 OUTDIR/cases.json.
 """
@@ -62,12 +65,15 @@ GENERATION_TEMPLATES = {
         "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"),
 }
 
-# Keys in sorted order: Ferry's data reader sorts JSON object keys (configs/templates/README.md).
-TOOLS = [{"function": {"description": "Adds two integers.", "name": "add",
-                       "parameters": {"properties": {"a": {"description": "first", "type": "integer"},
-                                                     "b": {"description": "second", "type": "integer"}},
-                                      "required": ["a", "b"], "type": "object"}},
-          "type": "function"}]
+# Keys in the order tool schemas are written (not sorted): a template's `tojson` writes them in the
+# data's order, which Ferry's data reader keeps.
+TOOLS = [{"type": "function",
+          "function": {"name": "add", "description": "Adds two integers.",
+                       "parameters": {"type": "object",
+                                      "properties": {"b": {"type": "integer", "description": "second"},
+                                                     "a": {"type": "integer", "description": "first"}},
+                                      "required": ["a", "b"]}}}]
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": {"b": 25, "a": 17}}}
 
 
 def m(role, content, **fields):
@@ -79,9 +85,7 @@ CONVERSATIONS = [
     ("two rounds", [m("user", "Hi there"), m("assistant", "Hello! How can I help?"), m("user", "Reverse: red cat"),
                     m("assistant", "cat red")], None),
     ("tool use", [m("user", "What is 17 + 25? Use the tool."),
-                  {"role": "assistant", "content": "",
-                   "tool_calls": [{"function": {"arguments": {"a": 17, "b": 25}, "name": "add"}, "id": "call_1",
-                                   "type": "function"}]},
+                  {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
                   m("tool", "42", name="add", tool_call_id="call_1"),
                   m("assistant", "17 + 25 = 42.")], TOOLS),
     ("reasoning, two rounds", [m("user", "Is 7 prime?"), m("assistant", "Yes, 7 is prime.", reasoning_content="7 has no divisors but 1 and 7."),
@@ -162,6 +166,42 @@ def case(tok, name, template, note, messages, tools):
             "generation": False}
 
 
+# Lines with `tools` for the other readers of chat data, rendered by templates with tool branches:
+# a preference pair (train-dpo, train-rm, ferry score) and a prompt (train-ppo/grpo prompt files,
+# ferry eval). Expected: the chosen / rejected ids of apply_chat_template(prompt + response,
+# tools=...), the number of tokens they share with apply_chat_template(prompt, add_generation_prompt=True)
+# (none of which is trained), and the RL prompt's ids with a generation prompt.
+TOOL_TEMPLATES = {"qwen2.5": ROOT / "configs/templates/jinja/qwen2.5/Qwen2.5-7B-Instruct.jinja",
+                  "hermes3": CORPUS / "llamacpp__NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"}
+TOOL_PROMPT = [m("system", "You can call tools."), m("user", "What is 17 + 25?"),
+               {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+               m("tool", "42", name="add", tool_call_id="call_1")]
+PAIR = {"prompt": TOOL_PROMPT, "chosen": [m("assistant", "17 + 25 = 42.")],
+        "rejected": [m("assistant", "It is 43.")], "tools": TOOLS}
+RL_PROMPT = {"messages": [m("user", "Add 3 and 4 with the tool.")], "tools": TOOLS, "gt_answer": "7"}
+
+
+def tool_lines(tok, out):
+    (out / "pairs.jsonl").write_text(json.dumps(PAIR, ensure_ascii=False) + "\n")
+    (out / "prompts.jsonl").write_text(json.dumps(RL_PROMPT, ensure_ascii=False) + "\n")
+    result = []
+    for name, path in TOOL_TEMPLATES.items():
+        template = path.read_text(encoding="utf-8")
+        file = out / "templates" / f"tools__{name}.jinja"
+        file.write_text(template, encoding="utf-8")
+        ids = lambda messages, **o: tok.apply_chat_template(messages, tools=TOOLS, chat_template=template,
+                                                            tokenize=True, return_dict=True, **o)["input_ids"]
+        chosen, rejected = ids(PAIR["prompt"] + PAIR["chosen"]), ids(PAIR["prompt"] + PAIR["rejected"])
+        prompt = ids(PAIR["prompt"], add_generation_prompt=True)
+        shared = min(common_prefix(prompt, chosen), common_prefix(prompt, rejected))  # tokens before any answer
+        text = tok.apply_chat_template(PAIR["prompt"] + PAIR["chosen"], tools=TOOLS, chat_template=template,
+                                       tokenize=False)
+        assert '{"type": "function", "function": {"name": "add"' in text and '"b": 25, "a": 17' in text, text
+        result.append({"name": name, "file": str(file), "chosen": chosen, "rejected": rejected,
+                       "prompt_tokens": shared, "rl_prompt": ids(RL_PROMPT["messages"], add_generation_prompt=True)})
+    return result
+
+
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     (out / "templates").mkdir(parents=True, exist_ok=True)
@@ -179,6 +219,7 @@ def main() -> int:
         result["templates"].append({"name": name, "file": str(path), "cases": cases})
     result["conversations"] = [{"note": note, "messages": messages, "tools": tools}
                                for note, messages, tools in CONVERSATIONS]
+    result["tool_lines"] = tool_lines(tok, out)
     (out / "cases.json").write_text(json.dumps(result, ensure_ascii=False, indent=1))
     rendered = [c for t in result["templates"] for c in t["cases"] if not c["error"]]
     print(f"data_chat_template_masks_ref: transformers {transformers.__version__}, {len(templates)} templates x "

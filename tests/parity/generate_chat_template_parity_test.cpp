@@ -5,7 +5,11 @@
 //   - greedy generation from them (library and `ferry generate --chat --greedy`) gives the tokens
 //     and text of transformers' generate();
 //   - raw generation (no --chat) needs no template: it works with a template that does not parse,
-//     and --chat then exits 2 naming the template file, line and column.
+//     and --chat then exits 2 naming the template file, line and column;
+//   - a prefilled answer (the conversation ends with the start of the assistant's message) renders
+//     as apply_chat_template(continue_final_message=True) and greedy generation continues it as
+//     transformers' does (library, and `ferry generate --prompts --continue-final-message`); a
+//     final message that is not the assistant's, or --prompt, is refused with exit 2.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #include <gtest/gtest.h>
@@ -15,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <sstream>
 
 #include "src/core/file_util.h"
 #include "src/generate/generate.h"
@@ -79,6 +84,53 @@ TEST_P(ChatFolderParity, FerryGenerateChatPrintsTransformersCompletion) {
   EXPECT_EQ(run.output, first["completion"].get<std::string>() + "\n");
 }
 
+TEST_P(ChatFolderParity, ContinuesAPrefilledAnswerAsTransformers) {
+  const auto& f = folder();
+  const std::string dir = f["folder"].get<std::string>();
+  const Tokenizer tokenizer(dir);
+  const ChatTemplate tmpl = resolve_chat_template("auto", tokenizer);
+  LlamaForCausalLM model = causal_lm_from_pretrained(dir);
+  torch::NoGradGuard no_grad;
+  ASSERT_GE(f["continued"].size(), 2u);
+  for (const auto& c : f["continued"]) {
+    SCOPED_TRACE(c["text"].get<std::string>());
+    const Conversation conversation = to_conversation(c["messages"]);
+    EXPECT_EQ(tmpl.render_text(conversation, RenderEnd::continue_final_message), c["text"].get<std::string>());
+    const std::vector<int64_t> ids = tmpl.render_prompt(conversation, tokenizer, {}, RenderEnd::continue_final_message);
+    ASSERT_EQ(ids, c["ids"].get<std::vector<int64_t>>());
+    const torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0);
+    const GenerateResult result = generate(*model, input, torch::ones_like(input),
+                                           {.max_new_tokens = 12, .eos_token_ids = {f["eos_id"].get<int64_t>()}});
+    std::vector<int64_t> generated(result.tokens.data_ptr<int64_t>() + ids.size(),
+                                   result.tokens.data_ptr<int64_t>() + result.tokens.size(1));
+    EXPECT_EQ(generated, c["new_ids"].get<std::vector<int64_t>>());
+  }
+
+  // The command line: every line continued, as many tokens as transformers generated (its text where
+  // that is whole UTF-8: a completion cut inside a character prints U+FFFD differently).
+  const fs::path out = ferry_test::process_temp_dir("ferry_continue") / (GetParam() + ".jsonl");
+  fs::create_directories(out.parent_path());
+  const auto run = ferry_test::run_ferry("generate --model '" + dir + "' --prompts '" + kFixtures +
+                                         "continued.jsonl' --continue-final-message --greedy --max-new-tokens 12 "
+                                         "--output '" + out.string() + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::istringstream lines(read_file(out.string()));
+  size_t n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    ASSERT_LT(n, f["continued"].size());
+    const auto& expected = f["continued"][n];
+    const nlohmann::json got = nlohmann::json::parse(line);
+    size_t new_tokens = expected["new_ids"].size();
+    if (new_tokens > 0 && expected["new_ids"].back() == f["eos_id"]) --new_tokens;
+    EXPECT_EQ(got["completion_tokens"].get<size_t>(), new_tokens) << line;
+    const std::string completion = expected["completion"].get<std::string>();
+    if (completion.find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(got["completion"], completion) << line;
+    }
+  }
+  EXPECT_EQ(n, f["continued"].size());
+}
+
 INSTANTIATE_TEST_SUITE_P(Folders, ChatFolderParity, ::testing::Values("smollm2_literal_newlines", "qwen25_no_tools"));
 
 TEST(ChatFolderParity, RawGenerationNeedsNoTemplateAndChatNamesTheBrokenOne) {
@@ -92,6 +144,22 @@ TEST(ChatFolderParity, RawGenerationNeedsNoTemplateAndChatNamesTheBrokenOne) {
   const auto chat = ferry_test::run_ferry("generate --model '" + dir.string() + "' --prompt Hi --chat --max-new-tokens 4");
   EXPECT_EQ(chat.exit_code, 2) << chat.output;
   EXPECT_CONTAINS(chat.output, (dir / "chat_template.jinja").string() + ":2:");
+}
+
+TEST(ChatFolderParity, ContinueFinalMessageNeedsAnAssistantMessageToContinue) {
+  const std::string dir = cases()["folders"]["qwen25_no_tools"]["folder"].get<std::string>();
+  const fs::path tmp = ferry_test::process_temp_dir("ferry_continue_errors");
+  fs::create_directories(tmp);
+  const std::string user_last =
+      ferry_test::write_text(tmp, "user_last.jsonl", R"({"messages": [{"role": "user", "content": "Hi"}]})" "\n");
+  const auto refused = ferry_test::run_ferry("generate --model '" + dir + "' --prompts '" + user_last +
+                                             "' --continue-final-message --max-new-tokens 2");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_CONTAINS(refused.output, user_last + ":1:");
+  EXPECT_CONTAINS(refused.output, "the last message must be the assistant's");
+  const auto single = ferry_test::run_ferry("generate --model '" + dir + "' --prompt Hi --chat --continue-final-message");
+  EXPECT_EQ(single.exit_code, 2) << single.output;
+  EXPECT_CONTAINS(single.output, "--continue-final-message goes with --prompts");
 }
 
 }  // namespace

@@ -9,7 +9,10 @@ Ferry has never seen, as issue 33 reports them:
     the tool branches, in tokenizer_config.json's chat_template.
 For each folder and prompt conversation, cases.json holds apply_chat_template's text and ids
 (add_generation_prompt=True), and transformers' greedy generate() continuation (max_new_tokens 12,
-stopping at eos_token <|im_end|>) with its decoded text (skip_special_tokens=True).
+stopping at eos_token <|im_end|>) with its decoded text (skip_special_tokens=True); under
+"continued", the same for conversations ending with the start of the assistant's answer, rendered
+with continue_final_message=True (a prefilled reply the model continues), and OUTDIR/continued.jsonl
+holds those conversations as `ferry generate --prompts` lines.
 """
 import json
 import os
@@ -48,6 +51,12 @@ QWEN25_NO_TOOLS = """{%- if messages[0]['role'] == 'system' %}
     {{- '<|im_start|>assistant\\n' }}
 {%- endif %}
 """
+# Conversations whose last (assistant) message is the start of the answer, for continue_final_message.
+CONTINUED = [
+    [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "My favourite colour is"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 30?"},
+     {"role": "assistant", "content": "The answer is "}],
+]
 PROMPTS = [
     [{"role": "user", "content": "Hi"}],
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 30?"}],
@@ -81,17 +90,21 @@ def write_folder(folder, kind, template, in_config, seed, sentences):
         for parameter in model.parameters():
             parameter.mul_(4.0 if parameter.dim() == 2 else 1.0)
     model.save_pretrained(str(folder), safe_serialization=True)
-    cases = []
-    for messages in PROMPTS:
-        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+    def case(messages, **options):
+        text = tok.apply_chat_template(messages, tokenize=False, **options)
+        ids = tok.apply_chat_template(messages, tokenize=True, return_dict=True, **options)["input_ids"]
         with torch.no_grad():
             out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                  max_new_tokens=12, do_sample=False, eos_token_id=eos, pad_token_id=pad)
         new = out[0, len(ids):].tolist()
-        cases.append({"messages": messages, "text": text, "ids": ids, "new_ids": new,
-                      "completion": tok.decode([t for t in new if t != eos], skip_special_tokens=True)})
-    return {"folder": str(folder), "cases": cases, "eos_id": eos}
+        return {"messages": messages, "text": text, "ids": ids, "new_ids": new,
+                "completion": tok.decode([t for t in new if t != eos], skip_special_tokens=True)}
+
+    cases = [case(messages, add_generation_prompt=True) for messages in PROMPTS]
+    continued = [case(messages, continue_final_message=True) for messages in CONTINUED]
+    for c in continued:  # the answer's start is the end of the text: no end of turn after it
+        assert c["text"].endswith(c["messages"][-1]["content"]), c["text"]
+    return {"folder": str(folder), "cases": cases, "continued": continued, "eos_id": eos}
 
 
 def main() -> int:
@@ -105,6 +118,7 @@ def main() -> int:
                                                  sentences),
         "qwen25_no_tools": write_folder(out / "qwen25_no_tools", "qwen2", QWEN25_NO_TOOLS, True, 2, sentences)}}
     (out / "cases.json").write_text(json.dumps(result, ensure_ascii=False, indent=1))
+    (out / "continued.jsonl").write_text("".join(json.dumps({"messages": m}) + "\n" for m in CONTINUED))
     print(f"generate_chat_template_ref: transformers {transformers.__version__}: "
           + "; ".join(f"{name}: new ids {[c['new_ids'] for c in f['cases']]}" for name, f in result["folders"].items()))
     return 0

@@ -8,7 +8,11 @@
 //     each answer (with any space the template writes before it) and its end marker, and the
 //     round ends;
 //   - the shipped YAML template that reproduces it (the BOS token's text in front where the
-//     template writes BOS) gives the same text, ids, mask and round ends.
+//     template writes BOS) gives the same text, ids, mask and round ends;
+//   - both leave a conversation's final answer open as apply_chat_template(continue_final_message=True)
+//     does (text and ids);
+//   - SentencePiece folders put "▁" after special tokens as transformers' tokenizer does with
+//     tokenizer_config.json's legacy true, false and absent, and add_prefix_space false.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -70,6 +74,11 @@ TEST_P(ChatTemplateParity, AutoRendersTheFoldersTemplateAsTransformers) {
     const bool generation_prompt = c["generation_prompt"].get<bool>();
     SCOPED_TRACE(c["note"].get<std::string>() + ": " + c["text"].get<std::string>());
     EXPECT_EQ(tmpl.render_text(conversation, generation_prompt), c["text"].get<std::string>());
+    if (c.contains("continued_text")) {
+      EXPECT_EQ(tmpl.render_text(conversation, RenderEnd::continue_final_message), c["continued_text"].get<std::string>());
+      EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer, {}, RenderEnd::continue_final_message),
+                c["continued_ids"].get<std::vector<int64_t>>());
+    }
     const auto ids = c["jinja_ids"].get<std::vector<int64_t>>();
     if (generation_prompt) {
       EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer), ids);
@@ -93,6 +102,12 @@ TEST_P(ChatTemplateParity, TextIdsMasksAndRoundsEqualTransformers) {
     const bool generation_prompt = c["generation_prompt"].get<bool>();
     SCOPED_TRACE(c["note"].get<std::string>() + ": " + c["text"].get<std::string>());
     EXPECT_EQ(bos_text + tmpl.render_text(conversation, generation_prompt), c["ferry_text"].get<std::string>());
+    if (c.contains("continued_text")) {
+      EXPECT_EQ(bos_text + tmpl.render_text(conversation, RenderEnd::continue_final_message),
+                c["continued_ferry_text"].get<std::string>());
+      EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer, {}, RenderEnd::continue_final_message),
+                c["continued_ids"].get<std::vector<int64_t>>());
+    }
     const auto ids = c["ids"].get<std::vector<int64_t>>();
     if (generation_prompt) {
       EXPECT_EQ(tmpl.render_prompt(conversation, tokenizer), ids);
@@ -124,6 +139,43 @@ TEST(ChatTemplateParity, FixtureCoversEveryShippedJinjaTemplate) {
   }
   EXPECT_EQ(in_fixture, shipped);
   EXPECT_EQ(in_fixture.size(), 8u);  // the INSTANTIATE list above
+}
+
+TEST(ChatTemplateParity, ContinuedPromptsAreChecked) {
+  int continued = 0;
+  for (const auto& f : cases()["folders"]) {
+    for (const auto& c : f["cases"]) continued += c.contains("continued_text") ? 1 : 0;
+  }
+  EXPECT_GE(continued, 8 * 8);  // every folder's conversations that end with an answer
+  const Tokenizer tokenizer(cases()["folders"][0]["folder"].get<std::string>());
+  const ChatTemplate tmpl = folder_template(tokenizer);
+  // transformers raises for a final message that is not the assistant's (or has no content).
+  try {
+    tmpl.render_text({{ChatRole::user, "Hi"}}, RenderEnd::continue_final_message);
+    ADD_FAILURE() << "a final user message was continued";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the last message must be the assistant's"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplateParity, SentencePieceLegacySettingsEncodeAsTransformers) {
+  int compared = 0;
+  for (const auto& setting : cases()["legacy"]) {
+    const Tokenizer tokenizer(setting["folder"].get<std::string>());
+    for (size_t i = 0; i < setting["texts"].size(); ++i) {
+      const std::string text = setting["texts"][i].get<std::string>();
+      SCOPED_TRACE(setting["setting"].get<std::string>() + ": " + text);
+      std::vector<int64_t> ids;
+      for (const TokenSpan& span : tokenizer.encode_with_control_pieces_and_offsets(text)) {
+        ids.push_back(span.id);
+        EXPECT_LE(span.begin, span.end);
+        EXPECT_LE(span.end, text.size());
+      }
+      EXPECT_EQ(ids, setting["ids"][i].get<std::vector<int64_t>>());
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4 * 17);
 }
 
 TEST(ChatTemplateParity, AutoRendersAnEditedTemplateItDoesNotKnow) {

@@ -247,14 +247,54 @@ def case(tok, family, messages, note, sp):
                                         add_generation_prompt=generation_prompt, date_string=DATE)["input_ids"]
     assert jinja_ids == ids, "apply_chat_template(tokenize=True) differs from encoding its text"
 
-    ferry_text = text
+    def ferry_form(t):  # the space after <s>/</s> is the dummy prefix in Ferry's text (see above)
+        return t.replace("<s> [INST]", "<s>[INST]").replace("</s> [INST]", "</s>[INST]") \
+            if family["tokenizer"] == "mistral" else t
+    ferry_text = ferry_form(text)
     if family["tokenizer"] == "mistral":
-        ferry_text = text.replace("<s> [INST]", "<s>[INST]").replace("</s> [INST]", "</s>[INST]")
         users = sum(1 for m in messages if m["role"] == "user")
         assert len(text) - len(ferry_text) == users, "expected one space after <s>/</s> per user turn"
         assert ids == mistral_common_ids(sp, text), "transformers' ids differ from mistral-common's"
-    return {"note": note, "messages": messages, "generation_prompt": generation_prompt, "text": text,
-            "ferry_text": ferry_text, "ids": ids, "jinja_ids": jinja_ids, "jinja_mask": jinja_mask, "mask": mask, "round_ends": round_ends}
+    out = {"note": note, "messages": messages, "generation_prompt": generation_prompt, "text": text,
+           "ferry_text": ferry_text, "ids": ids, "jinja_ids": jinja_ids, "jinja_mask": jinja_mask, "mask": mask,
+           "round_ends": round_ends}
+    if not generation_prompt:  # the final answer left open for the model to continue (a prefilled reply)
+        continued = tok.apply_chat_template(messages, tokenize=False, continue_final_message=True, date_string=DATE)
+        continued_ids = tok.apply_chat_template(messages, tokenize=True, return_dict=True, continue_final_message=True,
+                                                date_string=DATE)["input_ids"]
+        assert continued_ids == tok(continued, add_special_tokens=False)["input_ids"]
+        out.update(continued_text=continued, continued_ferry_text=ferry_form(continued), continued_ids=continued_ids)
+    return out
+
+
+# Text with special tokens followed by text with and without a space, at the start, inside and at
+# the end: where transformers 5's LlamaTokenizer puts "▁" depends on tokenizer_config.json's
+# `legacy` (true: every stretch between special tokens; false, and absent: only the text's start)
+# and add_prefix_space (false: nowhere).
+LEGACY_TEXTS = ["hi there", " hi", "  two spaces", "<s>hi", "<s> hi", "<s>  hi", "a</s>b", "a</s> b",
+                "<s>[INST] What is 2 + 3? [/INST] 5</s>[INST] And 4?[/INST]", "</s>\nline", "x\n</s>\nhi",
+                "<s>", "hi<s>", "hi <s> there", "<s>café 日本</s> naïve", "<s><s>x", "\n<s>"]
+
+
+def legacy_cases(out, sp_model):
+    """For each setting, a SentencePiece folder (tokenizer.model + tokenizer_config.json) and the ids
+    transformers' tokenizer(text, add_special_tokens=False) gives for LEGACY_TEXTS."""
+    settings = {"legacy_true": {"legacy": True}, "legacy_false": {"legacy": False}, "legacy_absent": {},
+                "no_prefix_space": {"legacy": False, "add_prefix_space": False}}
+    cases = []
+    for name, extra in settings.items():
+        folder = out / "sentencepiece" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "tokenizer.model").write_bytes(sp_model)
+        config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                  "add_bos_token": True, **extra}
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in LEGACY_TEXTS]
+        cases.append({"setting": name, "folder": str(folder), "texts": LEGACY_TEXTS, "ids": ids})
+    by = {c["setting"]: c["ids"] for c in cases}
+    assert by["legacy_true"] != by["legacy_false"] and by["legacy_absent"] == by["legacy_false"]
+    return cases
 
 
 # Rewrites of a real template, for recognition: whether each still renders the same text is decided
@@ -293,6 +333,7 @@ def main() -> int:
         result["folders"].append({"model": jinja_path.stem, "template": template, "jinja": str(jinja_path),
                                   "folder": str(folder), "cases": cases})
 
+    result["legacy"] = legacy_cases(out, sp_model)
     (out / "cases.json").write_text(json.dumps(result, ensure_ascii=False, indent=1))
     print(f"tokenizer_chat_templates_ref: transformers {transformers.__version__}, {len(result['folders'])} templates "
           f"x {len(convs)} conversations ({', '.join(f['model'] for f in result['folders'])}); "

@@ -89,7 +89,12 @@ TEST(TokenizerFolder, TheChatTemplatesComeFromTheFilesOrTheConfig) {
   EXPECT_EQ(tokenizer.hf_config().chat_template("default")->source, "J");
   EXPECT_EQ(tokenizer.hf_config().chat_template("default")->file, (dir / "chat_template.jinja").string());
   EXPECT_EQ(tokenizer.hf_config().chat_template("rag")->source, "R");
-  EXPECT_EQ(tokenizer.files().back(), (dir / "chat_template.json").string());
+  // A saved model folder gets them all, the named ones in their subfolder.
+  const auto& files = tokenizer.files();
+  ASSERT_GE(files.size(), 3u);
+  EXPECT_EQ(files[files.size() - 2], (dir / "chat_template.json").string());
+  EXPECT_EQ(files.back(), (dir / "additional_chat_templates" / "rag.jinja").string());
+  EXPECT_EQ(tokenizer.side_file_name(files.back()), "additional_chat_templates/rag.jinja");
 }
 
 TEST(TokenizerFolder, TokenizerModelWinsWhenTheFolderHoldsBoth) {
