@@ -7,6 +7,8 @@
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
 #include "src/dist/dist_env.h"
+#include "src/io/model_path.h"
+#include "src/model/quantized_base.h"
 
 namespace ferry::offload {
 namespace {
@@ -40,6 +42,9 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
   request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);
+  if (request.shape.base == BaseFormat::gguf) {  // the file's own types, projection by projection
+    request.shape.stored_base_bytes = gguf_projection_bytes(io::resolve_model_path(config.model.path));
+  }
   // A data-parallel run (torchrun / `ferry launch`) plans one process's share.
   request.shape.processes = dist::read_dist_env().world_size;
   request.shape.zero_stage = config.distributed.zero_stage;

@@ -10,6 +10,7 @@
 #include "offload/chunked_engine.h"
 #include "offload/plain_engine.h"
 #include "src/model/llama_heads.h"
+#include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 #include "src/core/error.h"
@@ -70,11 +71,12 @@ std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, boo
     place(item.key(), item.value());
   }
   if (!trainable_only) {
-    // QLoRA's quantised base weights are buffers of their Nf4Weight / Int8Weight modules, frozen
-    // weights all the same.
+    // QLoRA's quantised base weights are buffers of their Nf4Weight / Int8Weight / GgmlWeight
+    // modules, frozen weights all the same.
     for (const auto& item : model.named_modules("", /*include_self=*/false)) {
       const torch::nn::Module* module = item.value().get();
-      if (dynamic_cast<const Nf4WeightImpl*>(module) == nullptr && dynamic_cast<const Int8WeightImpl*>(module) == nullptr) {
+      if (dynamic_cast<const Nf4WeightImpl*>(module) == nullptr && dynamic_cast<const Int8WeightImpl*>(module) == nullptr &&
+          dynamic_cast<const GgmlWeightImpl*>(module) == nullptr) {
         continue;
       }
       for (const auto& buffer : item.value()->named_buffers(/*recurse=*/false)) {

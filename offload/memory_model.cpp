@@ -69,12 +69,13 @@ BaseFormat base_format(BaseQuantization quantize_base, bool double_quant) {
     case BaseQuantization::none: return BaseFormat::compute_dtype;
     case BaseQuantization::nf4: return double_quant ? BaseFormat::nf4_double_quant : BaseFormat::nf4;
     case BaseQuantization::int8: return BaseFormat::int8;
+    case BaseQuantization::gguf: return BaseFormat::gguf;
   }
   return BaseFormat::compute_dtype;
 }
 
 std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
-                                              const LlamaConfig& config) {
+                                              const LlamaConfig& config, const std::map<std::string, uint64_t>& stored) {
   if (format == BaseFormat::compute_dtype) return tensors;
   const bool nested = format == BaseFormat::nf4_double_quant;
   std::vector<TensorSpec> out;
@@ -84,6 +85,15 @@ std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, B
                             t.name.compare(t.name.size() - 12, 12, "_proj.weight") == 0;
     if (!projection) {
       out.push_back(std::move(t));
+      continue;
+    }
+    if (format == BaseFormat::gguf) {  // the file's blocks, or the compute dtype where it stores floats
+      const auto it = stored.find(t.name);
+      if (it == stored.end()) {
+        out.push_back(std::move(t));
+      } else {
+        out.push_back(TensorSpec{t.name, static_cast<int64_t>(it->second), 1, t.group, t.numel});
+      }
       continue;
     }
     if (format == BaseFormat::int8) {  // codes, then one fp32 scale per output row
@@ -118,7 +128,8 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
       dequantize_buffer_bytes_ = std::max(dequantize_buffer_bytes_, t.bytes());
     }
   }
-  layout_ = ChunkLayout::build(quantize_base_tensors(std::move(tensors), shape_.base, shape_.model),
+  layout_ = ChunkLayout::build(quantize_base_tensors(std::move(tensors), shape_.base, shape_.model,
+                                                     shape_.stored_base_bytes),
                                ChunkLayoutOptions{constants_.chunk_size, constants_.alignment});
   for (const TensorSpec& t : layout_.tensors()) {
     base_weight_bytes_ += t.bytes();

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,16 +45,20 @@ enum class MasterFormat { fp32, bf16_kahan };
 // in the compute dtype, or in bitsandbytes' NF4 (kernels/cpu/nf4.h) — half a byte per weight plus an
 // fp32 scale per block of 64, or, double-quantised, an 8-bit scale per block plus an fp32 one per 256
 // blocks (~0.516 byte per weight); or int8 (kernels/ops/int8.h): a byte per weight plus an fp32
-// scale per output row. Embeddings, norms and the head stay in the compute dtype. Each projection
-// is dequantised into a compute-dtype buffer for its matmul, one at a time.
-enum class BaseFormat { compute_dtype, nf4, nf4_double_quant, int8 };
+// scale per output row; or, for a GGUF model (lora.quantize_base gguf), each projection as its file
+// stores it (TrainingShape::stored_base_bytes: Q4_1 0.625 bytes per weight, Q4_K 0.5625, ...).
+// Embeddings, norms and the head stay in the compute dtype. Each projection is dequantised into a
+// compute-dtype buffer for its matmul, one at a time.
+enum class BaseFormat { compute_dtype, nf4, nf4_double_quant, int8, gguf };
 
 // `tensors` with every decoder-layer projection weight (`model.layers.<i>.*_proj.weight`) replaced
 // by its quantised parts as bitsandbytes names them: NF4's packed codes under the weight's own name
 // (uint8, ceil(n / 2)), then `<name>.absmax` and, double-quantised, `<name>.nested_absmax`; int8's
-// codes under the weight's name (n bytes) and the row scales as `<module>.SCB`.
+// codes under the weight's name (n bytes) and the row scales as `<module>.SCB`; gguf's packed blocks
+// under the weight's name, `stored` bytes of them (a projection `stored` lacks keeps the compute dtype).
 std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
-                                              const LlamaConfig& config);
+                                              const LlamaConfig& config,
+                                              const std::map<std::string, uint64_t>& stored = {});
 
 // The format lora.quantize_base and lora.double_quant ask for.
 BaseFormat base_format(BaseQuantization quantize_base, bool double_quant);
@@ -71,7 +76,10 @@ struct TrainingShape {
   int64_t logits_chunk = -1;        // train.logits_chunk: rows of logits at a time (-1 auto, 0 all)
   MomentFormat moments = MomentFormat::fp32;
   MasterFormat master = MasterFormat::fp32;
-  BaseFormat base = BaseFormat::compute_dtype;  // NF4 / int8 (QLoRA) needs lora_rank > 0
+  BaseFormat base = BaseFormat::compute_dtype;  // NF4 / int8 / gguf (QLoRA) needs lora_rank > 0
+  // BaseFormat::gguf: the bytes of each projection the GGUF keeps in ggml blocks, by weight name
+  // (quantized_base.h's gguf_projection_bytes); the others (F32 / F16 / BF16 in the file) are float.
+  std::map<std::string, uint64_t> stored_base_bytes;
   // Data parallelism: the estimate is one process's. With distributed.zero_stage >= 1 it holds
   // 1/processes of the master weights and moments, at stage 3 (offloading policies) also of the
   // weights' host copies (the engines balance owners by bytes; the estimate rounds up).

@@ -156,7 +156,9 @@ void run_plan(const PlanArgs& args) {
     std::snprintf(per_weight, sizeof(per_weight), "%.3f", static_cast<double>(shape_model.quantized_bytes()) /
                                                               static_cast<double>(shape_model.quantized_parameters()));
     const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
-    out << "base: the decoder projections in " << (nf4 ? "4-bit NF4" : "int8") << " (lora.quantize_base"
+    const bool gguf = config.lora.quantize_base == BaseQuantization::gguf;
+    out << "base: the decoder projections in " << (nf4 ? "4-bit NF4" : gguf ? "the GGUF's ggml blocks" : "int8")
+        << " (lora.quantize_base"
         << (nf4 && config.lora.double_quant ? ", double-quantised scales" : "") << "): "
         << millions(shape_model.quantized_parameters()) << " weights in "
         << format_bytes_approx(shape_model.quantized_bytes()) << " (" << per_weight

@@ -154,8 +154,10 @@ struct LoraConfig {
     v("export", export_as, "merged (into the base weights) or adapter (PEFT format)");
     v("quantize_base", quantize_base,
       "none, nf4 (QLoRA: the decoder layers' frozen projections held in bitsandbytes' 4-bit NormalFloat, "
-      "dequantised per matmul; a model.path bitsandbytes saved in 4 bits is used as stored) or int8 (bitsandbytes' "
-      "LLM.int8 row-wise storage without outliers, ~1 byte per weight); needs rank > 0");
+      "dequantised per matmul; a model.path bitsandbytes saved in 4 bits is used as stored), int8 (bitsandbytes' "
+      "LLM.int8 row-wise storage without outliers, ~1 byte per weight) or gguf (model.path a .gguf file or "
+      "ollama:NAME: each projection kept in the file's own ggml blocks, e.g. Q4_1 at 0.625 bytes per weight, "
+      "dequantised per matmul; nf4 and int8 quantise a GGUF model's dequantised weights); needs rank > 0");
     v("double_quant", double_quant,
       "with quantize_base nf4: also quantise the NF4 block scales to 8 bits (bitsandbytes' "
       "bnb_4bit_use_double_quant; 0.516 instead of 0.5625 bytes per weight)");

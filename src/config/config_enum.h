@@ -15,7 +15,7 @@ enum class OffloadPolicy { none, optimizer, params, auto_ };
 enum class Stage { any, sft, rm, dpo, ppo, grpo };
 enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
-enum class BaseQuantization { none, nf4, int8 };
+enum class BaseQuantization { none, nf4, int8, gguf };
 enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
 enum class DpoReference { auto_, precompute, model, lora_off };
 enum class KlEstimator { k1, k2, k3 };
@@ -52,7 +52,7 @@ FERRY_ENUM_NAMES(ProgressMode, {ProgressMode::auto_, "auto"}, {ProgressMode::alw
                  {ProgressMode::never, "never"});
 FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapter, "adapter"});
 FERRY_ENUM_NAMES(BaseQuantization, {BaseQuantization::none, "none"}, {BaseQuantization::nf4, "nf4"},
-                 {BaseQuantization::int8, "int8"});
+                 {BaseQuantization::int8, "int8"}, {BaseQuantization::gguf, "gguf"});
 FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robust"}, {DpoLoss::hinge, "hinge"},
                  {DpoLoss::ipo, "ipo"}, {DpoLoss::simpo, "simpo"}, {DpoLoss::orpo, "orpo"});
 FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},

@@ -443,6 +443,10 @@ void validate_config(const Config& c) {
                                  " quantises the frozen base under LoRA adapters (QLoRA): it needs lora.rank > 0; "
                                  "set lora.rank (e.g. 8) or lora.quantize_base=none");
   }
+  require(c.lora.quantize_base != BaseQuantization::gguf || !c.model.path.empty(),
+          "lora.quantize_base gguf keeps the projections of a GGUF model as the file stores them: it needs model.path "
+          "(a .gguf file or ollama:NAME); a model built from model.config has no GGUF to keep, so use "
+          "lora.quantize_base nf4 or int8");
   require(c.offload.cpu_threads >= 0, "offload.cpu_threads must be >= 0 (0: all cores)");
   require(c.offload.prefetch >= 0, "offload.prefetch must be >= 0");
   require(c.offload.pcie_bandwidth_gbps >= 0, "offload.pcie_bandwidth_gbps must be >= 0 (0: measure)");

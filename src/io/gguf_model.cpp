@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "src/core/error.h"
@@ -228,6 +229,20 @@ at::Tensor GgufWeights::load(const std::string& name) const {
                                        source.info.dtype);
   if (source.permute_groups > 0) value = unpermute_gguf_rows(value, source.permute_groups);
   return value;
+}
+
+GgmlTensor GgufWeights::packed(const std::string& name) const {
+  const auto it = sources_.find(name);
+  FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
+  const Source& source = it->second;
+  const GgufTensorInfo& tensor = *source.tensor;
+  FERRY_CHECK(tensor.ne.size() == 2, "GgufWeights::packed: ", tensor.name, " is not 2-D");
+  const int64_t rows = tensor.ne[1];
+  const int64_t row_bytes = static_cast<int64_t>(tensor.nbytes) / rows;
+  at::Tensor blocks = at::empty({rows, row_bytes}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(blocks.data_ptr<uint8_t>(), file_.tensor_data(tensor), tensor.nbytes);
+  if (source.permute_groups > 0) blocks = permute_rows_from_gguf(blocks, source.permute_groups);
+  return ggml_tensor_from_blocks(blocks, tensor.type, file_.describe() + ": tensor '" + tensor.name + "'");
 }
 
 }  // namespace ferry::io

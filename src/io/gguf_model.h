@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "src/io/ggml_tensor.h"
 #include "src/io/gguf_file.h"
 #include "src/io/safetensors.h"
 #include "src/model/llama_config.h"
@@ -55,6 +56,10 @@ class GgufWeights {
   at::Tensor load(const std::string& name) const;
   // The GGUF tensor behind a HF name (for engines that keep the quantised blocks).
   const GgufTensorInfo& source(const std::string& name) const;
+  // The stored blocks of a 2-D tensor, owned: uint8 (rows, bytes per row), rows in Hugging Face
+  // order (llama's q/k rows un-permuted by moving whole rows of blocks, which is exact), for
+  // lora.quantize_base gguf (ggml_tensor.h).
+  GgmlTensor packed(const std::string& name) const;
 
  private:
   struct Source {

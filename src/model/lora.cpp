@@ -8,6 +8,7 @@
 
 #include "src/core/error.h"
 #include "src/io/lora_adapter.h"
+#include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 
@@ -73,17 +74,20 @@ void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed
       }
       const Projection p = projection(*layer.ptr(), target);
       // (out, in), and the dtype and device the adapter takes: the float weight's, or for a
-      // quantised base (QLoRA: NF4 or int8) the dtype it was quantised from (the run's) and where
-      // its codes live.
+      // quantised base (QLoRA: NF4, int8 or a GGUF's ggml blocks) the dtype it was quantised from or
+      // loaded in (the run's) and where its codes live.
       const Nf4WeightImpl* nf4 = nf4_weight_of(**p.linear);
       const Int8WeightImpl* int8 = int8_weight_of(**p.linear);
+      const GgmlWeightImpl* ggml = ggml_weight_of(**p.linear);
       const torch::Tensor& w = nf4 != nullptr    ? nf4->quantized().packed
                                : int8 != nullptr ? int8->quantized().cb
+                               : ggml != nullptr ? ggml->quantized().blocks
                                                  : (*p.linear)->weight;
-      const int64_t out = nf4 != nullptr ? nf4->out_features() : w.size(0);
-      const int64_t in = nf4 != nullptr ? nf4->in_features() : w.size(1);
+      const int64_t out = nf4 != nullptr ? nf4->out_features() : ggml != nullptr ? ggml->out_features() : w.size(0);
+      const int64_t in = nf4 != nullptr ? nf4->in_features() : ggml != nullptr ? ggml->in_features() : w.size(1);
       const at::ScalarType dtype = nf4 != nullptr    ? nf4->quantized().dtype
                                    : int8 != nullptr ? int8->quantized().dtype
+                                   : ggml != nullptr ? ggml->dtype()
                                                      : w.scalar_type();
       torch::nn::Linear a(torch::nn::LinearOptions(in, settings.rank).bias(false));
       torch::nn::Linear b(torch::nn::LinearOptions(settings.rank, out).bias(false));
@@ -174,6 +178,7 @@ void merge_lora(LlamaModelImpl& model) {
       if (!p.adapter->attached()) continue;
       if (nf4_weight_of(**p.linear) != nullptr) dequantize_linear_nf4(**p.linear);  // QLoRA: merge into the float base
       if (int8_weight_of(**p.linear) != nullptr) dequantize_linear_int8(**p.linear);
+      if (ggml_weight_of(**p.linear) != nullptr) dequantize_linear_ggml(**p.linear);
       torch::Tensor& w = (*p.linear)->weight;  // (out, in)
       const torch::Tensor delta =
           torch::matmul(p.adapter->lora_B->weight.to(torch::kFloat), p.adapter->lora_A->weight.to(torch::kFloat)) *

@@ -1,6 +1,7 @@
 // A Linear projection with an optional LoRA adapter (see lora_linear.h).
 #include "src/model/lora_linear.h"
 
+#include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
 
@@ -14,6 +15,9 @@ torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& ada
     if (base->bias.defined()) y = y + base->bias;
   } else if (const Int8WeightImpl* int8 = int8_weight_of(*base)) {  // an int8 base (int8_linear.h)
     y = int8_linear(x, *int8);
+    if (base->bias.defined()) y = y + base->bias;
+  } else if (const GgmlWeightImpl* ggml = ggml_weight_of(*base)) {  // a GGUF model's base (ggml_linear.h)
+    y = ggml_linear(x, *ggml);
     if (base->bias.defined()) y = y + base->bias;
   } else {
     y = base.ptr()->forward(x);

@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/llama_heads.h"
 #include "src/model/nf4_linear.h"
@@ -108,18 +110,50 @@ void load_int8_weights(const torch::nn::Module& model, io::TensorMap& tensors, c
   }
 }
 
+std::map<std::string, GgmlWeightImpl*> ggml_weights(const torch::nn::Module& model) {
+  return quantized_weights<GgmlWeightImpl>(model, ".ggml");
+}
+
+// The ggml side of a load (a GGUF model's base, lora.quantize_base gguf): blocks for the model's
+// ggml weights go in as they are, others are dequantised in the map (fp32; load_state converts). A
+// float tensor given for a ggml weight is an InputError: Ferry does not quantise into ggml types.
+void load_ggml_weights(const torch::nn::Module& model, io::TensorMap& tensors, const std::string& source) {
+  const auto weights = ggml_weights(model);
+  for (auto& [name, q] : io::take_ggml_tensors(tensors, source)) {
+    auto it = weights.find(name);
+    if (it != weights.end()) {
+      try {
+        it->second->assign(q);
+      } catch (const InputError& e) {
+        throw InputError(source + ": " + name + ": " + e.what());
+      }
+    } else {
+      tensors[name] = io::ggml_dequantize(q, at::kFloat);
+    }
+  }
+  for (const auto& [name, ggml] : weights) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || !at::isFloatingType(it->second.scalar_type())) continue;
+    throw InputError(source + " stores " + name + " in full precision, but the model keeps it in the GGUF's " +
+                     io::ggml_type_name(ggml->quantized().type) + " blocks (lora.quantize_base gguf), which Ferry "
+                     "does not quantise into; load it with lora.quantize_base none");
+  }
+}
+
 }  // namespace
 
 void load_state(torch::nn::Module& model, const io::TensorMap& given, const LoadStateOptions& options) {
   io::TensorMap quantized_rest;
   const bool nf4 = !nf4_weights(model).empty() || io::has_nf4_tensors(given);
   const bool int8 = !int8_weights(model).empty() || io::has_int8_tensors(given);
-  if (nf4 || int8) {
+  const bool ggml = !ggml_weights(model).empty() || io::has_ggml_tensors(given);
+  if (nf4 || int8 || ggml) {
     quantized_rest = given;
     if (nf4) load_nf4_weights(model, quantized_rest, options.source);
     if (int8) load_int8_weights(model, quantized_rest, options.source);
+    if (ggml) load_ggml_weights(model, quantized_rest, options.source);
   }
-  const io::TensorMap& tensors = nf4 || int8 ? quantized_rest : given;
+  const io::TensorMap& tensors = nf4 || int8 || ggml ? quantized_rest : given;
   auto parameters = model.named_parameters(/*recurse=*/true);
   const bool tied = ties_lm_head(model);
   std::vector<std::string> missing, unexpected, mismatched;
@@ -162,6 +196,7 @@ io::TensorMap state_of(const torch::nn::Module& model) {
   for (const auto& item : model.named_parameters(/*recurse=*/true)) state[item.key()] = item.value().detach();
   for (const auto& [name, nf4] : nf4_weights(model)) io::add_nf4_tensors(state, name, nf4->quantized());
   for (const auto& [name, int8] : int8_weights(model)) io::add_int8_tensors(state, name, int8->quantized());
+  for (const auto& [name, ggml] : ggml_weights(model)) io::add_ggml_tensors(state, name, ggml->quantized());
   return state;
 }
 

@@ -28,9 +28,10 @@ void load_state(torch::nn::Module& model, const io::TensorMap& tensors, const Lo
 // Every parameter by its Hugging Face name: detached tensors sharing the parameters' storage
 // (copy or save them before changing the model). QLoRA's NF4 projections (nf4_linear.h) appear as
 // bitsandbytes names them (src/io/nf4_checkpoint.h), int8 ones as bnb names a Linear8bitLt's
-// (src/io/int8_checkpoint.h). load_state reads such groups back into NF4 / int8 weights (quantises a
-// float tensor given for one, dequantises a group given for a float weight); quantised weights are
-// written before the other checks, so a failing load may have changed them.
+// (src/io/int8_checkpoint.h), a GGUF base's ggml blocks as src/io/ggml_checkpoint.h says. load_state
+// reads such groups back into NF4 / int8 / ggml weights (quantises a float tensor given for an NF4 or
+// int8 one, dequantises a group given for a float weight); quantised weights are written before the
+// other checks, so a failing load may have changed them.
 io::TensorMap state_of(const torch::nn::Module& model);
 
 // Hugging Face's initialisation: Linear and Embedding weights ~ N(0, std), biases 0, norm weights

@@ -7,6 +7,7 @@
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_tensor_specs.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/model_state.h"
@@ -14,12 +15,13 @@
 namespace ferry {
 namespace {
 
-// The folder's weights; a QLoRA checkpoint's NF4 or int8 base (nf4_checkpoint.h, int8_checkpoint.h)
-// dequantised (int8 into fp32; the model converts).
+// The folder's weights; a QLoRA checkpoint's NF4, int8 or ggml base (nf4_checkpoint.h,
+// int8_checkpoint.h, ggml_checkpoint.h) dequantised (int8 and ggml into fp32; the model converts).
 io::TensorMap read_weights(const io::HfWeights& files, const std::filesystem::path& dir) {
   io::TensorMap weights = files.load_all();
   if (io::has_nf4_tensors(weights)) io::dequantize_nf4_tensors(weights, "model folder " + dir.string());
   if (io::has_int8_tensors(weights)) io::dequantize_int8_tensors(weights, "model folder " + dir.string(), at::kFloat);
+  if (io::has_ggml_tensors(weights)) io::dequantize_ggml_tensors(weights, "model folder " + dir.string());
   return weights;
 }
 

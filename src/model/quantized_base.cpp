@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/io/gguf_model.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_quantization.h"
 #include "src/io/hf_tensor_specs.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/model_state.h"
 #include "src/model/nf4_linear.h"
@@ -28,13 +30,18 @@ struct NamedProjection {
   torch::nn::LinearImpl* linear;
 };
 
+// Under model.layers.<i>., in the order projections() lists them.
+const char* const kProjectionNames[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+
 std::vector<NamedProjection> projections(LlamaDecoderLayerImpl& layer) {
   auto& a = *layer.self_attn;
   auto& m = *layer.mlp;
-  return {{"self_attn.q_proj", a.q_proj.get()},  {"self_attn.k_proj", a.k_proj.get()},
-          {"self_attn.v_proj", a.v_proj.get()},  {"self_attn.o_proj", a.o_proj.get()},
-          {"mlp.gate_proj", m.gate_proj.get()}, {"mlp.up_proj", m.up_proj.get()},
-          {"mlp.down_proj", m.down_proj.get()}};
+  torch::nn::LinearImpl* const linears[] = {a.q_proj.get(),    a.k_proj.get(), a.v_proj.get(),   a.o_proj.get(),
+                                            m.gate_proj.get(), m.up_proj.get(), m.down_proj.get()};
+  std::vector<NamedProjection> out;
+  for (size_t i = 0; i < 7; ++i) out.push_back({kProjectionNames[i], linears[i]});
+  return out;
 }
 
 std::string weight_name(int64_t layer, const char* projection) {
@@ -42,7 +49,12 @@ std::string weight_name(int64_t layer, const char* projection) {
 }
 
 bool quantized(const torch::nn::LinearImpl& linear) {
-  return nf4_weight_of(linear) != nullptr || int8_weight_of(linear) != nullptr;
+  return nf4_weight_of(linear) != nullptr || int8_weight_of(linear) != nullptr || ggml_weight_of(linear) != nullptr;
+}
+
+// ggml types a GGUF projection may keep as a float weight (converted to the run's dtype).
+bool float_ggml_type(io::GgmlType type) {
+  return type == io::GgmlType::f32 || type == io::GgmlType::f16 || type == io::GgmlType::bf16;
 }
 
 // Replaces `linear`'s float weight by `source` quantised into `kind`.
@@ -72,6 +84,11 @@ void quantize_linear(torch::nn::LinearImpl& linear, const torch::Tensor& source,
 
 void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant) {
   FERRY_CHECK(kind != BaseQuantization::none, "quantize_base: no format given");
+  if (kind == BaseQuantization::gguf) {
+    throw ConfigError("lora.quantize_base gguf keeps the projections of a GGUF model as its file stores them; this "
+                      "model was not loaded from one: set model.path to a .gguf file (or ollama:NAME), or use "
+                      "lora.quantize_base nf4 or int8");
+  }
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
     for (const NamedProjection& p : projections(*layer)) {
@@ -86,6 +103,7 @@ void dequantize_base(LlamaModelImpl& model) {
     for (const NamedProjection& p : projections(*layer)) {
       if (nf4_weight_of(*p.linear) != nullptr) dequantize_linear_nf4(*p.linear);
       if (int8_weight_of(*p.linear) != nullptr) dequantize_linear_int8(*p.linear);
+      if (ggml_weight_of(*p.linear) != nullptr) dequantize_linear_ggml(*p.linear);
     }
   }
 }
@@ -101,6 +119,12 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
   const bool folder_4bit = io::read_hf_quantization(dir / "config.json").nf4;
   const io::HfWeights weights(dir);  // mapped: a tensor is read when it is converted
   const std::string source = "model folder " + dir.string();
+  const io::GgufWeights* gguf = weights.gguf();
+  if (kind == BaseQuantization::gguf && gguf == nullptr) {
+    throw ConfigError("lora.quantize_base gguf: " + source + " is not a GGUF model (it keeps no ggml blocks); set "
+                      "model.path to a .gguf file or ollama:NAME, or use lora.quantize_base nf4 or int8 to quantise "
+                      "this one");
+  }
   // Layers are quantised as they are built, so the host holds about a byte per parameter at most.
   io::check_weights_match_config(config, weights, dir / "config.json");
   io::check_model_fits_host(config, 1, 0, "loading " + source + " with a quantised base");
@@ -117,6 +141,20 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
       if (nf4 && kind != BaseQuantization::nf4) throw_other_format(source, name, "4-bit NF4", kind);
       if (int8 && kind != BaseQuantization::int8) throw_other_format(source, name, "int8", kind);
       try {
+        // A GGUF model under lora.quantize_base gguf: the file's blocks as they are (rows in Hugging
+        // Face order); an F32 / F16 / BF16 projection stays a float weight.
+        if (kind == BaseQuantization::gguf && !float_ggml_type(gguf->source(name).type)) {
+          const io::GgmlTensor q = gguf->packed(name);
+          set_linear_ggml(*p.linear, q, dtype);
+          ++found.stored;
+          ++found.ggml_types[io::ggml_type_name(q.type)];
+          taken.insert(name);
+          continue;
+        }
+        if (kind == BaseQuantization::gguf) {
+          found.kept_float.push_back(name);
+          continue;
+        }
         if (nf4) {
           nf4->packed = nf4->packed.clone();  // owned: the mapping goes away after loading
           nf4->absmax = nf4->absmax.clone();
@@ -183,6 +221,24 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
   return model;
 }
 
+std::map<std::string, uint64_t> gguf_projection_bytes(const std::filesystem::path& dir) {
+  const io::HfWeights weights(dir);
+  const io::GgufWeights* gguf = weights.gguf();
+  if (gguf == nullptr) {
+    throw ConfigError("lora.quantize_base gguf: model folder " + dir.string() + " is not a GGUF model; set model.path "
+                      "to a .gguf file or ollama:NAME, or use lora.quantize_base nf4 or int8");
+  }
+  std::map<std::string, uint64_t> bytes;
+  for (int64_t layer = 0; layer < gguf->config().num_hidden_layers; ++layer) {
+    for (const char* projection : kProjectionNames) {
+      const std::string name = weight_name(layer, projection);
+      const io::GgufTensorInfo& tensor = gguf->source(name);
+      if (!float_ggml_type(tensor.type)) bytes[name] = tensor.nbytes;
+    }
+  }
+  return bytes;
+}
+
 QuantizedBaseSize quantized_base_size(const torch::nn::Module& model) {
   QuantizedBaseSize size;
   for (const auto& module : model.modules(/*include_self=*/false)) {
@@ -194,6 +250,10 @@ QuantizedBaseSize quantized_base_size(const torch::nn::Module& model) {
       ++size.projections;
       size.weights += int8->quantized().numel();
       size.bytes += int8->quantized().bytes();
+    } else if (const auto* ggml = dynamic_cast<const GgmlWeightImpl*>(module.get())) {
+      ++size.projections;
+      size.weights += ggml->quantized().numel();
+      size.bytes += ggml->quantized().bytes();
     }
   }
   return size;

@@ -1,5 +1,6 @@
-// QLoRA's quantised frozen base for a whole Llama model, NF4 (src/model/nf4_linear.h) or int8
-// (src/model/int8_linear.h): which weights are quantised (the seven projections of every decoder
+// QLoRA's quantised frozen base for a whole Llama model, NF4 (src/model/nf4_linear.h), int8
+// (src/model/int8_linear.h) or, for a GGUF model, the file's own ggml blocks (src/model/ggml_linear.h):
+// which weights are quantised (the seven projections of every decoder
 // layer, targeted by LoRA or not; embeddings, norms, biases and the heads stay in full precision),
 // loading a Hugging Face folder with them quantised one tensor at a time (or taken as stored when
 // the folder holds them quantised already), and what the quantised base costs.
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +21,7 @@ namespace ferry {
 
 // Quantises every decoder projection of `model` from its current float weight (a model built from
 // scratch, or loaded in full precision) into `kind` (nf4 or int8; `double_quant` for nf4). Throws
-// UserError when some are quantised already.
+// UserError when some are quantised already, ConfigError for gguf (only a GGUF file has its blocks).
 void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant);
 
 // What causal_lm_from_pretrained_quantized found in the folder, for the caller's notes.
@@ -27,7 +29,8 @@ struct QuantizedLoadReport {
   int64_t quantized = 0;  // projections quantised from full-precision weights (with double_quant as asked)
   int64_t stored = 0;     // projections stored quantised in the wanted format, taken as they are
   int64_t stored_double_quant = 0;      // of those, double-quantised NF4
-  std::vector<std::string> kept_float;  // stored in full precision in a 4-bit folder: left so
+  std::vector<std::string> kept_float;  // stored in full precision in a 4-bit folder or GGUF: left so
+  std::map<std::string, int64_t> ggml_types;  // gguf: projections kept per ggml type ("Q4_K": 12)
   bool stored_double_quant_differs(bool asked) const { return stored > 0 && stored_double_quant != (asked ? stored : 0); }
 };
 
@@ -48,12 +51,22 @@ struct QuantizedLoadReport {
 // an int8 run): taken as stored. A folder stored in the other format is a ConfigError naming
 // lora.quantize_base (requantising would stack two roundings). `report` (optional) says what was
 // found.
+//
+// `kind` gguf needs a GGUF model's folder (src/io/model_path.h; ConfigError otherwise): each
+// projection keeps the file's ggml blocks as they are (GgmlWeight, rows put in Hugging Face order),
+// one F32 / F16 / BF16 in the file stays a float weight in `dtype`. nf4 and int8 on a GGUF model
+// quantise its dequantised weights.
 LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
                                                      BaseQuantization kind, bool double_quant,
                                                      QuantizedLoadReport* report = nullptr);
 
 // Undoes quantize_base: every quantised projection gets its dequantised float weight back (frozen).
 void dequantize_base(LlamaModelImpl& model);
+
+// lora.quantize_base gguf on the GGUF model folder `dir` (model_path.h): the bytes of each decoder
+// projection kept in the file's ggml blocks, by Hugging Face weight name (the plan counts them as
+// stored; F32 / F16 / BF16 projections are not listed). ConfigError when `dir` is not a GGUF model.
+std::map<std::string, uint64_t> gguf_projection_bytes(const std::filesystem::path& dir);
 
 struct QuantizedBaseSize {
   int64_t projections = 0;  // quantised (NF4 or int8)

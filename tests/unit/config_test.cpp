@@ -402,6 +402,19 @@ TEST(Config, QuantizedBaseNeedsLoraUnderAnyPolicy) {
   const std::string fp4 = config_error([&] { apply_override(d, "lora.quantize_base=fp4"); });
   EXPECT_CONTAINS(fp4, "lora.quantize_base");
   EXPECT_CONTAINS(fp4, "int8");
+  EXPECT_CONTAINS(fp4, "gguf");
+  // gguf keeps a GGUF model's own blocks: a model built from model.config has none.
+  Config g;
+  apply_override(g, "lora.quantize_base=gguf");
+  apply_override(g, "lora.rank=8");
+  EXPECT_EQ(g.lora.quantize_base, BaseQuantization::gguf);
+  apply_override(g, "model.config=configs/demo-model.json");
+  const std::string no_file = config_error([&] { validate_config(g); });
+  EXPECT_CONTAINS(no_file, "lora.quantize_base gguf");
+  EXPECT_CONTAINS(no_file, "model.path");
+  apply_override(g, "model.config=");
+  apply_override(g, "model.path=model.gguf");
+  EXPECT_NO_THROW(validate_config(g));
 }
 
 TEST(Config, SavedConfigLoadsBack) {

@@ -297,6 +297,42 @@ TEST(MemoryModel, Nf4BaseCountsPackedCodesScalesAndOneDequantisationBuffer) {
       InternalError);
 }
 
+TEST(MemoryModel, GgufBaseCountsEachProjectionAsItsFileStoresIt) {
+  // lora.quantize_base gguf: the bytes the file gives per projection, by hand. Layer 0 in Q4_1 (20
+  // bytes per 32 weights: 4096 -> 2560, 8192 -> 5120), layer 1 in Q8_0 (34 per 32: 4352, 8704) but
+  // its o_proj stored F16 in the file, which stays a bf16 float weight like the embeddings.
+  TrainingShape shape;
+  shape.model = small_model();
+  shape.precision = Precision::bf16;
+  shape.seq_len = kSeq;
+  shape.lora_rank = 4;
+  shape.lora_targets = {"q_proj", "v_proj"};
+  shape.base = BaseFormat::gguf;
+  uint64_t stored = 0;
+  for (int layer = 0; layer < 2; ++layer) {
+    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+      const std::string name = "model.layers." + std::to_string(layer) + "." + p + ".weight";
+      if (layer == 1 && std::string(p) == "self_attn.o_proj") continue;  // F16 in the file
+      const uint64_t weights = std::string(p).rfind("mlp.", 0) == 0 ? 8192 : 4096;
+      shape.stored_base_bytes[name] = layer == 0 ? weights / 32 * 20 : weights / 32 * 34;
+      stored += shape.stored_base_bytes[name];
+    }
+  }
+  MemoryModelConstants constants;
+  constants.device_overhead_bytes = kOverhead;
+  const MemoryModel m(shape, constants);
+  EXPECT_EQ(m.base_parameters(), static_cast<int64_t>(P)) << "the same weights, stored smaller";
+  EXPECT_EQ(m.quantized_parameters(), 2 * 40960 - 4096);
+  EXPECT_EQ(m.quantized_bytes(), stored);
+  EXPECT_EQ(stored, 4u * 2560 + 3 * 5120 + 3 * 4352 + 3 * 8704);
+  EXPECT_EQ(m.base_weight_bytes(), stored + 26240u + 4096u * 2) << "the F16 projection counts in bf16";
+  EXPECT_EQ(m.dequantize_buffer_bytes(), 8192u * 2);
+  EXPECT_EQ(base_format(BaseQuantization::gguf, true), BaseFormat::gguf);
+  const MemoryEstimate none = m.estimate(choice(OffloadPolicy::none));
+  EXPECT_EQ(none.bytes.at(D, C::weights), m.base_weight_bytes() + 2048u * 2);
+}
+
 TEST(MemoryModel, Llama3EightBillionNf4IsUnder0Point6BytesPerWeight) {
   TrainingShape shape;
   shape.model.vocab_size = 128256;
