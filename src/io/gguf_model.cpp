@@ -241,7 +241,7 @@ GgmlTensor GgufWeights::packed(const std::string& name) const {
   const int64_t row_bytes = static_cast<int64_t>(tensor.nbytes) / rows;
   at::Tensor blocks = at::empty({rows, row_bytes}, at::TensorOptions().dtype(at::kByte));
   std::memcpy(blocks.data_ptr<uint8_t>(), file_.tensor_data(tensor), tensor.nbytes);
-  if (source.permute_groups > 0) blocks = permute_rows_from_gguf(blocks, source.permute_groups);
+  if (source.permute_groups > 0) blocks = unpermute_gguf_rows(blocks, source.permute_groups);
   return ggml_tensor_from_blocks(blocks, tensor.type, file_.describe() + ": tensor '" + tensor.name + "'");
 }
 
