@@ -195,9 +195,7 @@ def bpe_vocab(data, pre, eos, pad):
     return add, size
 
 
-def reference(out, name, source):
-    model = AutoModelForCausalLM.from_pretrained(out, gguf_file=name, dtype=torch.float32).eval()
-    tok = AutoTokenizer.from_pretrained(out, gguf_file=name)
+def save_logits_and_greedy(out, model):
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(11)
     input_ids = torch.randint(3, vocab, (2, 11), generator=gen)
@@ -208,6 +206,12 @@ def reference(out, name, source):
                                 do_sample=False, eos_token_id=None, pad_token_id=0)
     save_file({"input_ids": input_ids, "logits": logits.contiguous(), "prompt_ids": prompt_ids,
                "greedy": greedy[:, prompt_ids.shape[1]:].contiguous()}, out / "reference.safetensors")
+
+
+def reference(out, name, source):
+    model = AutoModelForCausalLM.from_pretrained(out, gguf_file=name, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(out, gguf_file=name)
+    save_logits_and_greedy(out, model)
     rng = random.Random(5)
     texts = bpe.HANDWRITTEN + bpe.random_strings(rng, 150) + [
         "<|im_start|>user\nhi<|im_end|>", "12345 + 678 = 7023", " 1 22 333", "a  b   c\n\n d"]
@@ -300,15 +304,7 @@ def main() -> int:
             if "norm" not in key:
                 p.mul_(8.0)
     write_model(out / "model.gguf", "llama", model, config, lambda hf, i: Q.F32, spm_vocab)
-    gen = torch.Generator().manual_seed(11)
-    input_ids = torch.randint(3, spm_size, (2, 11), generator=gen)
-    prompt_ids = torch.randint(3, spm_size, (1, 6), generator=gen)
-    with torch.no_grad():
-        logits = model(input_ids).logits
-        greedy = model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), max_new_tokens=12,
-                                do_sample=False, eos_token_id=None, pad_token_id=0)
-    save_file({"input_ids": input_ids, "logits": logits.contiguous(), "prompt_ids": prompt_ids,
-               "greedy": greedy[:, prompt_ids.shape[1]:].contiguous()}, out / "reference.safetensors")
+    save_logits_and_greedy(out, model)
     return 0
 
 
