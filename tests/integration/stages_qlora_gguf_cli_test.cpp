@@ -68,6 +68,12 @@ TEST(QloraGgufCli, TrainsResumesAndExports) {
   LlamaForCausalLM merged = causal_lm_from_pretrained(dir / "out");
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::isfinite(merged->forward(torch::tensor({{1, 5, 9}}))).all().item<bool>());
+  // Back to GGUF: the blocks dequantised, the adapters folded in, written in f32.
+  const auto gguf = run_ferry_cached(dir / "cache", "export --format gguf --gguf-type f32 --checkpoint " +
+                                                        (dir / "run" / "step-4").string() + " --output " +
+                                                        (dir / "merged.gguf").string());
+  ASSERT_EQ(gguf.exit_code, 0) << gguf.output;
+  EXPECT_TRUE(fs::exists(dir / "merged.gguf"));
   fs::remove_all(dir);
 }
 
