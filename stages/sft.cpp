@@ -121,8 +121,9 @@ void run_sft(const Config& given) {
   }
   if (const QuantizedBaseSize base = quantized_base_size(*model); base.projections > 0) {
     const bool nf4 = config.lora.quantize_base == BaseQuantization::nf4;
+    const bool gguf = config.lora.quantize_base == BaseQuantization::gguf;
     std::cout << "train-sft: QLoRA base: " << base.projections << " projections (" << base.weights << " weights) in "
-              << (nf4 ? "NF4" : "int8") << (nf4 && config.lora.double_quant ? " with double quantisation" : "") << ": "
+              << (nf4 ? "NF4" : gguf ? "the GGUF's ggml blocks" : "int8") << (nf4 && config.lora.double_quant ? " with double quantisation" : "") << ": "
               << base.bytes << " bytes, " << base.bytes_per_weight() << " bytes per weight\n";
   }
   auto engine = make_run_engine(config, loaded.shape, device, std::cout);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "offload/accountant.h"
 #include <nlohmann/json.hpp>
@@ -66,6 +67,18 @@ void note_quantized_folder(const Config& config, const QuantizedLoadReport* repo
                 << "lora.quantize_base is none, so they are dequantised into a " << torch_dtype_name(dtype)
                 << " base (set lora.quantize_base=nf4 to train on them as stored)\n";
     }
+    return;
+  }
+  if (config.lora.quantize_base == BaseQuantization::gguf) {
+    std::cout << "note: model.path " << path << " is a GGUF model: " << report->stored
+              << " projections kept in the file's blocks (";
+    const char* separator = "";
+    for (const auto& [type, count] : report->ggml_types) std::cout << std::exchange(separator, ", ") << count << " " << type;
+    std::cout << ")";
+    if (!report->kept_float.empty()) {
+      std::cout << "; " << report->kept_float.size() << " stored as floats stay " << torch_dtype_name(dtype);
+    }
+    std::cout << "\n";
     return;
   }
   if (report->stored > 0 && config.lora.quantize_base == BaseQuantization::int8) {

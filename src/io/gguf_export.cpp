@@ -19,6 +19,7 @@
 #include "src/io/hf_export.h"
 #include "src/io/gguf_tensor_layout.h"
 #include "src/io/lora_adapter.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 
@@ -157,13 +158,15 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     }
     // A QLoRA checkpoint's 4-bit projection (nf4_checkpoint.h): its quant state gives shape and dtype.
     const std::optional<kernels::Nf4Tensor> nf4 = find_nf4_weight(weights, tensor.hf_name, "checkpoint '" + in.string() + "'");
-    const std::vector<int64_t>& shape = nf4 ? nf4->shape : weights.info(tensor.hf_name).shape;
+    // A GGUF base's projection (ggml_checkpoint.h): blocks, whose type gives the shape.
+    const std::optional<GgmlTensor> ggml = find_ggml_weight(weights, tensor.hf_name, "checkpoint '" + in.string() + "'");
+    const std::vector<int64_t>& shape = nf4 ? nf4->shape : ggml ? ggml->shape : weights.info(tensor.hf_name).shape;
     if (shape != tensor.shape) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' has shape " +
                        shape_text(shape) + ", config.json implies " + shape_text(tensor.shape));
     }
     const bool int8 = find_int8_weight(weights, tensor.hf_name, "checkpoint '" + in.string() + "'").has_value();
-    const at::ScalarType dtype = nf4 ? nf4->dtype : int8 ? at::kFloat : weights.info(tensor.hf_name).dtype;
+    const at::ScalarType dtype = nf4 ? nf4->dtype : int8 || ggml ? at::kFloat : weights.info(tensor.hf_name).dtype;
     if (!at::isFloatingType(dtype)) {
       throw InputError("checkpoint '" + in.string() + "': weight '" + tensor.hf_name + "' is not floating point");
     }
@@ -171,7 +174,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   }
   for (const auto& name : weights.names()) {
     if (used.count(name) || is_lora_tensor(name) || ignored_weight(name) || is_nf4_side_tensor(name) ||
-        is_int8_side_tensor(name)) {
+        is_int8_side_tensor(name) || is_ggml_side_tensor(name)) {
       continue;
     }
     if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: llama.cpp reuses token_embd
@@ -238,6 +241,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
         value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
       } else if (const auto int8 = find_int8_weight(weights, tensor.hf_name, in.string())) {
         value = kernels::int8_dequantize_tensor(*int8, at::kFloat);  // an int8 base
+      } else if (const auto ggml = find_ggml_weight(weights, tensor.hf_name, in.string())) {
+        value = ggml_dequantize(*ggml, at::kFloat);  // a GGUF model's base
       }
       if (adapted.count(tensor.hf_name)) {
         const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());

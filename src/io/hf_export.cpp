@@ -9,6 +9,7 @@
 #include "src/core/file_util.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
@@ -128,6 +129,8 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
                                                                    : at::kFloat;
     dequantize_int8_tensors(tensors, "checkpoint '" + in.string() + "'", dtype);
   }
+  // A GGUF model's base (lora.quantize_base gguf): its ggml blocks dequantised to float32.
+  if (has_ggml_tensors(tensors)) dequantize_ggml_tensors(tensors, "checkpoint '" + in.string() + "'");
   if (lora) tensors = merge_lora_tensors(tensors, read_adapter_config(in / kAdapterConfigFile).scaling());
   for (const auto& [name, t] : tensors) summary.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
   summary.tensors = static_cast<int64_t>(tensors.size());
