@@ -104,8 +104,17 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
   LlamaConfig c;
   c.model_type = arch;
   c.max_position_embeddings = positive_key(file, p + "context_length");
+  if (c.max_position_embeddings > (int64_t{1} << 24)) {
+    fail(file, "metadata '" + p + "context_length' = " + std::to_string(c.max_position_embeddings) +
+                   " positions is beyond any model (at most 16M); the file is corrupt");
+  }
   c.hidden_size = positive_key(file, p + "embedding_length");
   c.num_hidden_layers = positive_key(file, p + "block_count");
+  // Each layer is at least 9 tensors: a larger count is a corrupt field, not a model to plan for.
+  if (c.num_hidden_layers * 9 > static_cast<int64_t>(file.tensors().size())) {
+    fail(file, "metadata '" + p + "block_count' = " + std::to_string(c.num_hidden_layers) + " layers, but the file holds " +
+                   std::to_string(file.tensors().size()) + " tensors; the file is corrupt or incomplete");
+  }
   if (const GgufValue* ff = file.find(p + "feed_forward_length"); ff != nullptr && ff->is_array()) {
     fail(file, "metadata '" + p + "feed_forward_length' differs per layer; Ferry needs one size for every layer");
   }

@@ -14,9 +14,10 @@
 //     added   tokens of type control (3) as special added tokens, user-defined (4) as plain ones
 //             (matched whole in text, as llama.cpp does; transformers drops a user-defined token
 //             outside the byte alphabet)
-//   Where transformers' GGUF tokenizer departs from the tokenizer a vocabulary came from (a leading
-//   space under SentencePiece, "smollm"'s single digits, such user-defined tokens), Ferry follows
-//   the source, as llama.cpp does. A GGUF carries no normalizer (Qwen2's NFC, SentencePiece's
+//   Where transformers' GGUF tokenizer departs from the tokenizer a vocabulary came from ("smollm"'s
+//   single digits, such user-defined tokens), Ferry follows the source, as llama.cpp does. A
+//   SentencePiece vocabulary gets tokenizer_config.json's defaults, so text that starts with a space
+//   tokenizes as transformers 5 does (llama.cpp adds one more "▁" there). A GGUF carries no normalizer (Qwen2's NFC, SentencePiece's
 //   nmt_nfkc), so neither llama.cpp nor Ferry applies one.
 //   tokenizer.ggml.model "llama" -> tokenizer.model, a SentencePiece BPE model with the pieces,
 //     scores and types of the file (byte pieces <0x..> as byte fallback), add_dummy_prefix from

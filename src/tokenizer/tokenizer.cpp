@@ -221,6 +221,10 @@ std::vector<TokenSpan> Tokenizer::encode_with_control_pieces_and_offsets(std::st
     const size_t skip = begin < end && text[begin] == ' ' ? 1 : 0;
     const bool prefix = skip || prefix_every_stretch_ || (begin == 0 && prefix_first_stretch_);
     const std::string_view stretch = text.substr(begin + skip, end - begin - skip);
+    if (skip && stretch.empty()) {  // a lone space is the "▁" piece itself (transformers' Metaspace)
+      const int space = processor_->PieceToId("\u2581");
+      if (space != processor_->unk_id()) out.push_back({space, begin, begin + 1});
+    }
     for (TokenSpan span : prefix ? encode_with_offsets(stretch)
                                  : encode_sentencepiece_with_offsets(*processor_no_prefix_, stretch)) {
       span.begin += begin + skip;

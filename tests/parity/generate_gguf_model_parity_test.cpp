@@ -56,10 +56,10 @@ TEST_P(GgufModelParity, LogitsAndGreedyTokensMatchTransformers) {
 
 // Where transformers' GGUF tokenizer departs from the tokenizer the vocabulary came from (run
 // without its normalizer, which a GGUF does not carry), Ferry follows the source, as llama.cpp
-// does: text that starts with a space under SentencePiece (the dummy prefix is always added;
-// transformers' Metaspace skips it), SmolLM2's single-digit split ("smollm"; transformers applies
-// GPT-2's regex), a user-defined token outside the byte alphabet (transformers drops it) and
-// transformers' own "<|endoftext|>", which the vocabulary lacks.
+// does: SmolLM2's single-digit split ("smollm"; transformers applies GPT-2's regex), a user-defined
+// token outside the byte alphabet (transformers drops it) and transformers' own "<|endoftext|>",
+// which the vocabulary lacks. (Under SentencePiece, text that starts with a space tokenizes as
+// transformers 5 does, as for any SentencePiece folder; llama.cpp adds one more "▁" there.)
 TEST_P(GgufModelParity, TokenizerMatchesTransformersOrTheSourceTokenizer) {
   const Tokenizer tokenizer(prepared(GetParam()).string());
   std::ifstream in(fixture(GetParam()) / "tokens.json");
