@@ -5,7 +5,7 @@
 # held-out exact match before and after. The trained adapter is then exported for llama.cpp:
 #   llama-cli -m <the .gguf file> --lora runs/real/sft-seed<N>/adapter.gguf
 # Arguments: the training seeds (default: 1). Each seed trains into runs/real/sft-seed<N>.
-# Environment: FERRY_REAL_STEPS (default 250) overrides train.max_steps.
+# Environment: FERRY_REAL_STEPS (default 150) overrides train.max_steps.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -15,7 +15,7 @@ gguf=$("$root/scripts/fetch-smollm2.sh")
 "$python" scripts/make_real_demo_data.py runs/real/data
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1)
-steps=${FERRY_REAL_STEPS:-250}
+steps=${FERRY_REAL_STEPS:-150}
 
 accuracy() { grep -o 'exact match: [0-9]*/[0-9]* = [0-9.]*%' "$1" | tail -1; }
 
