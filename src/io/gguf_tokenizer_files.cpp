@@ -25,7 +25,11 @@ constexpr const char* kLlama3Split =
 constexpr const char* kQwen2Split =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+// llama.cpp's token types are SentencePiece's piece types (sentencepiece_model.h).
+constexpr int64_t kNormal = static_cast<int64_t>(PieceType::normal);
+constexpr int64_t kControl = static_cast<int64_t>(PieceType::control);
+constexpr int64_t kUserDefined = static_cast<int64_t>(PieceType::user_defined);
+constexpr int64_t kByte = static_cast<int64_t>(PieceType::byte);
 
 json byte_level(bool use_regex) {
   return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};

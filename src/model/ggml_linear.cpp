@@ -2,6 +2,7 @@
 #include "src/model/ggml_linear.h"
 
 #include "src/core/error.h"
+#include "src/model/linear_weight_slot.h"
 #include "src/io/ggml_types.h"
 
 namespace ferry {
@@ -40,14 +41,6 @@ class GgmlLinearFunction : public torch::autograd::Function<GgmlLinearFunction> 
     const torch::Tensor& grad = grads[0];  // (..., out)
     const torch::Tensor grad_x = torch::matmul(grad, dequantize_observed(q, grad.scalar_type()));  // (..., in)
     return {grad_x, torch::Tensor()};
-  }
-};
-
-// Module keeps its parameter dictionary protected; a pointer to the member, formed in a derived
-// class, reaches it on any Module (to drop a Linear's float weight).
-struct ModuleParameters : torch::nn::Module {
-  static torch::OrderedDict<std::string, torch::Tensor>& of(torch::nn::Module& module) {
-    return module.*(&ModuleParameters::parameters_);
   }
 };
 
@@ -102,8 +95,7 @@ void set_linear_ggml(torch::nn::LinearImpl& linear, const io::GgmlTensor& quanti
                                     linear.weight.sizes()));
   }
   const c10::Device device = linear.weight.device();
-  ModuleParameters::of(linear).erase("weight");
-  linear.weight = torch::Tensor();
+  drop_linear_weight(linear);
   linear.register_module("ggml", GgmlWeight(io::ggml_to_device(quantized, device), dtype));
 }
 

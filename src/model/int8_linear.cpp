@@ -2,6 +2,7 @@
 #include "src/model/int8_linear.h"
 
 #include "src/core/error.h"
+#include "src/model/linear_weight_slot.h"
 
 namespace ferry {
 namespace {
@@ -24,14 +25,6 @@ class Int8LinearFunction : public torch::autograd::Function<Int8LinearFunction> 
     q.scb = ctx->saved_data["scb"].toTensor();
     const torch::Tensor& grad = grads[0];  // (..., out)
     return {torch::matmul(grad, kernels::int8_dequantize_tensor(q, grad.scalar_type())), torch::Tensor()};
-  }
-};
-
-// Module keeps its parameter dictionary protected; a pointer to the member, formed in a derived
-// class, reaches it on any Module (to drop a Linear's float weight).
-struct ModuleParameters : torch::nn::Module {
-  static torch::OrderedDict<std::string, torch::Tensor>& of(torch::nn::Module& module) {
-    return module.*(&ModuleParameters::parameters_);
   }
 };
 
@@ -90,8 +83,7 @@ void set_linear_int8(torch::nn::LinearImpl& linear, const kernels::Int8Tensor& q
                                     linear.weight.sizes()));
   }
   const c10::Device device = linear.weight.device();
-  ModuleParameters::of(linear).erase("weight");
-  linear.weight = torch::Tensor();
+  drop_linear_weight(linear);
   linear.register_module("int8", Int8Weight(kernels::int8_to_device(quantized, device)));
 }
 

@@ -2,6 +2,7 @@
 #include "src/model/nf4_linear.h"
 
 #include "src/core/error.h"
+#include "src/model/linear_weight_slot.h"
 
 namespace ferry {
 namespace {
@@ -50,14 +51,6 @@ class Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
     const torch::Tensor& grad = grads[0];  // (..., out)
     const torch::Tensor grad_x = torch::matmul(grad, dequantize_observed(q, grad.scalar_type()));  // (..., in)
     return {grad_x, torch::Tensor()};
-  }
-};
-
-// Module keeps its parameter dictionary protected; a pointer to the member, formed in a derived
-// class, reaches it on any Module (to drop a Linear's float weight).
-struct ModuleParameters : torch::nn::Module {
-  static torch::OrderedDict<std::string, torch::Tensor>& of(torch::nn::Module& module) {
-    return module.*(&ModuleParameters::parameters_);
   }
 };
 
@@ -137,8 +130,7 @@ void set_linear_nf4(torch::nn::LinearImpl& linear, const kernels::Nf4Tensor& qua
                                     " does not fit the projection ", linear.weight.sizes()));
   }
   const c10::Device device = linear.weight.device();
-  ModuleParameters::of(linear).erase("weight");
-  linear.weight = torch::Tensor();
+  drop_linear_weight(linear);
   linear.register_module("nf4", Nf4Weight(kernels::nf4_to_device(quantized, device)));
 }
 
