@@ -11,6 +11,7 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/io/gguf_pre_tokenizers.h"
 #include "src/io/sentencepiece_model.h"
 
 namespace ferry::io {
@@ -18,12 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// The pre-tokenizer regexes of Llama 3 and Qwen2 (tokenizer.json `Split.pattern.Regex`).
-constexpr const char* kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
 
@@ -289,8 +284,8 @@ std::string recognise_pre(const std::vector<json>& steps) {
     return type_of(step) == "ByteLevel" && flag(step, "use_regex", true) == use_regex &&
            (!use_regex || !flag(step, "add_prefix_space", true));
   };
-  if (steps.size() == 2 && is_split(steps[0], kLlama3Regex) && is_byte_level(steps[1], false)) return "llama-bpe";
-  if (steps.size() == 2 && is_split(steps[0], kQwen2Regex) && is_byte_level(steps[1], false)) return "qwen2";
+  if (steps.size() == 2 && is_split(steps[0], kLlama3SplitRegex) && is_byte_level(steps[1], false)) return "llama-bpe";
+  if (steps.size() == 2 && is_split(steps[0], kQwen2SplitRegex) && is_byte_level(steps[1], false)) return "qwen2";
   if (steps.size() == 2 && type_of(steps[0]) == "Digits" && flag(steps[0], "individual_digits", false) &&
       is_byte_level(steps[1], true)) {
     return "smollm";

@@ -7,6 +7,7 @@
 
 #include "src/core/error.h"
 #include "src/core/file_util.h"
+#include "src/io/gguf_pre_tokenizers.h"
 #include "src/io/sentencepiece_model.h"
 #include "src/tokenizer/byte_level.h"
 
@@ -19,11 +20,6 @@ const char* const kGgufPreTokenizers =
     "default";
 
 namespace {
-
-constexpr const char* kLlama3Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // llama.cpp's token types are SentencePiece's piece types (sentencepiece_model.h).
 constexpr int64_t kNormal = static_cast<int64_t>(PieceType::normal);
@@ -44,10 +40,10 @@ json split_then_bytes(const char* regex) {
 
 json pre_tokenizer_for(const GgufFile& file, const std::string& pre) {
   static const std::map<std::string, const char*> splits = {
-      {"llama-bpe", kLlama3Split}, {"llama3", kLlama3Split},  {"llama-v3", kLlama3Split},
-      {"falcon3", kLlama3Split},   {"pixtral", kLlama3Split}, {"smaug-bpe", kLlama3Split},
-      {"dbrx", kLlama3Split},      {"qwen2", kQwen2Split},    {"deepseek-r1-qwen", kQwen2Split},
-      {"megrez", kQwen2Split}};
+      {"llama-bpe", kLlama3SplitRegex}, {"llama3", kLlama3SplitRegex},  {"llama-v3", kLlama3SplitRegex},
+      {"falcon3", kLlama3SplitRegex},   {"pixtral", kLlama3SplitRegex}, {"smaug-bpe", kLlama3SplitRegex},
+      {"dbrx", kLlama3SplitRegex},      {"qwen2", kQwen2SplitRegex},    {"deepseek-r1-qwen", kQwen2SplitRegex},
+      {"megrez", kQwen2SplitRegex}};
   if (const auto it = splits.find(pre); it != splits.end()) return split_then_bytes(it->second);
   if (pre == "smollm") {
     return {{"type", "Sequence"},
