@@ -2,11 +2,13 @@
 // (tests/support/tiny_gguf_model.h: projections in Q4_1 and Q4_K) trains LoRA on the file's own
 // blocks, its checkpoint holds them as ggml_checkpoint.h names them (`M.weight` uint8 blocks +
 // `M.weight.ggml_type`), resuming from it continues, `ferry export` writes a full-precision folder
-// Ferry loads again, and gguf on a model that is not a GGUF file is refused with exit 2.
+// Ferry loads again, train-dpo and train-grpo train LoRA on the same blocks, and gguf on a model
+// that is not a GGUF file is refused with exit 2.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "src/io/ggml_types.h"
@@ -74,6 +76,41 @@ TEST(QloraGgufCli, TrainsResumesAndExports) {
                                                         (dir / "merged.gguf").string());
   ASSERT_EQ(gguf.exit_code, 0) << gguf.output;
   EXPECT_TRUE(fs::exists(dir / "merged.gguf"));
+  fs::remove_all(dir);
+}
+
+// DPO (reference: the base with the adapters off) and GRPO (sampling from the blocks, then
+// learning on them) load the policy as SFT does: the checkpoint keeps the file's blocks.
+TEST(QloraGgufCli, PreferenceAndRlStagesTrainOnTheBlocks) {
+  const fs::path dir = ferry_test::process_temp_dir("ferry_qlora_gguf_rl");
+  fs::remove_all(dir);
+  const fs::path model = gguf_test::write_tiny_gguf(dir / "tiny.gguf", {io::GgmlType::q4_0, io::GgmlType::q6_k});
+  const std::string common = " --set model.path=" + model.string() +
+                             " --set lora.rank=4 --set lora.alpha=8 --set lora.quantize_base=gguf"
+                             " --set train.max_steps=2 --set train.save_every=2 --set train.eval_every=0"
+                             " --set train.micro_batch_size=4 --set data.eval_file=" +
+                             std::string(ferry_test::kQuietCpu);
+  const std::string w = "model.layers.1.mlp.down_proj.weight";
+  struct Stage {
+    std::string name, checkpoint, args;  // checkpoint: the policy's folder in step-2
+  };
+  for (const Stage& stage :
+       {Stage{"dpo", "step-2", "train-dpo --config configs/demo-dpo.yaml --set data.max_samples=8"},
+        Stage{"grpo", "step-2/policy", "train-grpo --config configs/demo-grpo.yaml --set data.max_samples=4 --set grpo.num_generations=2"
+                      " --set grpo.generation_batch_size=8 --set generation.max_new_tokens=4"}}) {
+    SCOPED_TRACE(stage.name);
+    const auto run = run_ferry_cached(dir / "cache", stage.args + common + " --set output.dir=" + (dir / stage.name).string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_CONTAINS(run.output, "is a GGUF model: 14 projections kept in the file's blocks (7 Q4_0, 7 Q6_K)");
+    const io::TensorMap step = io::load_hf_weights(dir / stage.name / stage.checkpoint);
+    ASSERT_EQ(step.count(w + ".ggml_type"), 1u);
+    EXPECT_EQ(step.at(w + ".ggml_type").item<int32_t>(), static_cast<int32_t>(io::GgmlType::q6_k));
+    EXPECT_EQ(step.at(w).scalar_type(), torch::kByte);
+    const auto adapters = std::count_if(step.begin(), step.end(), [](const auto& kv) {
+      return kv.first.find("lora_A") != std::string::npos;
+    });
+    EXPECT_EQ(adapters, 8) << "one lora_A per adapted projection (lora.target_modules: q, k, v, o)";
+  }
   fs::remove_all(dir);
 }
 
