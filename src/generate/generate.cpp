@@ -4,6 +4,10 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "src/core/error.h"
 #include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
@@ -12,20 +16,43 @@
 namespace ferry {
 namespace {
 
-// Appends this step's tokens (B) to `generated` for the rows still generating (`active`, B 1/0)
-// and returns (B) bool: true for rows whose decoded continuation now contains a stop string.
-// Checked every step, so the hit is at the token that completes the string.
-torch::Tensor stop_string_hits(const torch::Tensor& next, const torch::Tensor& active,
+// Appends this step's tokens (b, for the batch rows `rows`) to those rows' `generated` text and
+// returns (b) bool: true for rows whose decoded continuation now contains a stop string. Checked
+// every step, so the hit is at the token that completes the string.
+torch::Tensor stop_string_hits(const torch::Tensor& next, const torch::Tensor& rows,
                                std::vector<std::vector<int64_t>>& generated, const Tokenizer& tokenizer,
                                const StopStrings& stop_strings) {
-  const torch::Tensor ids = next.cpu().contiguous(), on = active.cpu().contiguous();
-  std::vector<uint8_t> hits(generated.size(), 0);
-  for (size_t row = 0; row < generated.size(); ++row) {
-    if (on.data_ptr<int64_t>()[row] == 0) continue;
-    generated[row].push_back(ids.data_ptr<int64_t>()[row]);
-    hits[row] = stop_strings.find_in(tokenizer.decode(generated[row])) != std::string::npos;
+  const torch::Tensor ids = next.cpu().contiguous(), on = rows.cpu().contiguous();
+  std::vector<int64_t> hits(static_cast<size_t>(ids.numel()), 0);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    std::vector<int64_t>& text = generated[static_cast<size_t>(on.data_ptr<int64_t>()[i])];
+    text.push_back(ids.data_ptr<int64_t>()[i]);
+    hits[static_cast<size_t>(i)] = stop_strings.find_in(tokenizer.decode(text)) != std::string::npos;
   }
-  return torch::tensor(std::vector<int64_t>(hits.begin(), hits.end()), torch::kLong).to(next.device()).to(torch::kBool);
+  return torch::tensor(hits, torch::kLong).to(next.device()).to(torch::kBool);
+}
+
+struct SharedPrompts {
+  torch::Tensor unique_rows;  // (U) int64: the first row of each distinct prompt, in batch order
+  torch::Tensor prefill_row;  // (B) int64: for each row, its prompt's index in unique_rows
+};
+
+// Rows whose prompt ids and mask are equal share one prefill.
+SharedPrompts shared_prompts(const torch::Tensor& ids, const torch::Tensor& mask) {
+  const torch::Tensor host_ids = ids.cpu().contiguous(), host_mask = mask.cpu().contiguous();
+  const int64_t rows = ids.size(0), length = ids.size(1);
+  const int64_t* id = host_ids.data_ptr<int64_t>();
+  const int64_t* on = host_mask.data_ptr<int64_t>();
+  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, int64_t> seen;
+  std::vector<int64_t> unique, prefill_row;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto key = std::make_pair(std::vector<int64_t>(id + r * length, id + (r + 1) * length),
+                              std::vector<int64_t>(on + r * length, on + (r + 1) * length));
+    const auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(unique.size()));
+    if (fresh) unique.push_back(r);
+    prefill_row.push_back(it->second);
+  }
+  return {torch::tensor(unique, torch::kLong), torch::tensor(prefill_row, torch::kLong)};
 }
 
 }  // namespace
@@ -76,28 +103,67 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
                                    "); lower max_new_tokens (generation.max_new_tokens, --max-new-tokens) or shorten "
                                    "the prompt (data.max_length)"));
   }
-  KvCache cache(model.config(), batch, prompt_length + options.max_new_tokens, weight.scalar_type(), device);
-  torch::Tensor hidden = model.model(prompt_ids, mask, torch::Tensor(), &cache).select(1, -1);  // (B, C)
-  torch::Tensor running = torch::ones({batch}, torch::TensorOptions().dtype(torch::kBool).device(device));
+  // Rows with the same prompt (GRPO's and PPO's copies of one prompt) are prefilled once and
+  // share its keys and values: the cache is then copied out to every row.
+  const SharedPrompts shared = shared_prompts(prompt_ids, mask);
+  const int64_t capacity = prompt_length + options.max_new_tokens;
+  torch::Tensor hidden;  // (B, C): the last position of every row
+  KvCache cache;
+  if (shared.unique_rows.numel() < batch) {
+    const torch::Tensor unique = shared.unique_rows.to(device);
+    KvCache prefill(model.config(), unique.numel(), capacity, weight.scalar_type(), device);
+    hidden = model.model(prompt_ids.index_select(0, unique), mask.index_select(0, unique), torch::Tensor(), &prefill)
+                 .select(1, -1);
+    const torch::Tensor copies = shared.prefill_row.to(device);
+    cache = prefill.select_rows(copies);
+    hidden = hidden.index_select(0, copies);
+  } else {
+    cache = KvCache(model.config(), batch, capacity, weight.scalar_type(), device);
+    hidden = model.model(prompt_ids, mask, torch::Tensor(), &cache).select(1, -1);
+  }
+  // Rows still generating, as indices into the batch; a row that stops leaves the batch (with its
+  // cache rows), so the rest cost what they would alone. A row draws from its own generator
+  // (row_generators), so what it samples does not depend on which rows are left beside it.
+  torch::Tensor alive = torch::arange(batch, torch::TensorOptions().dtype(torch::kLong).device(device));
+  std::vector<at::Generator> alive_generators;
+  if (options.row_generators != nullptr) alive_generators = *options.row_generators;
   std::vector<torch::Tensor> new_tokens, new_mask, logprobs;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (B, V)
-    torch::Tensor next = options.row_generators != nullptr
-                             ? choose_next_tokens(logits, options.sampling, *options.row_generators)
-                             : choose_next_tokens(logits, options.sampling, generator);  // (B)
-    const torch::Tensor policy_logprobs = (logits / temperature).log_softmax(-1);  // (B, V)
-    torch::Tensor chosen = policy_logprobs.gather(1, next.unsqueeze(1)).squeeze(1);
-    next = torch::where(running, next, torch::full_like(next, pad));
-    chosen = torch::where(running, chosen, torch::zeros_like(chosen));
-    const torch::Tensor column = running.to(torch::kLong);  // the stopping token itself still counts
-    new_tokens.push_back(next);
-    new_mask.push_back(column);
-    logprobs.push_back(chosen);
-    running = running & ~torch::isin(next, stop);
-    if (!stop_strings.empty()) running = running & ~stop_string_hits(next, column, generated, *options.tokenizer, stop_strings);
-    if (step + 1 == options.max_new_tokens || !running.any().item<bool>()) break;
-    mask = torch::cat({mask, column.unsqueeze(1)}, 1);  // (B, L + 1)
-    hidden = model.model(next.unsqueeze(1), mask, torch::Tensor(), &cache).squeeze(1);  // (B, C)
+    const torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (b, V), b = rows alive
+    const torch::Tensor next = options.row_generators != nullptr
+                                   ? choose_next_tokens(logits, options.sampling, alive_generators)
+                                   : choose_next_tokens(logits, options.sampling, generator);  // (b)
+    const torch::Tensor policy_logprobs = (logits / temperature).log_softmax(-1);  // (b, V)
+    const torch::Tensor chosen = policy_logprobs.gather(1, next.unsqueeze(1)).squeeze(1);
+    // Rows that stopped earlier get pad (masked out, log-prob 0); the stopping token itself counts.
+    new_tokens.push_back(torch::full({batch}, pad, next.options()).index_copy_(0, alive, next));
+    new_mask.push_back(torch::zeros({batch}, next.options()).index_fill_(0, alive, 1));
+    logprobs.push_back(torch::zeros({batch}, chosen.options()).index_copy_(0, alive, chosen));
+    torch::Tensor stopped = torch::isin(next, stop);
+    if (!stop_strings.empty()) {
+      stopped = stopped | stop_string_hits(next, alive, generated, *options.tokenizer, stop_strings);
+    }
+    if (step + 1 == options.max_new_tokens) break;
+    const torch::Tensor going = ~stopped;
+    torch::Tensor next_input = next;
+    if (!going.all().item<bool>()) {
+      const torch::Tensor keep = going.nonzero().flatten();  // (b')
+      if (keep.numel() == 0) break;
+      alive = alive.index_select(0, keep);
+      next_input = next.index_select(0, keep);
+      mask = mask.index_select(0, keep);
+      cache = cache.select_rows(keep);
+      if (!alive_generators.empty()) {
+        std::vector<at::Generator> kept;
+        const torch::Tensor on_host = keep.cpu();
+        for (int64_t i = 0; i < on_host.numel(); ++i) {
+          kept.push_back(alive_generators[static_cast<size_t>(on_host.data_ptr<int64_t>()[i])]);
+        }
+        alive_generators = std::move(kept);
+      }
+    }
+    mask = torch::cat({mask, torch::ones({mask.size(0), 1}, mask.options())}, 1);  // (b, L + 1)
+    hidden = model.model(next_input.unsqueeze(1), mask, torch::Tensor(), &cache).squeeze(1);  // (b, C)
   }
   GenerateResult result;
   result.prompt_length = prompt_length;

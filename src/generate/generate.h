@@ -1,7 +1,8 @@
-// Batched generation with a KV cache: one prefill forward over the left-padded prompts, then one
-// token per step for every row, until each row has stopped (EOS, a stop id, or a stop string that
-// its decoded continuation now contains: stop_strings.h) or the budget of new tokens is spent.
-// Rows that have stopped keep receiving pad tokens (masked out, log-prob 0).
+// Batched generation with a KV cache: one prefill forward over the left-padded prompts (rows with
+// the same prompt share one), then one token per step for every row still generating, until each
+// row has stopped (EOS, a stop id, or a stop string that its decoded continuation now contains:
+// stop_strings.h) or the budget of new tokens is spent. A row that stops leaves the batch with its
+// cache rows, so finished rows cost nothing; in the result it reads pad (masked out, log-prob 0).
 #pragma once
 
 #include <ATen/core/Generator.h>

@@ -33,6 +33,27 @@ std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t layer, const at::Tenso
   return {keys_[layer].narrow(2, 0, length_ + tokens), values_[layer].narrow(2, 0, length_ + tokens)};
 }
 
+KvCache KvCache::select_rows(const at::Tensor& rows) const {
+  FERRY_CHECK(rows.dim() == 1 && rows.numel() > 0, "KV cache: select_rows needs a non-empty (N) index");
+  KvCache out;
+  out.batch_size_ = rows.numel();
+  out.capacity_ = capacity_;
+  out.length_ = length_;
+  auto select = [&](const std::vector<at::Tensor>& from, std::vector<at::Tensor>& to) {
+    for (const at::Tensor& buffer : from) {
+      const at::Tensor index = rows.to(buffer.device(), at::kLong);
+      std::vector<int64_t> shape = buffer.sizes().vec();
+      shape[0] = out.batch_size_;
+      at::Tensor selected = at::empty(shape, buffer.options());
+      if (length_ > 0) selected.narrow(2, 0, length_).copy_(buffer.narrow(2, 0, length_).index_select(0, index));
+      to.push_back(std::move(selected));
+    }
+  };
+  select(keys_, out.keys_);
+  select(values_, out.values_);
+  return out;
+}
+
 void KvCache::advance(int64_t tokens) {
   FERRY_CHECK(length_ + tokens <= capacity_, "KV cache advanced past its capacity");
   length_ += tokens;

@@ -3,7 +3,9 @@
 // are left-padded to a common length; padding is masked, not skipped).
 //
 // Protocol: during one model forward every layer calls append() with that step's keys/values;
-// the model then calls advance() with the step's token count.
+// the model then calls advance() with the step's token count. select_rows() makes a cache of some
+// of the rows (in any order, repeats allowed): generation shares a prompt's cache among its copies
+// and drops the rows that have finished.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +22,7 @@ namespace ferry {
 
 class KvCache {
  public:
+  KvCache() = default;
   KvCache(const LlamaConfig& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype, c10::Device device);
 
   int64_t length() const { return length_; }    // tokens stored so far
@@ -36,6 +39,10 @@ class KvCache {
 
   // Forgets the contents (buffers are kept for reuse).
   void reset() { length_ = 0; }
+
+  // A cache of the same capacity and length holding rows `rows` ((N) int64, on any device) of this
+  // one: row i of the result is row rows[i] here. Copies only the positions stored so far.
+  KvCache select_rows(const at::Tensor& rows) const;
 
  private:
   std::vector<at::Tensor> keys_;    // per layer (B, n_kv, T_max, D)

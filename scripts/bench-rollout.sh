@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Rollout-shaped generation, Ferry vs transformers, on the same weights, prompts, stop ids and
+# thread count: a random model of SmolLM2-135M's shape (30 layers, hidden 576, vocabulary 49 152,
+# tied embeddings), batches of 16 and 64 rows made as GRPO makes them (each prompt 4 times,
+# prompts of 16-63 tokens, left-padded), greedy, at most 32 new tokens, and stop ids chosen so
+# that most rows end early (3/4 of the prompts stop within 3-12 tokens). Prints generated tokens
+# per second (up to and including each row's stop) and the ratio; both must produce the same
+# tokens. Ferry prefills each prompt once for its 4 copies and drops rows from the batch as they
+# stop (src/generate/generate.h); transformers' generate does neither.
+#
+#   scripts/bench-rollout.sh [BUILD_DIR] [THREADS]
+# BUILD_DIR (default build) must contain tests/bench/generate_bench (cmake --build BUILD_DIR
+# --target generate_bench). THREADS (default 2) is used by both sides; keep it at or below the
+# number of idle cores. FERRY_BENCH_BATCHES (default "16 64") picks the batch sizes.
+# FERRY_BENCH_BASELINE=PATH also times another build's generate_bench (e.g. an older commit's) on
+# the same inputs and prints this build's speed-up over it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$here/build}"
+threads="${2:-2}"
+python="${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}"
+bench="$build/tests/bench/generate_bench"
+[[ -x "$bench" ]] || { echo "error: $bench not found; build it: cmake --build $build --target generate_bench" >&2; exit 2; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; threads $threads"
+
+for batch in ${FERRY_BENCH_BATCHES:-16 64}; do
+  "$python" - "$work" "$threads" "$batch" <<'PY' | tee "$work/hf.txt"
+import os, sys, time, statistics
+import torch
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+work, threads, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(threads)
+copies, new_tokens = 4, 32
+if not os.path.exists(f"{work}/model/config.json"):
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+                         rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    LlamaForCausalLM(config).save_pretrained(f"{work}/model")
+model = LlamaForCausalLM.from_pretrained(f"{work}/model").eval()
+g = torch.Generator().manual_seed(batch)
+prompts = []
+for _ in range(batch // copies):
+    prompt = torch.randint(3, 49152, (int(torch.randint(16, 64, (1,), generator=g)),), generator=g)
+    prompts += [prompt] * copies
+width = max(len(p) for p in prompts)
+ids = torch.zeros(batch, width, dtype=torch.long)
+mask = torch.zeros_like(ids)
+for row, prompt in enumerate(prompts):
+    ids[row, width - len(prompt):] = prompt
+    mask[row, width - len(prompt):] = 1
+
+def generate(eos):
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
+                              pad_token_id=0, eos_token_id=eos)
+
+# Stop ids: for 3 prompts in 4, the token its greedy continuation reaches at step 3-12.
+free = generate(None)[:, width:]
+stops = set()
+for p in range(batch // copies):
+    if int(torch.randint(0, 4, (1,), generator=g)) < 3:
+        stops.add(int(free[p * copies, int(torch.randint(3, 13, (1,), generator=g))]))
+stops = sorted(stops - {0})
+generate(stops)  # warm-up
+times = []
+for _ in range(3):
+    start = time.perf_counter()
+    out = generate(stops)
+    times.append(time.perf_counter() - start)
+median = statistics.median(times)
+new = out[:, width:]
+is_stop = torch.isin(new, torch.tensor(stops))
+ended = is_stop.int().cumsum(1) - is_stop.int()  # >0 after a row's first stop
+counted = int(((ended == 0) & (torch.arange(new.shape[1]) < new_tokens)).sum())
+save_file({"input_ids": ids, "attention_mask": mask}, f"{work}/prompts.safetensors")
+save_file({"tokens": out.contiguous()}, f"{work}/hf_tokens.safetensors")
+with open(f"{work}/stops.txt", "w") as f:
+    f.write(",".join(map(str, stops)))
+print(f"transformers {__import__('transformers').__version__}: batch {batch} ({batch // copies} prompts x {copies}), "
+      f"prompt width {width}, at most {new_tokens} new tokens, {counted} generated: median {median:.3f} s, "
+      f"{counted / median:.1f} tokens/s")
+print(f"hf_tokens_per_s={counted / median}")
+PY
+  "$bench" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
+           --eos "$(cat "$work/stops.txt")" --tokens-out "$work/ferry_tokens.safetensors" | tee "$work/ferry.txt"
+  # As rollouts sample: temperature 1, one generator per row (other tokens, so only its own figure).
+  "$bench" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
+           --eos "$(cat "$work/stops.txt")" --sample 1 | sed 's/^ferry/ferry sampled/' | head -1
+  if [[ -n "${FERRY_BENCH_BASELINE:-}" ]]; then
+    "$FERRY_BENCH_BASELINE" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" \
+      --new-tokens 32 --eos "$(cat "$work/stops.txt")" | sed 's/^ferry/baseline/' | tee "$work/baseline.txt"
+  fi
+  "$python" - "$work" <<'PY'
+import sys
+from safetensors.torch import load_file
+work = sys.argv[1]
+hf = load_file(f"{work}/hf_tokens.safetensors")["tokens"]
+ferry = load_file(f"{work}/ferry_tokens.safetensors")["tokens"]
+width = min(hf.shape[1], ferry.shape[1])
+same = hf.shape == ferry.shape and bool((hf == ferry).all())
+print(f"same tokens as transformers: {same}")
+def figure(file, key):
+    for line in open(file):
+        if line.startswith(key + "="):
+            return float(line.split("=", 1)[1])
+hf_rate, ferry_rate = figure(f"{work}/hf.txt", "hf_tokens_per_s"), figure(f"{work}/ferry.txt", "ferry_tokens_per_s")
+print(f"tokens/s: ferry {ferry_rate:.1f}, transformers {hf_rate:.1f}, ratio ferry/transformers {ferry_rate / hf_rate:.2f}")
+try:
+    base = figure(f"{work}/baseline.txt", "baseline_tokens_per_s")
+    print(f"baseline build {base:.1f} tokens/s: this build {ferry_rate / base:.2f}x")
+except FileNotFoundError:
+    pass
+PY
+done
