@@ -4,7 +4,8 @@
 # (configs/real-sft-lora.yaml, data from scripts/make_real_demo_data.py), and `ferry eval` prints
 # held-out exact match before and after. The training mix rehearses the released model's own
 # answers to everyday questions, so that it still answers those as before (compared on held-out
-# everyday questions by scripts/compare_general_answers.py). The adapter is then exported for llama.cpp:
+# everyday questions by scripts/compare_general_answers.py). The adapter is then exported for llama.cpp
+# (and, when llama-cpp-python is installed, run by it on the released file: scripts/demo_real_llama_cpp.py):
 #   llama-cli -m <the .gguf file> --lora runs/real/sft-seed<N>/adapter.gguf
 # Arguments: the training seeds (default: 1). Each seed trains into runs/real/sft-seed<N>.
 # Environment: FERRY_REAL_STEPS (default 150) overrides train.max_steps.
@@ -56,3 +57,10 @@ echo "== everyday questions, seed ${seeds[0]}:"
 "$python" scripts/compare_general_answers.py runs/real/general_before.jsonl "runs/real/sft-seed${seeds[0]}/general.jsonl" 4
 echo "a few additions after (seed ${seeds[0]}):"
 head -3 "runs/real/sft-seed${seeds[0]}/eval.jsonl"
+if "$python" -c 'import llama_cpp' 2>/dev/null; then
+  echo "== llama.cpp: the released file with seed ${seeds[0]}'s adapter (llama-cpp-python)"
+  "$python" scripts/demo_real_llama_cpp.py "$gguf" "runs/real/sft-seed${seeds[0]}/adapter.gguf" \
+    "runs/real/sft-seed${seeds[0]}/eval.jsonl" 200
+else
+  echo "(llama-cpp-python is not installed in $python's venv: llama.cpp's run of the adapter is skipped)"
+fi

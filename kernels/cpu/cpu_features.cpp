@@ -4,15 +4,27 @@
 #include <cstdlib>
 #include <string_view>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace ferry::kernels {
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// F16C (CPUID leaf 1, ECX bit 29) read directly: clang before 15 has no "f16c" for
+// __builtin_cpu_supports.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
 
 CpuFeatures detect_hardware() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = f.avx512f && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   f.avx512bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");

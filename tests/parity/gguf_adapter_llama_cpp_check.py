@@ -66,7 +66,9 @@ def main() -> int:
     errors = []
     if not diff <= args.tolerance * max(1.0, scale):
         errors.append(f"base + adapter and merged logits differ by {diff:.3g}")
-    if not control > 100 * max(diff, args.tolerance * max(1.0, scale)):
+    # The adapter's own effect must dwarf both the error seen and the tolerance allowed, so that
+    # an adapter llama.cpp ignored could not pass.
+    if not (control > 100 * diff and control > 10 * args.tolerance * max(1.0, scale)):
         errors.append(f"the adapter changes the logits too little to be checked ({control:.3g})")
     if adapted_ids != want_ids:
         errors.append(f"greedy tokens differ: base + adapter {adapted_ids}, merged {want_ids}")
