@@ -13,6 +13,7 @@
 #include "src/generate/sampling.h"
 #include "src/model/llama_heads.h"
 #include "src/model/model_state.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
@@ -20,18 +21,6 @@ namespace {
 constexpr int64_t kVocab = 97;
 constexpr double kTemperature = 0.8;
 
-LlamaConfig tiny_config() {
-  LlamaConfig c;
-  c.vocab_size = kVocab;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  return c;
-}
 
 // Ids 0-11 end a row: about one token in eight, so rows stop at many different steps.
 std::vector<int64_t> stop_ids() {
@@ -70,7 +59,7 @@ std::vector<at::Generator> generators(int64_t rows, uint64_t seed) {
 }
 
 TEST(GenerateBatchInvariance, EveryRowEqualsTheNaiveLoopOnItsOwn) {
-  const LlamaConfig config = tiny_config();
+  const LlamaConfig config = test_support::tiny_llama_config(kVocab);
   LlamaForCausalLM model(config);
   init_llama_weights(*model, config, 0.3, 5);
   model->eval();
@@ -122,7 +111,7 @@ TEST(GenerateBatchInvariance, EveryRowEqualsTheNaiveLoopOnItsOwn) {
 
 // Greedy rows too: a batch of copies and singles gives each row the tokens of the row alone.
 TEST(GenerateBatchInvariance, GreedyRowsEqualTheRowAlone) {
-  const LlamaConfig config = tiny_config();
+  const LlamaConfig config = test_support::tiny_llama_config(kVocab);
   LlamaForCausalLM model(config);
   init_llama_weights(*model, config, 0.3, 8);
   model->eval();

@@ -15,23 +15,12 @@
 #include "src/model/llama_heads.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
 
-LlamaConfig tiny_config() {
-  LlamaConfig c;
-  c.vocab_size = 101;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
-  return c;
-}
+LlamaConfig tiny_config() { return test_support::tiny_llama_config(101, 96); }
 
 LoraConfig all_targets(int64_t rank = 4) {
   LoraConfig l;

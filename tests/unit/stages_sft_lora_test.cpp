@@ -24,6 +24,7 @@
 #include "src/train/checkpoint_folders.h"
 #include "src/train/trainer.h"
 #include "stages/sft.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
@@ -37,16 +38,7 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 LlamaConfig tiny_shape() {
-  LlamaConfig c;
-  c.vocab_size = 2000;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
+  LlamaConfig c = test_support::tiny_llama_config(2000);
   c.pad_token_id = 3;
   return c;
 }
