@@ -21,6 +21,17 @@ const char* const kGgufPreTokenizers =
 
 namespace {
 
+// `value` as JSON text; an InputError naming the metadata it came from when a string there is not
+// valid UTF-8 (JSON cannot hold it; a corrupt file, or bytes a writer should have escaped).
+std::string json_text(const GgufFile& file, const json& value, int indent, const char* keys) {
+  try {
+    return value.dump(indent) + "\n";
+  } catch (const json::type_error& e) {
+    throw InputError(file.describe() + ": metadata " + keys + " holds text that is not valid UTF-8 (" + e.what() +
+                     "); the file is corrupt");
+  }
+}
+
 // llama.cpp's token types are SentencePiece's piece types (sentencepiece_model.h).
 constexpr int64_t kNormal = static_cast<int64_t>(PieceType::normal);
 constexpr int64_t kControl = static_cast<int64_t>(PieceType::control);
@@ -119,7 +130,8 @@ void write_byte_level_bpe(const GgufFile& file, const std::vector<std::string>& 
         {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
         {"vocab", vocab}, {"merges", merges}}},
   };
-  write_file_atomic(folder / "tokenizer.json", tokenizer.dump(1) + "\n");
+  write_file_atomic(folder / "tokenizer.json",
+                    json_text(file, tokenizer, 1, "'tokenizer.ggml.tokens' or 'tokenizer.ggml.merges'"));
 }
 
 void write_sentencepiece(const GgufFile& file, const std::vector<std::string>& tokens,
@@ -184,7 +196,8 @@ void write_gguf_tokenizer_files(const GgufFile& file, const fs::path& folder) {
   config["add_bos_token"] = file.get_bool("tokenizer.ggml.add_bos_token", model == "llama");
   config["add_eos_token"] = file.get_bool("tokenizer.ggml.add_eos_token", false);
   if (file.has("tokenizer.chat_template")) config["chat_template"] = file.get_string("tokenizer.chat_template");
-  write_file_atomic(folder / "tokenizer_config.json", config.dump(2) + "\n");
+  write_file_atomic(folder / "tokenizer_config.json",
+                    json_text(file, config, 2, "'tokenizer.chat_template' or a special token's text"));
 }
 
 }  // namespace ferry::io
