@@ -200,7 +200,8 @@ void export_lora_final(const fs::path& final_dir, const Config& config) {
 TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
                            const std::string& stage, const std::string& unit,
                            const std::vector<std::string>& eval_values) {
-  const int64_t processes = dist::read_dist_env().world_size;
+  const dist::DistEnv dist_env = dist::read_dist_env();
+  const int64_t processes = dist_env.world_size;
   std::cout << stage << ": " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
             << config.train.grad_accumulation << (processes > 1 ? " x " + std::to_string(processes) + " processes" : "")
             << " " << unit << "\n"
@@ -210,7 +211,12 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
     throw Interrupted(result.stop_signal, detail::concat(stage, ": interrupted after step ", result.steps,
                                                          "; resume with --set train.resume=auto"));
   }
-  if (!result.final_dir.empty()) export_lora_final(result.final_dir, config);
+  // One process writes final/ (the trainer's primary; the others would race it to the rename),
+  // and none moves on (a pipeline's next stage reads final/) before it is written.
+  if (!result.final_dir.empty() && dist_env.rank == 0) export_lora_final(result.final_dir, config);
+  if (dist::Communicator* comm = dist::process_communicator(config.distributed); comm != nullptr && config.lora.rank > 0) {
+    comm->barrier();
+  }
   std::cout << stage << ": " << result.steps << " steps, last loss " << result.last_loss;
   if (result.eval_loss) {
     std::cout << ", eval loss " << *result.eval_loss;
