@@ -14,6 +14,9 @@
 # number of idle cores. FERRY_BENCH_BATCHES (default "16 64") picks the batch sizes.
 # FERRY_BENCH_BASELINE=PATH also times another build's generate_bench (e.g. an older commit's) on
 # the same inputs and prints this build's speed-up over it.
+# Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
+# rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
+# of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -118,3 +121,28 @@ except FileNotFoundError:
     pass
 PY
 done
+
+gguf=${FERRY_DEPS:-$HOME/.cache/ferry}/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+ferry="$build/ferry"
+if [[ -f $gguf && -x $ferry ]]; then
+  echo "== RL generation against ferry generate: SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised), 4 prompts x 4"
+  head -4 "$here/data/prompts_train.jsonl" > "$work/prompts4.jsonl"
+  "$python" -c 'import sys, json
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("\n".join(json.dumps({"messages": r["messages"]}) for r in rows for _ in range(4)))' "$work/prompts4.jsonl" \
+    > "$work/prompts16.jsonl"
+  OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --temperature 1 \
+    --max-new-tokens 24 --batch-size 16 --output "$work/generated.jsonl" 2>&1 | grep '^generated' | sed 's/^/ferry generate: /'
+  OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
+    --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
+    --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
+    --set train.max_steps=1 --set train.save_every=0 --set offload.cpu_threads="$threads" \
+    --set output.dir="$work/grpo" > "$work/grpo.log" 2>&1 || { tail -20 "$work/grpo.log" >&2; exit 1; }
+  "$python" - "$work/grpo/metrics.jsonl" <<'PY'
+import json, sys
+row = [json.loads(line) for line in open(sys.argv[1])][-1]
+print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
+PY
+else
+  echo "(no SmolLM2 GGUF in the cache or no $ferry: the RL generation comparison is skipped; scripts/fetch-smollm2.sh)"
+fi

@@ -31,6 +31,7 @@
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
+#include "src/metrics/metrics_clock.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
@@ -195,13 +196,18 @@ void run_generate(const GenerateArgs& args) {
     if (!*file) throw UserError("cannot write " + args.output_file);
   }
   const int64_t pad_for_batch = options.pad_token_id >= 0 ? options.pad_token_id : 0;
+  double generating = 0.0;  // seconds in generate(): prefill and decoding, not loading or writing
+  int64_t generated = 0;    // new tokens up to and including each row's stop
   for (size_t begin = 0; begin < source.size(); begin += static_cast<size_t>(args.batch_size)) {
     const size_t end = std::min(source.size(), begin + static_cast<size_t>(args.batch_size));
     const std::vector<PromptItem> items = source.batch(begin, end);
     std::vector<std::vector<int64_t>> prompts;
     for (const PromptItem& item : items) prompts.push_back(item.ids);
     const PromptBatch batch = left_pad(prompts, pad_for_batch);
+    const double started = monotonic_seconds();
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
+    generating += monotonic_seconds() - started;
+    generated += result.attention_mask.narrow(1, result.prompt_length, result.logprobs.size(1)).sum().item<int64_t>();
     for (size_t i = begin; i < end; ++i) {
       const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
       if (args.prompts_file.empty()) {
@@ -220,6 +226,10 @@ void run_generate(const GenerateArgs& args) {
     file->close();
     if (!*file) throw UserError("writing " + args.output_file + " failed");
     std::cerr << "wrote " << source.size() << " completions to " << args.output_file << "\n";
+  }
+  if (!args.prompts_file.empty()) {
+    std::cerr << "generated " << generated << " tokens in " << generating << " s ("
+              << static_cast<double>(generated) / std::max(generating, 1e-9) << " tokens/s, prefill included)\n";
   }
 }
 
