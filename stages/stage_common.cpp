@@ -200,8 +200,7 @@ void export_lora_final(const fs::path& final_dir, const Config& config) {
 TrainResult run_to_the_end(Trainer& trainer, const Config& config, const ParameterEngine& engine, c10::Device device,
                            const std::string& stage, const std::string& unit,
                            const std::vector<std::string>& eval_values) {
-  const dist::DistEnv dist_env = dist::read_dist_env();
-  const int64_t processes = dist_env.world_size;
+  const int64_t processes = dist::read_dist_env().world_size;
   std::cout << stage << ": " << trainer.total_steps() << " steps of " << config.train.micro_batch_size << " x "
             << config.train.grad_accumulation << (processes > 1 ? " x " + std::to_string(processes) + " processes" : "")
             << " " << unit << "\n"
@@ -213,7 +212,7 @@ TrainResult run_to_the_end(Trainer& trainer, const Config& config, const Paramet
   }
   // One process writes final/ (the trainer's primary; the others would race it to the rename),
   // and none moves on (a pipeline's next stage reads final/) before it is written.
-  if (!result.final_dir.empty() && dist_env.rank == 0) export_lora_final(result.final_dir, config);
+  if (!result.final_dir.empty() && dist::is_primary_process()) export_lora_final(result.final_dir, config);
   if (dist::Communicator* comm = dist::process_communicator(config.distributed); comm != nullptr && config.lora.rank > 0) {
     comm->barrier();
   }

@@ -106,20 +106,17 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   // Rows with the same prompt (GRPO's and PPO's copies of one prompt) are prefilled once and
   // share its keys and values: the cache is then copied out to every row.
   const SharedPrompts shared = shared_prompts(prompt_ids, mask);
-  const int64_t capacity = prompt_length + options.max_new_tokens;
-  torch::Tensor hidden;  // (B, C): the last position of every row
-  KvCache cache;
-  if (shared.unique_rows.numel() < batch) {
-    const torch::Tensor unique = shared.unique_rows.to(device);
-    KvCache prefill(model.config(), unique.numel(), capacity, weight.scalar_type(), device);
-    hidden = model.model(prompt_ids.index_select(0, unique), mask.index_select(0, unique), torch::Tensor(), &prefill)
-                 .select(1, -1);
+  const torch::Tensor unique = shared.unique_rows.to(device);
+  const bool all_distinct = unique.numel() == batch;
+  KvCache cache(model.config(), unique.numel(), prompt_length + options.max_new_tokens, weight.scalar_type(), device);
+  torch::Tensor hidden =  // (B, C): the last position of every row
+      model.model(all_distinct ? prompt_ids : prompt_ids.index_select(0, unique),
+                  all_distinct ? mask : mask.index_select(0, unique), torch::Tensor(), &cache)
+          .select(1, -1);
+  if (!all_distinct) {
     const torch::Tensor copies = shared.prefill_row.to(device);
-    cache = prefill.select_rows(copies);
+    cache = cache.select_rows(copies);
     hidden = hidden.index_select(0, copies);
-  } else {
-    cache = KvCache(model.config(), batch, capacity, weight.scalar_type(), device);
-    hidden = model.model(prompt_ids, mask, torch::Tensor(), &cache).select(1, -1);
   }
   // Rows still generating, as indices into the batch; a row that stops leaves the batch (with its
   // cache rows), so the rest cost what they would alone. A row draws from its own generator
