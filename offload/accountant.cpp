@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
+#include "core/byte_size.h"
+#include "core/error.h"
 
 namespace ferry::offload {
 namespace {

@@ -67,11 +67,6 @@ struct TierCategoryBytes {
     for (uint64_t b : bytes[static_cast<size_t>(tier)]) sum += b;
     return sum;
   }
-  uint64_t category_total(MemoryCategory category) const {
-    uint64_t sum = 0;
-    for (const auto& row : bytes) sum += row[static_cast<size_t>(category)];
-    return sum;
-  }
   bool operator==(const TierCategoryBytes&) const = default;
 };
 

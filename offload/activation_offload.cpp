@@ -7,10 +7,10 @@
 #include <mutex>
 #include <optional>
 
+#include "core/error.h"
 #include "offload/accountant.h"
 #include "offload/activation_meter.h"
 #include "offload/transfer_streams.h"
-#include "src/core/error.h"
 
 namespace ferry::offload {
 

@@ -11,7 +11,7 @@
 // allocation of the step again, counted by the meter like any activation. Either way the
 // engine's accountant counts the host copies as host-tier activations while they live.
 //
-// Use (src/train/activation_checkpoint.cpp): offload() in the checkpointed function's forward
+// Use (train/activation_checkpoint.cpp): offload() in the checkpointed function's forward
 // instead of saving the input; fetch() in its backward before recomputing the layer; forget the
 // fetched tensor when the layer's backward is done. Entries link to the one offloaded before them,
 // which fetch() starts bringing back: backward runs layers in the reverse of their forward order.

@@ -3,9 +3,9 @@
 
 #include <sstream>
 
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
-#include "src/core/host_memory.h"
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "core/host_memory.h"
 #include "src/dist/dist_env.h"
 #include "src/io/model_path.h"
 #include "src/model/quantized_base.h"

@@ -14,10 +14,10 @@
 #include <optional>
 #include <string>
 
+#include "core/config/config.h"
+#include "core/config/llama_config.h"
 #include "offload/engine.h"
 #include "offload/planner.h"
-#include "src/config/config.h"
-#include "src/model/llama_config.h"
 
 namespace ferry::offload {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::offload {
 namespace {

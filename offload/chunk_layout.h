@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 
 namespace ferry::offload {
 
@@ -86,7 +86,6 @@ class ChunkLayout {
 inline int64_t llama_embedding_group() { return 0; }
 inline int64_t llama_layer_group(int64_t layer) { return layer + 1; }
 inline int64_t llama_head_group(const LlamaConfig& config) { return config.num_hidden_layers + 1; }
-inline int64_t llama_num_groups(const LlamaConfig& config) { return config.num_hidden_layers + 2; }
 
 // Every parameter of a Llama causal LM in execution order, named as Hugging Face names them
 // (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight,

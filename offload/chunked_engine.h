@@ -19,7 +19,7 @@
 //   make_resident({names}) pages every chunk of the named models in and every chunk of the
 //                 others out (PPO's phases); make_resident({}) returns to the policy's placement.
 //
-// Data parallelism with ZeRO (EngineOptions::shard_group, offload/shard_group.h): each chunk has
+// Data parallelism with ZeRO (EngineOptions::shard_group, src/dist/shard_group.h): each chunk has
 // an owning process. Stage 1 and 2: only the owner holds the master weights and moments of the
 // chunk's trainable parameters, updates them and broadcasts the chunk's new host bytes. Stage 3:
 // only the owner holds the chunk's host copy at all; every page-in is a broadcast from it into
@@ -49,6 +49,13 @@
 //
 // The engine owns the models' parameter storage for its lifetime: read or replace weights through
 // with_weights (checkpoints do).
+//
+// Its parts: chunked_engine.cpp (add_model's steps: layout, ZeRO ownership, host buffers),
+// chunked_engine_paging.cpp (residency, page-in/out, with_weights), chunked_engine_step.cpp
+// (gradient hooks, accumulation, the overlapped last backward, reduction, norm, AdamW) and
+// chunked_engine_state.cpp (optimizer state in checkpoints). Each trainable parameter's host
+// optimizer state (master, moments, the CPU AdamW call) is an offload/host_adam_state.h, as in
+// PlainEngine.
 #pragma once
 
 #include <atomic>
@@ -56,17 +63,18 @@
 #include <memory>
 #include <optional>
 
-#include "kernels/cpu/adamw_int8.h"
 #include "offload/background_worker.h"
 #include "offload/chunk_layout.h"
 #include "offload/engine.h"
+#include "offload/host_adam_state.h"
 #include "offload/optimizer_state_file.h"
 #include "offload/transfer_streams.h"
 
-namespace ferry {
-namespace kernels {
+namespace ferry::kernels {
 class ThreadPool;
 }
+
+namespace ferry::offload {
 
 class ChunkedEngine : public ParameterEngine {
  public:
@@ -93,10 +101,10 @@ class ChunkedEngine : public ParameterEngine {
                           const std::function<void(const std::string&, const torch::Tensor&)>& fn) override;
   bool needs_recompute(const GroupRef& group) const override;
   EngineMemoryReport memory_report() const override;
-  const offload::MemoryAccountant& accountant() const override { return accountant_; }
+  const MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
-  std::unique_ptr<offload::ActivationMeter> meter_activations() override;
-  offload::ActivationOffloader* activation_offloader() override { return offloader_.get(); }
+  std::unique_ptr<ActivationMeter> meter_activations() override;
+  ActivationOffloader* activation_offloader() override { return offloader_.get(); }
 
   struct Param {
     std::string name;
@@ -110,18 +118,13 @@ class ChunkedEngine : public ParameterEngine {
     uint64_t offset = 0;
     bool trainable = false;
     bool decay = true;          // false for norms and biases
-    // Trainable only (host, fp32):
-    torch::Tensor master;       // aliases host_view for fp32 models; undefined with `compensation`
-    // offload.master_weights bf16_kahan, bf16 parameters: the master is host_view + compensation
-    // (bf16 each, kernels/cpu/adamw_kahan.h).
-    torch::Tensor compensation;
-    torch::Tensor exp_avg, exp_avg_sq;  // fp32 moments (offload.optimizer_state fp32)
-    // 8-bit moments (int8): codes (int8, uint8; one per parameter) and fp32 scales per block.
-    torch::Tensor exp_avg_codes, exp_avg_scale, exp_avg_sq_codes, exp_avg_sq_scale;
+    // Trainable and held here (ZeRO: the chunk's owner): master weights (aliasing host_view for fp32
+    // models) and moments on the host.
+    HostAdamState state;
     torch::Tensor grad;         // accumulated over the step's micro-batches
     bool has_grad = false;
     torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
-    offload::Transfer grad_copy;  // GPU only: the staging copy in flight
+    Transfer grad_copy;  // GPU only: the staging copy in flight
     bool grad_copy_pending = false;
     torch::Tensor norm;         // L2 norm of `grad` (double), once taken by the overlapped step
   };
@@ -145,12 +148,34 @@ class ChunkedEngine : public ParameterEngine {
   uint64_t host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors, bool trainable,
                              const std::vector<bool>& state_held) const;
   void check_host_budget(const std::string& model, uint64_t needed) const;
+  struct Chunk;
+  struct Model;
+  // add_model's steps, in order: the layout (every parameter in execution order, packed into
+  // chunks, and the chunks each group uses); each chunk's owner (ZeRO); the host chunks; each
+  // parameter moved into its chunk with its optimizer state and gradient buffers; the gradient
+  // hooks; which group finishes each chunk's gradients.
+  struct ModelLayout {
+    std::vector<TensorSpec> specs;
+    std::vector<torch::Tensor> tensors;             // parallel to specs
+    std::map<std::string, int64_t> index_of_group;  // group name -> GroupRef index
+    ChunkLayout layout;
+  };
+  ModelLayout lay_out(Model& m, const std::vector<ParameterGroup>& groups, const c10::Device& device) const;
+  std::vector<int64_t> assign_chunk_owners(const ModelLayout& layout, bool trainable);
+  void allocate_chunks(Model& m, const ModelLayout& layout, const std::vector<int64_t>& chunk_owner);
+  void place_parameter(Model& m, size_t index, const ModelLayout& layout, bool trainable, bool state_held,
+                       const c10::Device& device);
+  void allocate_optimizer_state(Model& m, Param& p, const torch::Tensor& tensor);
+  void allocate_gradient_buffers(Model& m, Param& p, const torch::Tensor& tensor);
+  void attach_gradient_hooks(Model& m, const std::string* model_key);
+  void link_chunks_to_groups(Model& m, const std::vector<ParameterGroup>& groups,
+                             const std::map<std::string, int64_t>& index_of_group);
   struct Chunk {
     uint64_t bytes = 0;
     torch::Tensor host;    // bytes; undefined for another process's chunk under zero_stage 3
     torch::Tensor device;  // bytes; defined while resident
-    offload::Transfer arrival;
-    offload::MemoryReservation device_bytes;
+    Transfer arrival;
+    MemoryReservation device_bytes;
     bool keep = false;
     std::vector<size_t> params;  // indices into Model::params
     int64_t last_group = 0;      // the lowest GroupRef index using the chunk: its last in backward
@@ -172,7 +197,7 @@ class ChunkedEngine : public ParameterEngine {
     std::vector<Param> params;
     std::vector<Chunk> chunks;
     enum class Residency { policy, all, none } residency = Residency::policy;
-    std::vector<offload::MemoryReservation> host_bytes;
+    std::vector<MemoryReservation> host_bytes;
     int64_t forwards = 0;  // overlapped step: forwards with grad in the micro-batch
   };
   // The last backward in progress (begin_last_backward .. step or zero_grad).
@@ -209,25 +234,19 @@ class ChunkedEngine : public ParameterEngine {
   void update_chunk_now(Model& m, int64_t chunk);  // on the worker
   // Every trainable parameter's state as the optimizer state file holds it (fp32 moments). With
   // int8 moments: fresh fp32 buffers, holding the dequantised moments when `dequantized`.
-  std::vector<offload::ParameterStateRef> state_refs(bool dequantized) const;
-  bool int8_moments() const;
-  uint64_t moment_bytes(int64_t n) const;  // host bytes of n parameters' moments
-  static kernels::Int8Moments int8_state(const Param& p);
-  // The fp32 master is a buffer of its own (not host_view itself, not a Kahan pair).
-  static bool separate_master(const Param& p) {
-    return p.master.defined() && p.master.data_ptr() != p.host_view.data_ptr();
-  }
+  std::vector<ParameterStateRef> state_refs(bool dequantized) const;
+  uint64_t moment_bytes(int64_t n) const { return host_moment_bytes(options_.optimizer_state, n); }
 
   EngineOptions options_;
-  offload::MemoryAccountant accountant_;
-  std::optional<offload::TransferStreams> transfers_;  // created with the first model (its device)
-  std::unique_ptr<offload::ActivationOffloader> offloader_;  // with options.activation_offload
+  MemoryAccountant accountant_;
+  std::optional<TransferStreams> transfers_;  // created with the first model (its device)
+  std::unique_ptr<ActivationOffloader> offloader_;  // with options.activation_offload
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   Overlap overlap_;
   int64_t chunks_during_backward_ = 0;
   std::vector<uint64_t> owned_bytes_;  // per process: the trainable bytes it owns (sharded_state)
-  std::unique_ptr<offload::BackgroundWorker> worker_;  // last: joined first
+  std::unique_ptr<BackgroundWorker> worker_;  // last: joined first
 };
 
-}  // namespace ferry
+}  // namespace ferry::offload

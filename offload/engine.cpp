@@ -7,16 +7,16 @@
 #include <map>
 #include <sstream>
 
+#include "core/error.h"
+#include "core/host_memory.h"
 #include "offload/chunked_engine.h"
 #include "offload/plain_engine.h"
-#include "src/model/llama_heads.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
+#include "src/model/llama_heads.h"
 #include "src/model/nf4_linear.h"
-#include "src/core/error.h"
-#include "src/core/host_memory.h"
 
-namespace ferry {
+namespace ferry::offload {
 namespace {
 
 // "model.layers.12.mlp.up_proj.weight" -> 12; -1 when the name is not inside a decoder layer.
@@ -155,4 +155,4 @@ std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& opti
   throw InternalError("offload.policy auto must be resolved into a plan (resolve_auto_policy) before the engine is made");
 }
 
-}  // namespace ferry
+}  // namespace ferry::offload

@@ -1,5 +1,5 @@
 // ParameterEngine: the one owner of where trainable parameters, their gradients and their optimizer
-// state live, and of the optimizer step. The training loop (src/train) never moves tensors between
+// state live, and of the optimizer step. The training loop (train) never moves tensors between
 // tiers and never touches optimizer state; it asks the engine.
 //
 // Vocabulary
@@ -13,7 +13,7 @@
 // Life of an optimizer step (the loop's calls, in order):
 //   zero_grad()
 //   for each micro-batch:  (before the last one: begin_last_backward(), see below)
-//                          forward + backward through BackboneRunner (src/train/backbone_runner.h),
+//                          forward + backward through BackboneRunner (train/backbone_runner.h),
 //                          which calls before_group / after_group around every group's forward,
 //                          and with activation checkpointing around each decoder layer's
 //                          recomputation in backward (the only backward hooks: `params` requires
@@ -69,14 +69,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/config/config.h"
 #include "kernels/cpu/adamw.h"
 #include "offload/accountant.h"
 #include "offload/activation_meter.h"
 #include "offload/activation_offload.h"
-#include "offload/shard_group.h"
-#include "src/config/config.h"
+#include "src/dist/shard_group.h"
 
-namespace ferry {
+namespace ferry::offload {
 
 // The parameters of one group, by Hugging Face name, as the model holds them.
 struct ParameterGroup {
@@ -126,7 +126,7 @@ struct EngineOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t cpu_threads = 0;  // CpuAdamW threads (0: the default pool)
   uint64_t device_budget = 0;  // offload.gpu_memory in bytes (0: no cap); what the engine may hold
-  uint64_t host_budget = 0;    // offload.host_memory resolved (src/core/host_memory.h; 0: no cap)
+  uint64_t host_budget = 0;    // offload.host_memory resolved (core/host_memory.h; 0: no cap)
   // offload.optimizer_state: the host Adam moments in fp32 or 8 bits (kernels/cpu/adamw_int8.h;
   // the offloading engines only).
   OptimizerState optimizer_state = OptimizerState::fp32;
@@ -149,12 +149,12 @@ struct EngineOptions {
   // decoder layers wait in host memory between forward and backward (activation_offload()).
   bool activation_offload = false;
   // Data parallelism (src/dist): the processes whose gradients reduce_gradients() sums, and what
-  // is sharded over them (distributed.zero_stage, offload/shard_group.h): 0 nothing; 1 the
+  // is sharded over them (distributed.zero_stage, src/dist/shard_group.h): 0 nothing; 1 the
   // optimizer state and update, each process updating the units it owns and broadcasting their
   // new weights; 2 also the summed gradients (each unit's are reduced onto its owner only); 3
   // also the host copies of the weights (ChunkedEngine only; with_weights is then collective).
   // Null for one process. The group outlives the engine (the process's communicator).
-  offload::ShardGroup* shard_group = nullptr;
+  dist::ShardGroup* shard_group = nullptr;
   int64_t zero_stage = 0;
 
   // Whether recompute_layers asks for the group (GroupRef index 1 + layer).
@@ -250,14 +250,14 @@ class ParameterEngine {
   virtual EngineMemoryReport memory_report() const = 0;
   // Resident bytes per tier and category as the engine counts them (weights, gradients, master
   // weights, moments, staging buffers; activations are not the engine's and are not counted).
-  virtual const offload::MemoryAccountant& accountant() const = 0;
+  virtual const MemoryAccountant& accountant() const = 0;
   // On the emulated device tier (a CPU run): a meter that counts everything a step allocates on
   // this thread besides the engine's own tensors as device activations in accountant(), for as long
   // as it lives (offload/activation_meter.h). Null on a GPU, whose caching allocator measures it.
-  virtual std::unique_ptr<offload::ActivationMeter> meter_activations() = 0;
+  virtual std::unique_ptr<ActivationMeter> meter_activations() = 0;
   // Where the runner offloads the inputs of recomputed decoder layers (offload/activation_offload.h),
   // counting them in accountant()'s host tier; null unless EngineOptions::activation_offload.
-  virtual offload::ActivationOffloader* activation_offloader() = 0;
+  virtual ActivationOffloader* activation_offloader() = 0;
   // Peaks restart from the current values (PPO reports its phases' peaks one by one).
   virtual void reset_memory_peaks() = 0;
 };
@@ -266,4 +266,4 @@ class ParameterEngine {
 // ChunkedEngine (`auto` is resolved into one of those first: offload/auto_policy.h).
 std::unique_ptr<ParameterEngine> make_parameter_engine(const EngineOptions& options);
 
-}  // namespace ferry
+}  // namespace ferry::offload

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::offload {
 

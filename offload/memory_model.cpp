@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/error.h"
 #include "kernels/cpu/adamw_int8.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/ops/logits_chunk.h"
-#include "src/core/error.h"
 
 namespace ferry::offload {
 namespace {

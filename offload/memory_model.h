@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "core/config/config_enum.h"
+#include "core/config/llama_config.h"
 #include "offload/accountant_categories.h"
 #include "offload/chunk_layout.h"
-#include "src/config/config_enum.h"
-#include "src/model/llama_config.h"
 
 namespace ferry::offload {
 

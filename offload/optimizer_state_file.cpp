@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/safetensors.h"
 
 namespace ferry::offload {

@@ -4,39 +4,20 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/adamw.h"
+#include "core/error.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 #include "offload/engine_models.h"
 #include "offload/optimizer_state_file.h"
 
-namespace ferry {
+namespace ferry::offload {
 namespace {
-
-kernels::GradType grad_type_of(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return kernels::GradType::f32;
-    case at::kBFloat16: return kernels::GradType::bf16;
-    case at::kHalf: return kernels::GradType::f16;
-    default: throw InternalError(std::string("PlainEngine: no CPU AdamW for gradients of dtype ") + c10::toString(dtype));
-  }
-}
-
-kernels::WeightOutType weight_out_of(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return kernels::WeightOutType::none;
-    case at::kBFloat16: return kernels::WeightOutType::bf16;
-    case at::kHalf: return kernels::WeightOutType::f16;
-    default: throw InternalError(std::string("PlainEngine: no CPU AdamW for weights of dtype ") + c10::toString(dtype));
-  }
-}
 
 std::string tier_of(const torch::Tensor& t) { return t.device().str(); }
 
 }  // namespace
 
 PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), accountant_({options.device_budget, 0, 0}) {
-  if (options.activation_offload) offloader_ = std::make_unique<offload::ActivationOffloader>(accountant_);
+  if (options.activation_offload) offloader_ = std::make_unique<ActivationOffloader>(accountant_);
   if (options.optimizer_state == OptimizerState::int8) {
     throw ConfigError("offload.optimizer_state int8 is for the CPU optimizer's host state: the none policy keeps "
                       "fp32 moments where the model runs; use offload.policy optimizer or params, or "
@@ -71,7 +52,7 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
   }
   for (const ParameterGroup& group : m.groups) {
     for (const auto& [pname, p] : group.parameters) {
-      accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::weights, p.nbytes());
+      accountant_.allocate(MemoryTier::device, MemoryCategory::weights, p.nbytes());
     }
   }
   if (!trainable) return;
@@ -85,7 +66,7 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
       }
     }
     owned_bytes_.resize(static_cast<size_t>(options_.shard_group->size()), 0);
-    owners = offload::assign_owners(bytes, owned_bytes_);
+    owners = dist::assign_owners(bytes, owned_bytes_);
   }
   for (const ParameterGroup& group : m.groups) {
     for (const auto& [pname, p] : group.parameters) {
@@ -100,15 +81,17 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
         m.parameters.push_back(std::move(t));
         continue;
       }
-      const auto fp32 = p.options().dtype(at::kFloat);
-      if (p.scalar_type() != at::kFloat) t.master = p.detach().to(at::kFloat).clone();
-      t.exp_avg = torch::zeros(p.sizes(), fp32);
-      t.exp_avg_sq = torch::zeros(p.sizes(), fp32);
-      if (p.is_cuda()) t.cuda_step = torch::zeros({}, fp32);
-      if (t.master.defined()) {
-        accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::master, t.master.nbytes());
+      HostAdamState& state = t.state;
+      if (p.scalar_type() != at::kFloat) state.master = p.detach().to(at::kFloat).clone();
+      allocate_moments(state, OptimizerState::fp32, p, [&](at::IntArrayRef sizes, at::ScalarType dtype) {
+        return torch::zeros(sizes, p.options().dtype(dtype));
+      });
+      if (p.is_cuda()) t.cuda_step = torch::zeros({}, p.options().dtype(at::kFloat));
+      if (state.master.defined()) {
+        accountant_.allocate(MemoryTier::device, MemoryCategory::master, state.master.nbytes());
       }
-      accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::moments, 2 * t.exp_avg.nbytes());
+      accountant_.allocate(MemoryTier::device, MemoryCategory::moments,
+                           host_moment_bytes(OptimizerState::fp32, p.numel()));
       m.parameters.push_back(std::move(t));
     }
   }
@@ -119,31 +102,31 @@ void PlainEngine::make_resident(const std::vector<std::string>& models) {
 }
 
 const PlainEngine::Model& PlainEngine::model(const std::string& name) const {
-  return offload::find_model(models_, name);
+  return find_model(models_, name);
 }
 
 std::vector<PlainEngine::Model*> PlainEngine::selected(const std::vector<std::string>& models) {
-  return offload::trainable_models(models_, models);
+  return trainable_models(models_, models);
 }
 
 void PlainEngine::reduce_gradients() {
   if (options_.shard_group == nullptr) return;
   torch::NoGradGuard no_grad;
-  std::vector<offload::OwnedTensor> grads;
+  std::vector<dist::OwnedTensor> grads;
   for (Model* m : selected({})) {
     for (auto& t : m->parameters) {
       if (!t.parameter.grad().defined()) t.parameter.mutable_grad() = torch::zeros_like(t.parameter);
       grads.push_back({t.parameter.grad(), t.owner});
     }
   }
-  offload::ShardGroup& group = *options_.shard_group;
+  dist::ShardGroup& group = *options_.shard_group;
   if (options_.zero_stage < 2 || group.size() == 1) {
     std::vector<torch::Tensor> all;
     for (const auto& g : grads) all.push_back(g.tensor);
     group.all_reduce_sum(all);
     return;
   }
-  offload::reduce_to_owners(group, grads);
+  dist::reduce_to_owners(group, grads);
   uint64_t dropped = 0;
   for (Model* m : selected({})) {
     for (auto& t : m->parameters) {
@@ -153,7 +136,7 @@ void PlainEngine::reduce_gradients() {
     }
   }
   dropped = std::min(dropped, counted_gradient_bytes_);
-  accountant_.release(offload::MemoryTier::device, offload::MemoryCategory::grads, dropped);
+  accountant_.release(MemoryTier::device, MemoryCategory::grads, dropped);
   counted_gradient_bytes_ -= dropped;
 }
 
@@ -171,7 +154,7 @@ double PlainEngine::gradient_norm(const std::vector<std::string>& models) {
     sum_of_squares += torch::stack(norms).pow(2).sum().item<double>();
   }
   // zero_stage 2: each process holds its own share of the summed gradients.
-  if (sharded_state() && options_.zero_stage >= 2) sum_of_squares = offload::sum_over_processes(*options_.shard_group, sum_of_squares);
+  if (sharded_state() && options_.zero_stage >= 2) sum_of_squares = dist::sum_over_processes(*options_.shard_group, sum_of_squares);
   return std::sqrt(sum_of_squares);
 }
 
@@ -190,51 +173,46 @@ void PlainEngine::step(double learning_rate, double grad_multiplier, const std::
       if (!grad.defined() || !owns(t)) continue;  // unused in this step: left alone, as torch's optimizers do
       params.weight_decay = t.decay ? options_.weight_decay : 0.0;
       if (t.parameter.is_cpu()) {
-        grad = grad.contiguous();
-        float* master = t.master.defined() ? t.master.data_ptr<float>() : t.parameter.data_ptr<float>();
-        void* weight_out = t.master.defined() ? t.parameter.data_ptr() : nullptr;
-        kernels::adamw_update(params, master, t.exp_avg.data_ptr<float>(), t.exp_avg_sq.data_ptr<float>(),
-                              grad.data_ptr(), grad_type_of(grad.scalar_type()), static_cast<float>(grad_multiplier),
-                              weight_out, weight_out_of(t.parameter.scalar_type()), t.parameter.numel(), pool_.get());
+        t.state.update(params, t.parameter, grad.contiguous(), static_cast<float>(grad_multiplier), pool_.get());
       } else {
         // _fused_adamw_ divides gradients by grad_scale and reads the already incremented step.
         torch::Tensor grad32 = grad.to(at::kFloat);
-        torch::Tensor weights = t.master.defined() ? t.master : t.parameter;
+        torch::Tensor weights = t.state.master.defined() ? t.state.master : t.parameter;
         t.cuda_step.add_(1);
         const torch::Tensor inverse_multiplier = torch::full({}, 1.0 / grad_multiplier, weights.options());
-        at::_fused_adamw_({weights}, {grad32}, {t.exp_avg}, {t.exp_avg_sq}, {}, {t.cuda_step}, learning_rate,
+        at::_fused_adamw_({weights}, {grad32}, {t.state.exp_avg}, {t.state.exp_avg_sq}, {}, {t.cuda_step}, learning_rate,
                           options_.beta1, options_.beta2, params.weight_decay, options_.eps, /*amsgrad=*/false,
                           /*maximize=*/false, inverse_multiplier, std::nullopt);
-        if (t.master.defined()) t.parameter.copy_(t.master);
+        if (t.state.master.defined()) t.parameter.copy_(t.state.master);
       }
     }
   }
   if (!sharded_state()) return;
   // Every owner sends the new weights of what it updated.
-  std::vector<offload::OwnedTensor> weights;
+  std::vector<dist::OwnedTensor> weights;
   for (Model* m : selected(models)) {
     for (auto& t : m->parameters) weights.push_back({t.parameter.detach(), t.owner});
   }
-  offload::broadcast_from_owners(*options_.shard_group, weights);
+  dist::broadcast_from_owners(*options_.shard_group, weights);
 }
 
 void PlainEngine::finish_gradients() {
   uint64_t bytes = 0;
   for (auto& [name, m] : models_) {
     for (const auto& t : m.parameters) {
-      offload::ActivationMeter::hand_over(t.parameter.grad());  // counted as gradients from here on
+      ActivationMeter::hand_over(t.parameter.grad());  // counted as gradients from here on
       if (t.parameter.grad().defined()) bytes += t.parameter.grad().nbytes();
     }
   }
   if (bytes > counted_gradient_bytes_) {
-    accountant_.allocate(offload::MemoryTier::device, offload::MemoryCategory::grads, bytes - counted_gradient_bytes_);
+    accountant_.allocate(MemoryTier::device, MemoryCategory::grads, bytes - counted_gradient_bytes_);
     counted_gradient_bytes_ = bytes;
   }
 }
 
-std::unique_ptr<offload::ActivationMeter> PlainEngine::meter_activations() {
+std::unique_ptr<ActivationMeter> PlainEngine::meter_activations() {
   if (options_.device && !options_.device->is_cpu()) return nullptr;
-  return std::make_unique<offload::ActivationMeter>(accountant_);
+  return std::make_unique<ActivationMeter>(accountant_);
 }
 
 void PlainEngine::zero_grad(const std::vector<std::string>& models) {
@@ -242,18 +220,18 @@ void PlainEngine::zero_grad(const std::vector<std::string>& models) {
     for (auto& t : m->parameters) t.parameter.mutable_grad() = torch::Tensor();  // set_to_none, as torch
   }
   if (models.empty() && counted_gradient_bytes_ > 0) {
-    accountant_.release(offload::MemoryTier::device, offload::MemoryCategory::grads, counted_gradient_bytes_);
+    accountant_.release(MemoryTier::device, MemoryCategory::grads, counted_gradient_bytes_);
     counted_gradient_bytes_ = 0;
   }
 }
 
 int64_t PlainEngine::step_count(const std::string& name) const { return model(name).steps; }
 
-std::vector<offload::ParameterStateRef> PlainEngine::state_refs() const {
-  std::vector<offload::ParameterStateRef> refs;
+std::vector<ParameterStateRef> PlainEngine::state_refs() const {
+  std::vector<ParameterStateRef> refs;
   for (const auto& [name, m] : models_) {
     for (const auto& t : m.parameters) {
-      if (owns(t)) refs.push_back({name, t.name, t.exp_avg, t.exp_avg_sq, t.master});
+      if (owns(t)) refs.push_back(t.state.as_saved(name, t.name, t.parameter, /*decoded=*/true));
     }
   }
   return refs;
@@ -264,9 +242,9 @@ void PlainEngine::save_state(const std::filesystem::path& dir) const {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = m.steps;
   }
-  offload::StateShard shard;
+  StateShard shard;
   if (sharded_state()) shard = {options_.shard_group->rank(), options_.shard_group->size()};
-  offload::save_optimizer_state(dir, "none", state_refs(), steps, shard);
+  save_optimizer_state(dir, "none", state_refs(), steps, shard);
 }
 
 void PlainEngine::load_state(const std::filesystem::path& dir) {
@@ -274,7 +252,7 @@ void PlainEngine::load_state(const std::filesystem::path& dir) {
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = 0;
   }
-  offload::load_optimizer_state(dir, state_refs(), steps);
+  load_optimizer_state(dir, state_refs(), steps);
   for (auto& [name, count] : steps) {
     Model& m = models_.at(name);
     m.steps = count;
@@ -290,7 +268,7 @@ void PlainEngine::with_weights(const std::string& name, WeightAccess access, con
   if (access == WeightAccess::read) return;
   torch::NoGradGuard no_grad;
   for (auto& t : models_.at(name).parameters) {
-    if (t.master.defined()) t.master.copy_(t.parameter);
+    if (t.state.master.defined()) t.state.master.copy_(t.parameter);
   }
 }
 
@@ -309,8 +287,11 @@ EngineMemoryReport PlainEngine::memory_report() const {
       }
     }
     for (const auto& t : m.parameters) {
-      if (t.master.defined()) bytes[{"master weights", tier_of(t.master)}] += t.master.nbytes();
-      if (t.exp_avg.defined()) bytes[{"adam moments", tier_of(t.exp_avg)}] += t.exp_avg.nbytes() + t.exp_avg_sq.nbytes();
+      const HostAdamState& state = t.state;
+      if (state.master.defined()) bytes[{"master weights", tier_of(state.master)}] += state.master.nbytes();
+      if (state.exp_avg.defined()) {
+        bytes[{"adam moments", tier_of(state.exp_avg)}] += state.exp_avg.nbytes() + state.exp_avg_sq.nbytes();
+      }
     }
   }
   EngineMemoryReport report;
@@ -318,4 +299,4 @@ EngineMemoryReport PlainEngine::memory_report() const {
   return report;
 }
 
-}  // namespace ferry
+}  // namespace ferry::offload

@@ -14,12 +14,14 @@
 #include <memory>
 
 #include "offload/engine.h"
+#include "offload/host_adam_state.h"
 #include "offload/optimizer_state_file.h"
 
-namespace ferry {
-namespace kernels {
+namespace ferry::kernels {
 class ThreadPool;
 }
+
+namespace ferry::offload {
 
 class PlainEngine : public ParameterEngine {
  public:
@@ -44,17 +46,18 @@ class PlainEngine : public ParameterEngine {
   void for_each_trainable(const std::string& model,
                           const std::function<void(const std::string&, const torch::Tensor&)>& fn) override;
   EngineMemoryReport memory_report() const override;
-  const offload::MemoryAccountant& accountant() const override { return accountant_; }
+  const MemoryAccountant& accountant() const override { return accountant_; }
   void reset_memory_peaks() override { accountant_.reset_peaks(); }
-  std::unique_ptr<offload::ActivationMeter> meter_activations() override;
-  offload::ActivationOffloader* activation_offloader() override { return offloader_.get(); }
+  std::unique_ptr<ActivationMeter> meter_activations() override;
+  ActivationOffloader* activation_offloader() override { return offloader_.get(); }
 
  private:
   struct TrainedParameter {
     std::string name;
     torch::Tensor parameter;   // the model's tensor (any dtype, any device)
-    torch::Tensor master;      // fp32 copy when the parameter is not fp32, else undefined
-    torch::Tensor exp_avg, exp_avg_sq;  // fp32, beside the parameter
+    // fp32 moments beside the parameter, and an fp32 master copy when the parameter is not fp32
+    // (else undefined). On the CPU its update is CpuAdamW's.
+    HostAdamState state;
     torch::Tensor cuda_step;   // fp32 scalar on the GPU for _fused_adamw_ (undefined on CPU)
     bool decay = true;         // false for norms and biases
     // The process that holds the optimizer state and updates the tensor (zero_stage >= 1; else
@@ -75,7 +78,7 @@ class PlainEngine : public ParameterEngine {
     return options_.shard_group != nullptr && options_.shard_group->size() > 1 && options_.zero_stage >= 1;
   }
   bool owns(const TrainedParameter& t) const { return !sharded_state() || t.owner == rank(); }
-  std::vector<offload::ParameterStateRef> state_refs() const;
+  std::vector<ParameterStateRef> state_refs() const;
   const Model& model(const std::string& name) const;
 
   EngineOptions options_;
@@ -83,10 +86,10 @@ class PlainEngine : public ParameterEngine {
   std::unique_ptr<kernels::ThreadPool> pool_;  // set when options.cpu_threads > 0
   // Everything is on the device tier under `none`; gradients are counted from finish_gradients
   // to zero_grad (autograd allocates them, the engine only sees them then).
-  offload::MemoryAccountant accountant_;
+  MemoryAccountant accountant_;
   uint64_t counted_gradient_bytes_ = 0;
-  std::unique_ptr<offload::ActivationOffloader> offloader_;  // with options.activation_offload
+  std::unique_ptr<ActivationOffloader> offloader_;  // with options.activation_offload
   std::vector<uint64_t> owned_bytes_;  // per process: the trainable bytes it owns (sharded_state)
 };
 
-}  // namespace ferry
+}  // namespace ferry::offload

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <sstream>
 
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
+#include "core/byte_size.h"
+#include "core/error.h"
 
 namespace ferry::offload {
 namespace {

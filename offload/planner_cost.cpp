@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::offload {
 namespace {

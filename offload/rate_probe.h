@@ -9,8 +9,8 @@
 
 #include <c10/core/Device.h>
 
+#include "core/config/config.h"
 #include "offload/planner_cost.h"
-#include "src/config/config.h"
 
 namespace ferry::offload {
 

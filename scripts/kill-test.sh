@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Crash consistency, the long way: each stage (SFT, RM, PPO on the demo shape) is run once without
 # interruption, then again SIGKILLed KILLS times in a row at random moments — at a random time
-# (mostly mid-step) or, through FERRY_FAILPOINT (src/core/failpoint.h), halfway through a random
+# (mostly mid-step) or, through FERRY_FAILPOINT (core/failpoint.h), halfway through a random
 # file it writes (a checkpoint, or the final/ export) — resuming each time with train.resume=auto,
 # and finally run to the end. The final weights must equal the uninterrupted run's byte for byte.
 #

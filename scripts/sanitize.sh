@@ -2,7 +2,7 @@
 # Builds Ferry with AddressSanitizer + UndefinedBehaviorSanitizer (FERRY_SANITIZE) into
 # $FERRY_SANITIZE_BUILD (default build-sanitize/) and runs tests under them.
 #
-#   scripts/sanitize.sh          # CI: the torch-free libraries (src/core, src/config, kernels/cpu,
+#   scripts/sanitize.sh          # CI: the torch-free libraries (core, core/config, kernels/cpu,
 #                                # src/tokenizer/jinja) under their unit tests, and the config and
 #                                # Jinja fuzz corpora replayed
 #   scripts/sanitize.sh all      # every test, libtorch-linked ones included (slow: not in CI; on 2

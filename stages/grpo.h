@@ -6,8 +6,8 @@
 // One rollout: grpo.generation_batch_size / grpo.num_generations prompts from data.prompt_file in
 // seeded epoch order, each sampled num_generations times -> the experience maker (generation, then
 // scoring: reference log-probs, the reward model; the policy's own log-probs only when
-// num_iterations > 1) -> the rewards (`rewards:`, src/rl/rewards.h) -> advantages within each
-// prompt's group (src/rl/group_advantages.h, scale_rewards) -> truncated completions masked when
+// num_iterations > 1) -> the rewards (`rewards:`, train/rl/rewards.h) -> advantages within each
+// prompt's group (train/rl/group_advantages.h, scale_rewards) -> truncated completions masked when
 // mask_truncated_completions -> the learner (grpo_learner.h). The run is train.max_steps rollouts,
 // else grpo.num_episodes passes over the prompts.
 //
@@ -17,7 +17,7 @@
 // evaluation). final/ is the policy.
 #pragma once
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 
 namespace ferry {
 

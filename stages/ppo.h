@@ -5,7 +5,7 @@
 // penalty is off) and the reward model (ppo.reward_model, frozen).
 //
 // One rollout (= one episode in the logs): ppo.rollout_batch_size prompts from data.prompt_file in
-// seeded epoch order -> the experience maker (src/rl/experience.h: generation, then scoring) ->
+// seeded epoch order -> the experience maker (train/rl/experience.h: generation, then scoring) ->
 // scores shaped (missing_eos_penalty, normalize_reward, reward_clip) -> per-token rewards (-kl_coef x
 // KL estimate, plus the score on the last response token) -> GAE and whitening -> the learner
 // (ppo_learner.h). The KL coefficient adapts when ppo.kl_target > 0. The run is train.max_steps
@@ -20,7 +20,7 @@
 // resumed run makes the same next rollout. final/ is the policy; final_critic/ the critic.
 #pragma once
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 
 namespace ferry {
 

@@ -3,18 +3,19 @@
 
 #include <iostream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/device_choice.h"
-#include "src/train/run_engine.h"
-#include "src/train/trainer.h"
-#include "stages/preference_batches.h"
-#include "stages/preference_losses.h"
-#include "stages/stage_common.h"
+#include "train/backbone_runner.h"
+#include "train/device_choice.h"
+#include "train/model_setup.h"
+#include "train/preference/preference_batches.h"
+#include "train/preference/preference_losses.h"
+#include "train/run_engine.h"
+#include "train/run_to_the_end.h"
+#include "train/trainer.h"
 
 namespace ferry {
 
@@ -66,7 +67,7 @@ void run_rm(const Config& given) {
 
   auto engine = make_run_engine(config, shape, device, std::cout);
   const std::string name = "reward";
-  engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
 
   PreferenceBatchSource source(std::move(data.train), std::move(data.eval),

@@ -9,9 +9,9 @@
 
 #include <string>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/model/llama_heads.h"
-#include "src/train/training_task.h"
+#include "train/training_task.h"
 
 namespace ferry {
 

@@ -4,87 +4,21 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/error.h"
 #include "offload/engine.h"
-#include "src/core/error.h"
 #include "src/data/token_batch.h"
 #include "src/model/lora.h"
 #include "src/model/quantized_base.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/device_choice.h"
-#include "src/train/run_engine.h"
-#include "src/train/trainer.h"
+#include "train/backbone_runner.h"
+#include "train/device_choice.h"
+#include "train/run_engine.h"
+#include "train/run_to_the_end.h"
+#include "train/trainer.h"
 
 namespace ferry {
-
-namespace {
-
-// Samples per training micro-batch: micro_batch_size, or with packing about micro_batch_size rows
-// of max_length tokens.
-int64_t sft_samples_per_batch(const std::vector<TokenizedSample>& train, const SftBatchSource::Options& options) {
-  if (train.empty()) throw InputError("data.train_file: no training samples left after loading and truncation");
-  if (!options.packing) return options.micro_batch_size;
-  int64_t tokens = 0;
-  for (const auto& s : train) tokens += static_cast<int64_t>(s.ids.size());
-  const int64_t mean = std::max<int64_t>(1, tokens / static_cast<int64_t>(train.size()));
-  return options.micro_batch_size * std::max<int64_t>(1, options.max_length / mean);
-}
-
-}  // namespace
-
-SftBatchSource::SftBatchSource(std::vector<TokenizedSample> train, std::vector<TokenizedSample> eval,
-                               const Options& options)
-    : IndexedBatchSource({static_cast<int64_t>(train.size()), static_cast<int64_t>(eval.size()),
-                          sft_samples_per_batch(train, options), options.micro_batch_size},
-                         options.seed, options.shuffle),
-      train_(std::move(train)),
-      eval_(std::move(eval)),
-      options_(options),
-      samples_per_batch_(sft_samples_per_batch(train_, options)) {}
-
-MicroBatch SftBatchSource::collate_samples(const std::vector<const TokenizedSample*>& samples) const {
-  const TokenBatch batch = options_.packing ? collate_packed(samples, options_.pad_id, options_.max_length)
-                                            : collate_padded(samples, options_.pad_id);
-  MicroBatch out;
-  out.tensors["input_ids"] = batch.input_ids;  // (B, T)
-  out.tensors["attention_mask"] =
-      options_.packing ? packed_attention_mask(batch.segment_ids) : batch.attention_mask;  // (B,1,T,T) | (B, T)
-  out.tensors["position_ids"] = batch.position_ids;  // (B, T)
-  out.tensors["labels"] = batch.labels;              // (B, T)
-  out.loss_weight = shifted_label_count(batch.labels);
-  out.tokens = batch.tokens;
-  return out;
-}
-
-MicroBatch SftBatchSource::collate(bool eval, const std::vector<int64_t>& indices) const {
-  const auto& samples = eval ? eval_ : train_;
-  std::vector<const TokenizedSample*> picked;
-  for (int64_t i : indices) picked.push_back(&samples[static_cast<size_t>(i)]);
-  return collate_samples(picked);
-}
-
-torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
-                                 const MicroBatch& batch) {
-  const torch::Tensor& labels = batch.at("labels");
-  // (B, T-1) flattened; kIgnoreLabel is negative.
-  const torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1}).to(lm.head_weight().device());
-  return runner.causal_lm_head(model, lm, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0,
-                               labels.size(1) - 1,
-                               [chunk = runner.logits_chunk(), targets](const torch::Tensor& hidden, const torch::Tensor& weight) {
-                                 return kernels::lm_head_nll_sum(hidden.reshape({-1, hidden.size(-1)}), weight, targets,
-                                                                 chunk);
-                               });
-}
-
-int64_t shifted_label_count(const torch::Tensor& labels) {
-  return labels.narrow(1, 1, labels.size(1) - 1).ne(kIgnoreLabel).sum().item<int64_t>();
-}
-
-LossSum SftObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
-  return {causal_lm_loss_sum(runner, name_, model_, batch), {}};
-}
 
 void run_sft(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
@@ -128,7 +62,7 @@ void run_sft(const Config& given) {
   }
   auto engine = make_run_engine(config, loaded.shape, device, std::cout);
   const std::string name = "policy";
-  engine->add_model(name, group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
+  engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
 
   SftBatchSource::Options data_options;

@@ -3,16 +3,16 @@
 
 #include <filesystem>
 
-#include "src/config/config_io.h"
+#include "core/config/config_io.h"
+#include "core/error.h"
 #include "src/dist/communicator.h"
-#include "src/core/error.h"
 #include "src/io/model_path.h"
 #include "stages/dpo.h"
 #include "stages/grpo.h"
-#include "stages/rm.h"
 #include "stages/ppo.h"
+#include "stages/rm.h"
 #include "stages/sft.h"
-#include "stages/stage_common.h"
+#include "train/stage_result.h"
 
 namespace ferry {
 

@@ -1,9 +1,9 @@
 // CpuAdamW entry points: argument checks, choice of SIMD path, and the split across threads.
 #include "kernels/cpu/adamw.h"
 
+#include "core/error.h"
 #include "kernels/cpu/adamw_internal.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

@@ -2,9 +2,9 @@
 // threads on block boundaries.
 #include "kernels/cpu/adamw_int8.h"
 
+#include "core/error.h"
 #include "kernels/cpu/adamw_int8_internal.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/cpu/adamw_int8_internal.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace adamw_int8_detail {

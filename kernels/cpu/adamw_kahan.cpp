@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

@@ -2,9 +2,9 @@
 // must match it bit for bit; it is also the fallback on CPUs without AVX2.
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/cpu/adamw_internal.h"
 #include "kernels/cpu/half_convert.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace adamw_detail {

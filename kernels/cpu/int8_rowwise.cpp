@@ -3,8 +3,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/cpu/half_convert.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

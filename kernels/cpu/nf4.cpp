@@ -12,12 +12,12 @@
 #include <mutex>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half_convert.h"
-#include "kernels/cpu/nf4_internal.h"
 #include "kernels/cpu/nf4_code_book.h"
+#include "kernels/cpu/nf4_internal.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

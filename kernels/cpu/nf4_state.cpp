@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::kernels {
 namespace {

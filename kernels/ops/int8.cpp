@@ -3,8 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include "core/error.h"
 #include "kernels/cpu/int8_rowwise.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

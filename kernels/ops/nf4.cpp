@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "kernels/cpu/nf4.h"
-#include "src/core/error.h"
+#include "core/error.h"
 
 #ifdef FERRY_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>

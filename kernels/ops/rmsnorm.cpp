@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 #ifdef FERRY_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 namespace {

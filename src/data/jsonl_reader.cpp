@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "src/core/error.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/text.h"
 #include "src/data/conversation_json.h"
 #include "src/tokenizer/chat_template.h"
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 namespace {

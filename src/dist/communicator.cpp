@@ -7,7 +7,7 @@
 #include <mutex>
 #include <streambuf>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 #ifdef FERRY_WITH_GLOO
 #ifndef USE_C10D_GLOO

@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "offload/shard_group.h"
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/dist/dist_env.h"
+#include "src/dist/shard_group.h"
 
 namespace ferry::dist {
 
-class Communicator : public offload::ShardGroup {
+class Communicator : public dist::ShardGroup {
  public:
   // Joins the group `env` describes. ConfigError when this build has no Gloo (libgloo-dev headers
   // missing at build time); PeerError when the others do not join within `timeout_seconds`.
@@ -33,7 +33,7 @@ class Communicator : public offload::ShardGroup {
   int64_t size() const override { return env_.world_size; }
   const DistEnv& env() const { return env_; }
 
-  // The collectives of offload::ShardGroup. Tensors of one dtype are packed into buckets of up to
+  // The collectives of dist::ShardGroup. Tensors of one dtype are packed into buckets of up to
   // 32 MiB per collective; every process must pass the same list (names, shapes, order).
   void all_reduce_sum(const std::vector<at::Tensor>& tensors) override;
   void reduce_sum(const std::vector<at::Tensor>& tensors, int64_t root) override;

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::dist {
 namespace {

@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::dist {
 namespace {

@@ -1,7 +1,7 @@
 // Generation settings of chat answers (see chat_generate_options.h).
 #include "src/generate/chat_generate_options.h"
 
-#include "src/core/text.h"
+#include "core/text.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 

@@ -6,8 +6,8 @@
 // sampling; `tokenizer` must outlive the options (stop strings are decoded with it).
 #pragma once
 
+#include "core/config/llama_config.h"
 #include "src/generate/generate.h"
-#include "src/model/llama_config.h"
 
 namespace ferry {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
 #include "src/tokenizer/tokenizer.h"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/hf_checkpoint.h"
 
 namespace ferry::io {

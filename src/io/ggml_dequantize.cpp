@@ -14,7 +14,7 @@
 #include <bit>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 #define FERRY_DEQUANT_INLINE [[gnu::always_inline]] inline
 

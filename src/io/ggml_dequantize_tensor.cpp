@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/error.h"
 #include "kernels/cpu/half_convert.h"
-#include "src/core/error.h"
 #include "src/io/ggml_dequantize.h"
 
 namespace ferry::io {

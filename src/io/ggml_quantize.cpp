@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::io {
 

@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_dequantize_tensor.h"
 
 namespace ferry::io {

@@ -3,7 +3,7 @@
 
 #include <iterator>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::io {
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_quantize.h"
 #include "src/io/gguf_export.h"
 #include "src/io/gguf_writer.h"

@@ -10,17 +10,17 @@
 #include <optional>
 #include <set>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/ggml_quantize.h"
+#include "src/io/gguf_tensor_layout.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_export.h"
-#include "src/io/gguf_tensor_layout.h"
-#include "src/io/lora_adapter.h"
-#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
+#include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
 
 namespace ferry::io {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/mapped_file.h"
 
 namespace ferry::io {

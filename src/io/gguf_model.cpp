@@ -7,7 +7,7 @@
 #include <cstring>
 #include <set>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_dequantize_tensor.h"
 #include "src/io/gguf_tensor_layout.h"
 

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "core/config/llama_config.h"
 #include "src/io/ggml_tensor.h"
 #include "src/io/gguf_file.h"
 #include "src/io/safetensors.h"
-#include "src/model/llama_config.h"
 
 namespace ferry::io {
 

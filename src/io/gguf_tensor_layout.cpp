@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_quantize.h"
 #include "src/io/hf_tensor_specs.h"
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config/llama_config.h"
 #include "src/io/ggml_types.h"
-#include "src/model/llama_config.h"
 
 namespace ferry::io {
 

@@ -5,8 +5,8 @@
 
 #include <map>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/io/gguf_pre_tokenizers.h"
 #include "src/io/sentencepiece_model.h"
 #include "src/tokenizer/byte_level.h"

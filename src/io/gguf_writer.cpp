@@ -4,8 +4,8 @@
 #include <bit>
 #include <cstring>
 
-#include "src/core/error.h"
-#include "src/core/atomic_file_writer.h"
+#include "core/atomic_file_writer.h"
+#include "core/error.h"
 
 namespace ferry::io {
 namespace {

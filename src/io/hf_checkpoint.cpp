@@ -8,9 +8,9 @@
 #include <regex>
 #include <set>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/folder_file.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/folder_file.h"
 #include "src/io/gguf_model.h"
 
 namespace ferry::io {

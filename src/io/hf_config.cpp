@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/io/hf_quantization.h"
 
 namespace ferry::io {

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 
 namespace ferry::io {
 

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
-#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"

@@ -7,10 +7,10 @@
 #include <limits>
 #include <sstream>
 
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "core/host_memory.h"
 #include "kernels/cpu/nf4_state.h"
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
-#include "src/core/host_memory.h"
 #include "src/io/hf_checkpoint.h"
 
 namespace ferry::io {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 
 namespace ferry::io {
 

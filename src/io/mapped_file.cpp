@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::io {
 

@@ -8,9 +8,9 @@
 #include <system_error>
 #include <unistd.h>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/fnv1a.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/fnv1a.h"
 #include "src/io/gguf_file.h"
 #include "src/io/gguf_model.h"
 #include "src/io/gguf_tokenizer_files.h"

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/nf4_state.h"
-#include "src/core/error.h"
 #include "src/io/hf_checkpoint.h"
 
 namespace ferry::io {

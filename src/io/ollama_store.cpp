@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/text.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;

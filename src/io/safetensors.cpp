@@ -10,8 +10,8 @@
 #include <sstream>
 #include <utility>
 
-#include "src/core/error.h"
-#include "src/core/atomic_file_writer.h"
+#include "core/atomic_file_writer.h"
+#include "core/error.h"
 #include "src/io/mapped_file.h"
 
 namespace ferry::io {

@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include "src/core/error.h"
-#include "src/core/protobuf_encoder.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/protobuf_encoder.h"
 
 namespace ferry::io {
 namespace {

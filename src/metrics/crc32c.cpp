@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_CRC32C_X86 1

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 
 namespace ferry {
 namespace {

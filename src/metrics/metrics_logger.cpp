@@ -5,7 +5,7 @@
 
 #include <iostream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/metrics/metrics_jsonl.h"
 #include "src/metrics/progress_display.h"
 #include "src/metrics/tensorboard_writer.h"

@@ -35,7 +35,7 @@
 #include <optional>
 #include <ostream>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/metrics/metrics_clock.h"
 #include "src/metrics/metrics_row.h"
 

@@ -3,7 +3,7 @@
 
 #include <unordered_set>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
+#include "core/byte_size.h"
+#include "core/error.h"
 
 namespace ferry {
 namespace {

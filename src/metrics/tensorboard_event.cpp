@@ -2,7 +2,7 @@
 // tensorflow/core/framework/summary.proto.
 #include "src/metrics/tensorboard_event.h"
 
-#include "src/core/protobuf_encoder.h"
+#include "core/protobuf_encoder.h"
 
 namespace ferry {
 namespace {

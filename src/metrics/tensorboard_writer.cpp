@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/metrics/tensorboard_event.h"
 #include "src/metrics/tfrecord.h"
 

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/metrics/crc32c.h"
 
 namespace ferry {

@@ -1,9 +1,9 @@
 // The ggml base projection and its autograd function (see ggml_linear.h).
 #include "src/model/ggml_linear.h"
 
-#include "src/core/error.h"
-#include "src/model/linear_weight_slot.h"
+#include "core/error.h"
 #include "src/io/ggml_types.h"
+#include "src/model/linear_weight_slot.h"
 
 namespace ferry {
 namespace {

@@ -1,7 +1,7 @@
 // The int8 base projection and its autograd function (see int8_linear.h).
 #include "src/model/int8_linear.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/linear_weight_slot.h"
 
 namespace ferry {

@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

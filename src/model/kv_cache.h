@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 
 namespace ferry {
 

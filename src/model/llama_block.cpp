@@ -2,7 +2,7 @@
 // residual layer; projections with an optional LoRA adapter.
 #include "src/model/llama_block.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/kv_cache.h"
 #include "src/model/rotary_embedding.h"
 

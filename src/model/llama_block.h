@@ -12,7 +12,7 @@
 
 #include <torch/torch.h>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 #include "src/model/lora_linear.h"
 #include "src/model/rms_norm.h"
 

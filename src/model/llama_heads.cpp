@@ -1,7 +1,7 @@
 // Language-model and scalar heads on the Llama backbone.
 #include "src/model/llama_heads.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 #include "src/model/llama_model.h"
 
 namespace ferry {

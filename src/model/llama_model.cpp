@@ -1,7 +1,7 @@
 // Llama backbone forward: embedding, shared RoPE tables and mask, the layers, final norm.
 #include "src/model/llama_model.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/attention_mask.h"
 #include "src/model/kv_cache.h"
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/config/llama_config.h"
 #include "src/model/llama_block.h"
-#include "src/model/llama_config.h"
 #include "src/model/rms_norm.h"
 #include "src/model/rotary_embedding.h"
 

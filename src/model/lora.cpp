@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/lora_adapter.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/io/safetensors.h"
 #include "src/model/llama_model.h"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"

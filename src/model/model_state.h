@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config/llama_config.h"
 #include "src/io/safetensors.h"
-#include "src/model/llama_config.h"
 
 namespace ferry {
 

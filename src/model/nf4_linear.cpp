@@ -1,7 +1,7 @@
 // The NF4 base projection and its autograd function (see nf4_linear.h).
 #include "src/model/nf4_linear.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/linear_weight_slot.h"
 
 namespace ferry {

@@ -3,11 +3,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "src/core/error.h"
+#include "core/error.h"
+#include "src/io/ggml_checkpoint.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_tensor_specs.h"
-#include "src/io/ggml_checkpoint.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/model_state.h"

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "src/config/config_enum.h"
+#include "core/config/config_enum.h"
 #include "src/model/llama_heads.h"
 
 namespace ferry {
@@ -84,7 +84,6 @@ inline LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::pat
                                                       bool double_quant, QuantizedLoadReport* report = nullptr) {
   return causal_lm_from_pretrained_quantized(dir, dtype, BaseQuantization::nf4, double_quant, report);
 }
-inline void dequantize_base_nf4(LlamaModelImpl& model) { dequantize_base(model); }
 using Nf4BaseSize = QuantizedBaseSize;
 inline Nf4BaseSize nf4_base_size(const torch::nn::Module& model) { return quantized_base_size(model); }
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

@@ -8,7 +8,7 @@
 
 #include <utility>
 
-#include "src/model/llama_config.h"
+#include "core/config/llama_config.h"
 
 namespace ferry {
 
@@ -25,7 +25,6 @@ class RotaryEmbedding {
   // in fp32 and only the result is cast, so bf16 models keep exact positions.
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& position_ids, at::ScalarType dtype) const;
 
-  const at::Tensor& inverse_frequencies() const { return inv_freq_; }
 
  private:
   // Kept outside the module's buffers on purpose: `module.to(bf16)` must not round it.

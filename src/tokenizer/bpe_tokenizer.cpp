@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/tokenizer/decoder.h"
 #include "src/tokenizer/tokenizer_json.h"
 #include "src/tokenizer/utf8.h"

@@ -1,7 +1,7 @@
 // Chat roles, messages as chat templates see them, and the order rule for conversations.
 #include "src/tokenizer/chat_message.h"
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry {
 

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <functional>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/text.h"
 #include "src/tokenizer/chat_template_path.h"
-#include "src/tokenizer/jinja_chat_template.h"
 #include "src/tokenizer/jinja/pystr.h"
+#include "src/tokenizer/jinja_chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/utf8.h"
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "src/core/error.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/text.h"
 
 namespace fs = std::filesystem;
 

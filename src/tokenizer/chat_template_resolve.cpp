@@ -3,9 +3,9 @@
 
 #include <filesystem>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/text.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/jinja_chat_template.h"
 #include "src/tokenizer/tokenizer.h"

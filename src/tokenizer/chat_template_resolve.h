@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/tokenizer/jinja/pystr.h"
 #include "src/tokenizer/tokenizer.h"
 

@@ -31,7 +31,6 @@ class Normalizer {
   // From tokenizer.json's `normalizer` value (null included). InputError for other types.
   static Normalizer from_json(const nlohmann::json& normalizer, const JsonField& field);
 
-  bool is_identity() const { return !nfc_; }
 
   // Normalizes `text`, whose first byte is original byte `shift`. Returns false, touching
   // nothing, when normalizing leaves it as it is (its alignment is then the identity); else

@@ -6,7 +6,7 @@
 #include <memory>
 #include <mutex>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/tokenizer/utf8.h"
 
 namespace ferry {

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "src/core/folder_file.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/folder_file.h"
 #include "src/tokenizer/bpe_tokenizer.h"
 
 namespace ferry {

@@ -1,8 +1,8 @@
 // Reading tokenizer.json fields with errors that name the file and the field.
 #include "src/tokenizer/tokenizer_json.h"
 
-#include "src/core/error.h"
-#include "src/core/text.h"
+#include "core/error.h"
+#include "core/text.h"
 
 namespace ferry {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/generate/generate.h"
 #include "src/generate/sampling.h"
 #include "src/io/safetensors.h"

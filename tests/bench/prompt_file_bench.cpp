@@ -1,4 +1,4 @@
-// Memory and time of opening an RL prompt file (src/rl/prompt_dataset.h): a PromptFile checks and
+// Memory and time of opening an RL prompt file (train/rl/prompt_dataset.h): a PromptFile checks and
 // renders every line but keeps 16 bytes a prompt; the reference in the same run is holding every
 // rendered prompt (std::vector<RolloutPrompt>, what the loader did before and what a naive one
 // does), measured on the first --hold prompts and scaled to the file.
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/rl/prompt_dataset.h"
+#include "core/error.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
+#include "train/rl/prompt_dataset.h"
 
 namespace {
 
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
 
     const int64_t before = resident_bytes();
     auto start = Clock::now();
-    const ferry::PromptFile file(prompts_path, tokenizer, chat, {}, log);
+    const ferry::rl::PromptFile file(prompts_path, tokenizer, chat, {}, log);
     const double open_seconds = seconds_since(start);
     const int64_t indexed = resident_bytes() - before;
     const auto prompts = static_cast<int64_t>(file.size());
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     std::iota(indices.begin(), indices.end(), int64_t{0});
     const int64_t before_hold = resident_bytes();
     start = Clock::now();
-    std::vector<ferry::RolloutPrompt> held;
+    std::vector<ferry::rl::RolloutPrompt> held;
     held.reserve(static_cast<size_t>(hold));
     for (size_t begin = 0; begin < indices.size(); begin += 4096) {  // load() a rollout-sized slice at a time
       const std::vector<int64_t> slice(indices.begin() + static_cast<std::ptrdiff_t>(begin),

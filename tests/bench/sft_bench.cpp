@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "offload/engine.h"
 #include "offload/memory_model.h"
-#include "src/core/error.h"
 #include "src/io/safetensors.h"
 #include "src/model/pretrained.h"
-#include "src/train/backbone_runner.h"
 #include "stages/sft.h"
+#include "train/backbone_runner.h"
 
 namespace {
 
@@ -76,13 +76,13 @@ int main(int argc, char** argv) {
     for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) batch.tensors[name] = tensors.at(name);
     batch.loss_weight = shifted_label_count(tensors.at("labels"));
     batch.tokens = tensors.at("attention_mask").sum().item<int64_t>();
-    EngineOptions options;
+    offload::EngineOptions options;
     options.weight_decay = 0.01;
     options.cpu_threads = args.threads;
     options.activation_offload = args.activation_offload != 0;
     options.policy = args.policy;
-    auto engine = make_parameter_engine(options);
-    engine->add_model("policy", group_parameters(*model, false), true);
+    auto engine = offload::make_parameter_engine(options);
+    engine->add_model("policy", offload::group_parameters(*model, false), true);
     BackboneRunner runner(*engine, args.checkpointing != 0, args.logits_chunk);
     const std::unique_ptr<offload::ActivationMeter> meter = engine->meter_activations();
     SftObjective objective("policy", *model);

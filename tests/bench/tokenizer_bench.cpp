@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/tokenizer/bpe_tokenizer.h"
 
 namespace {

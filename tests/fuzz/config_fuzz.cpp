@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "src/config/config_io.h"
+#include "core/config/config_io.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "tests/support/scratch_dir.h"
 
 namespace ferry_fuzz {

@@ -6,10 +6,10 @@
 
 #include "src/data/preference_dataset.h"
 #include "src/data/sft_dataset.h"
-#include "src/rl/prompt_dataset.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "train/rl/prompt_dataset.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const ferry::Tokenizer tokenizer(std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model");
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ferry_fuzz::expect_clean([&] { (void)ferry::load_preference_dataset(path, tokenizer, chat, 64, skip); });
     ferry_fuzz::expect_clean([&] {
       std::ostringstream log;
-      (void)ferry::PromptFile(path, tokenizer, chat, {.max_length = 64, .skip_bad_lines = skip}, log).load_all();
+      (void)ferry::rl::PromptFile(path, tokenizer, chat, {.max_length = 64, .skip_bad_lines = skip}, log).load_all();
     });
   }
   return 0;

@@ -26,6 +26,7 @@
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
@@ -42,15 +43,8 @@ class GenerateCli : public ::testing::Test {
     std::filesystem::create_directories(dir_ / "model");
     const std::string tokenizer_file = std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model";
     const Tokenizer tokenizer(tokenizer_file);
-    LlamaConfig config;
-    config.vocab_size = tokenizer.vocab_size();
-    config.hidden_size = 64;
-    config.intermediate_size = 128;
-    config.num_hidden_layers = 2;
-    config.num_attention_heads = 4;
-    config.num_key_value_heads = 2;
-    config.head_dim = 16;
-    config.max_position_embeddings = 512;
+    LlamaConfig config = test_support::tiny_llama_config(
+        {.vocab_size = tokenizer.vocab_size(), .max_position_embeddings = 512, .rms_norm_eps = 1e-6});
     config.bos_token_id = tokenizer.bos_id();
     config.eos_token_ids = {tokenizer.eos_id()};
     config.pad_token_id = tokenizer.pad_id();

@@ -13,12 +13,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
 #include "src/model/model_state.h"
-#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
+#include "src/model/quantized_base.h"
 #include "tests/integration/ferry_process.h"
 
 namespace ferry {

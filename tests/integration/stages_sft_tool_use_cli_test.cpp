@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "src/config/config.h"
-#include "src/core/file_util.h"
+#include "core/config/config.h"
+#include "core/file_util.h"
 #include "src/data/sft_dataset.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"

@@ -1,5 +1,5 @@
 // Crash consistency of training runs, through the `ferry` executable: runs SIGKILLed mid-step,
-// mid-checkpoint and mid-export (FERRY_FAILPOINT, src/core/failpoint.h) and resumed each time
+// mid-checkpoint and mid-export (FERRY_FAILPOINT, core/failpoint.h) and resumed each time
 // with train.resume=auto end with exactly the final weights of an uninterrupted run (fp32, byte
 // for byte); a full disk during a checkpoint exits 2 naming the file and the bytes it needed,
 // keeps the previous checkpoint, and a resume from it still ends on the same weights.

@@ -21,7 +21,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/generate/generate.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template_resolve.h"

@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
+#include "core/file_util.h"
 #include "kernels/cpu/int8_rowwise.h"
 #include "kernels/ops/int8.h"
-#include "src/core/file_util.h"
 #include "tests/parity/tensor_fixture.h"
 
 namespace ferry {

@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/hf_config.h"
 #include "src/io/safetensors.h"
 #include "src/model/pretrained.h"

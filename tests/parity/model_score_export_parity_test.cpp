@@ -25,6 +25,7 @@
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
@@ -57,17 +58,9 @@ nlohmann::json read_json(const fs::path& file) {
 }
 
 LlamaConfig tiny_config(const std::string& model_type) {
-  LlamaConfig config;
+  LlamaConfig config = test_support::tiny_llama_config(
+      {.vocab_size = 96, .hidden_size = 32, .intermediate_size = 64, .head_dim = 8, .max_position_embeddings = 64});
   config.model_type = model_type;
-  config.vocab_size = 96;
-  config.hidden_size = 32;
-  config.intermediate_size = 64;
-  config.num_hidden_layers = 2;
-  config.num_attention_heads = 4;
-  config.num_key_value_heads = 2;
-  config.head_dim = 8;
-  config.max_position_embeddings = 64;
-  config.rms_norm_eps = 1e-5;
   config.bos_token_id = 1;
   config.eos_token_ids = {2};
   config.pad_token_id = 0;

@@ -14,12 +14,12 @@
 #include <algorithm>
 #include <sstream>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/data/preference_dataset.h"
-#include "src/rl/prompt_dataset.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
+#include "train/rl/prompt_dataset.h"
 
 namespace ferry {
 namespace {
@@ -34,8 +34,8 @@ TEST(ChatToolsParity, PreferencePairsAndRlPromptsRenderTheirTools) {
     SCOPED_TRACE(t["name"].get<std::string>());
     const ChatTemplate tmpl = resolve_chat_template(t["file"].get<std::string>(), tokenizer);
     std::ostringstream log;
-    const PromptFile prompts(kFixtures + "prompts.jsonl", tokenizer, tmpl, {}, log);
-    const std::vector<RolloutPrompt> loaded = prompts.load_all();
+    const rl::PromptFile prompts(kFixtures + "prompts.jsonl", tokenizer, tmpl, {}, log);
+    const std::vector<rl::RolloutPrompt> loaded = prompts.load_all();
     ASSERT_EQ(loaded.size(), 1u);
     EXPECT_EQ(loaded[0].ids, t["rl_prompt"].get<std::vector<int64_t>>());
     EXPECT_EQ(loaded[0].gt_answer, "7");

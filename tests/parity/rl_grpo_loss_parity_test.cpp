@@ -10,10 +10,10 @@
 
 #include <filesystem>
 
-#include "src/rl/group_advantages.h"
-#include "src/rl/grpo_loss.h"
-#include "src/rl/rollout_advantages.h"
 #include "tests/parity/tensor_fixture.h"
+#include "train/rl/group_advantages.h"
+#include "train/rl/grpo_loss.h"
+#include "train/rl/rollout_advantages.h"
 
 namespace ferry {
 namespace {
@@ -89,7 +89,7 @@ TEST(GrpoLossParity, CriticFreePpoEstimatorsMatchTheWrittenOutFormulas) {
   for (const AdvantageEstimator estimator : {AdvantageEstimator::rloo, AdvantageEstimator::reinforce_baseline}) {
     const std::string name(enum_name(estimator));
     // k1 against the reference is logprobs - ref_logprobs: with logprobs 0, ref = -kl gives the fixture's kl.
-    Experience e;
+    rl::Experience e;
     e.response_mask = f["mask"];
     e.logprobs = torch::zeros_like(f["kl"]);
     e.ref_logprobs = -f["kl"];
@@ -100,7 +100,7 @@ TEST(GrpoLossParity, CriticFreePpoEstimatorsMatchTheWrittenOutFormulas) {
     settings.kl_estimator = KlEstimator::k1;
     settings.gamma = 1.0;
     settings.whiten_advantages = true;
-    estimate_advantages(e, settings, 0.1);
+    rl::estimate_advantages(e, settings, 0.1);
     EXPECT_LT(max_error(e.advantages, f.want(name + ".advantages")), 1e-5) << name;
     const torch::Tensor group = rl::consecutive_groups(6, 3);
     const torch::Tensor baseline = estimator == AdvantageEstimator::rloo ? rl::leave_one_out_baseline(f["scores"], group)

@@ -11,13 +11,13 @@
 #include <filesystem>
 
 #include "kernels/ops/chunked_lm_head.h"
-#include "src/rl/advantages.h"
-#include "src/rl/kl_controller.h"
-#include "src/rl/masked_stats.h"
-#include "src/rl/policy_losses.h"
-#include "src/rl/running_moments.h"
-#include "src/rl/rollout_advantages.h"
 #include "tests/parity/tensor_fixture.h"
+#include "train/rl/advantages.h"
+#include "train/rl/kl_controller.h"
+#include "train/rl/masked_stats.h"
+#include "train/rl/policy_losses.h"
+#include "train/rl/rollout_advantages.h"
+#include "train/rl/running_moments.h"
 
 namespace ferry {
 namespace {
@@ -53,7 +53,7 @@ TEST(PpoMathParity, RewardsGaeAndWhitening) {
 
 TEST(PpoMathParity, EstimateAdvantagesOnAnExperience) {
   const Fixture f;
-  Experience e;
+  rl::Experience e;
   e.response_mask = f["mask"];
   e.logprobs = f["old_logprobs"];
   e.ref_logprobs = f["ref_logprobs"];
@@ -63,7 +63,7 @@ TEST(PpoMathParity, EstimateAdvantagesOnAnExperience) {
   settings.gamma = kGamma;
   settings.lam = kLam;
   settings.kl_estimator = KlEstimator::k1;
-  const torch::Tensor kl = estimate_advantages(e, settings, kKlCoef);
+  const torch::Tensor kl = rl::estimate_advantages(e, settings, kKlCoef);
   EXPECT_LT(max_error(kl, f.want("kl.k1")), kTolerance);
   EXPECT_LT(max_error(e.advantages, f.want("advantages")), kTolerance);
   EXPECT_LT(max_error(e.returns, f.want("returns")), kTolerance);

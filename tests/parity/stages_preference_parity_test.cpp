@@ -15,11 +15,11 @@
 #include "src/io/safetensors.h"
 #include "src/model/lora.h"
 #include "src/model/pretrained.h"
-#include "src/train/backbone_runner.h"
 #include "stages/dpo.h"
-#include "stages/preference_losses.h"
-#include "stages/reference_logps_cache.h"
 #include "stages/rm.h"
+#include "train/backbone_runner.h"
+#include "train/preference/preference_losses.h"
+#include "train/preference/reference_logps_cache.h"
 
 namespace ferry {
 namespace {
@@ -56,12 +56,12 @@ double max_error(const torch::Tensor& a, const torch::Tensor& b) {
 struct DpoModels {
   LlamaForCausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
   LlamaForCausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
-  std::unique_ptr<ParameterEngine> engine = make_parameter_engine(EngineOptions{});
+  std::unique_ptr<offload::ParameterEngine> engine = offload::make_parameter_engine(offload::EngineOptions{});
   DpoModels() {
     policy->train();
     for (auto& p : reference->parameters()) p.set_requires_grad(false);
-    engine->add_model("policy", group_parameters(*policy, false), true);
-    engine->add_model("reference", group_parameters(*reference, false), false);
+    engine->add_model("policy", offload::group_parameters(*policy, false), true);
+    engine->add_model("reference", offload::group_parameters(*reference, false), false);
   }
   // The mean loss over the pairs and the logged means, as the loop computes them from the sum.
   std::pair<torch::Tensor, MetricValues> loss(const DpoConfig& settings, const MicroBatch& batch) {
@@ -153,8 +153,8 @@ TEST(PreferenceParity, RewardModelMatchesTrlRewardTrainer) {
   torch::set_num_threads(1);
   const io::TensorMap expected = io::load_safetensors(fixture() / "expected.safetensors");
   LlamaForScore model = score_model_from_pretrained(fixture() / "reward");
-  auto engine = make_parameter_engine(EngineOptions{});
-  engine->add_model("reward", group_parameters(*model, false), true);
+  auto engine = offload::make_parameter_engine(offload::EngineOptions{});
+  engine->add_model("reward", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, false);
   torch::NoGradGuard no_grad;
   MicroBatch batch = fixture_batch();
@@ -210,7 +210,7 @@ TEST(PreferenceParity, ReferenceFromModelLoraOffAndPrecomputeAgree) {
       if (item.key().find("lora_B") != std::string::npos) item.value().normal_(0.0, 0.5);
     }
   }
-  models.engine->add_model("adapted", group_parameters(*adapted, false), false);
+  models.engine->add_model("adapted", offload::group_parameters(*adapted, false), false);
   const torch::Tensor lora_off = reference_logps(batch, "adapted", *adapted, /*adapters_off=*/true, runner);
   const torch::Tensor lora_on = reference_logps(batch, "adapted", *adapted, /*adapters_off=*/false, runner);
   EXPECT_LE(max_error(lora_off, from_model), 1e-5);

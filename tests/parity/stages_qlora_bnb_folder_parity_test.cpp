@@ -20,15 +20,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
-#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
+#include "src/model/quantized_base.h"
 #include "src/tokenizer/tokenizer.h"
-#include "stages/stage_common.h"
 #include "tests/integration/ferry_process.h"
+#include "train/model_setup.h"
 
 namespace ferry {
 namespace {

@@ -21,8 +21,8 @@
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/quantized_base.h"
-#include "src/train/backbone_runner.h"
 #include "stages/sft.h"
+#include "train/backbone_runner.h"
 
 namespace ferry {
 namespace {
@@ -107,8 +107,8 @@ TEST_P(QloraParity, LossAndAdapterGradientsMatchPeftOnBitsandbytes) {
   load_lora_state(*model, adapter.tensors, "init_adapter");
   model->train();
 
-  auto engine = make_parameter_engine(EngineOptions{});
-  engine->add_model("policy", group_parameters(*model, false), true);
+  auto engine = offload::make_parameter_engine(offload::EngineOptions{});
+  engine->add_model("policy", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, checkpointing);
   SftObjective objective("policy", *model);
   engine->zero_grad();

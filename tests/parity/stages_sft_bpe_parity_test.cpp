@@ -25,7 +25,7 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/sft.h"
-#include "stages/stage_common.h"
+#include "train/model_setup.h"
 
 namespace ferry {
 namespace {

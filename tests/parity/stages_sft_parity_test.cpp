@@ -12,8 +12,8 @@
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
-#include "src/train/backbone_runner.h"
 #include "stages/sft.h"
+#include "train/backbone_runner.h"
 
 namespace ferry {
 namespace {
@@ -43,13 +43,13 @@ TEST_P(SftParity, LossGradientsAndFirstStepMatchTransformers) {
   LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
   model->train();
 
-  EngineOptions options;
+  offload::EngineOptions options;
   options.beta1 = 0.9;
   options.beta2 = 0.95;
   options.eps = 1e-8;
   options.weight_decay = 0.1;
-  auto engine = make_parameter_engine(options);
-  engine->add_model("policy", group_parameters(*model, false), true);
+  auto engine = offload::make_parameter_engine(options);
+  engine->add_model("policy", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, /*activation_checkpointing=*/GetParam());
   SftObjective objective("policy", *model);
 

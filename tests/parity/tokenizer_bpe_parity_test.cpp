@@ -13,7 +13,7 @@
 #include <future>
 #include <sstream>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/tokenizer/bpe_tokenizer.h"
 
 namespace ferry {

@@ -23,8 +23,8 @@
 #include <filesystem>
 #include <set>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"

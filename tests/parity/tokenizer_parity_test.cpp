@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/core/file_util.h"
+#include "core/file_util.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 

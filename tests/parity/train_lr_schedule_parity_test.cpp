@@ -4,8 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "src/config/config_enum.h"
-#include "src/train/lr_schedule.h"
+#include "core/config/config_enum.h"
+#include "train/lr_schedule.h"
 
 namespace ferry {
 namespace {

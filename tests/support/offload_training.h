@@ -1,6 +1,6 @@
 // The small training runs the offload tests compare: a Llama of the demo model's shape (smaller),
 // random learnable token batches, a next-token loss, and `train(spec)`, which runs the shared loop
-// (src/train/trainer.h) under one offload policy and returns its losses, final weights and the
+// (train/trainer.h) under one offload policy and returns its losses, final weights and the
 // accountant's peaks. Used by tests/unit/train_offload_policies_test.cpp (CPU-emulated device)
 // and tests/gpu/train_offload_cuda_test.cpp (CUDA against the CPU).
 #pragma once
@@ -22,9 +22,10 @@
 #include "src/io/safetensors.h"
 #include "src/model/llama_heads.h"
 #include "src/model/model_state.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/trainer.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_llama_config.h"
+#include "train/backbone_runner.h"
+#include "train/trainer.h"
 
 namespace ferry::offload_test {
 
@@ -33,16 +34,8 @@ namespace fs = std::filesystem;
 // The demo model's shape (configs/demo-model.json) with a smaller vocabulary and 3 layers, so 20
 // steps under every policy stay fast.
 inline LlamaConfig small_shape(bool tied = false) {
-  LlamaConfig c;
-  c.vocab_size = 512;
-  c.hidden_size = 64;
-  c.intermediate_size = 176;
-  c.num_hidden_layers = 3;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
+  LlamaConfig c = test_support::tiny_llama_config(
+      {.vocab_size = 512, .intermediate_size = 176, .num_hidden_layers = 3, .max_position_embeddings = 64});
   c.tie_word_embeddings = tied;
   return c;
 }
@@ -197,11 +190,11 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   init_llama_weights(*model, spec.shape, 0.02, 5);
   if (spec.precision == Precision::bf16) model->to(torch::kBFloat16);
   model->train();
-  EngineOptions options = EngineOptions::from_config(config);
+  offload::EngineOptions options = offload::EngineOptions::from_config(config);
   options.kept_groups = spec.kept_groups;
   options.device = spec.device;
-  auto engine = make_parameter_engine(options);
-  engine->add_model("policy", group_parameters(*model, false), true);
+  auto engine = offload::make_parameter_engine(options);
+  engine->add_model("policy", offload::group_parameters(*model, false), true);
   model->to(spec.device);
   RandomTokens data(spec.shape.vocab_size, spec.micro_batch_size, spec.length, 17);
   NextTokenLoss objective(*model, spec.head_op);
@@ -220,11 +213,11 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
     if (step == spec.crash_after) throw Crash("stopped");
   };
   trainer.run();
-  engine->with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+  engine->with_weights("policy", offload::ParameterEngine::WeightAccess::read, [&] {
     for (const auto& [key, t] : state_of(*model)) result.weights[key] = t.to(torch::kCPU, torch::kFloat).clone();
   });
   result.memory = engine->accountant().snapshot();
-  if (const auto* chunked = dynamic_cast<const ChunkedEngine*>(engine.get())) {
+  if (const auto* chunked = dynamic_cast<const offload::ChunkedEngine*>(engine.get())) {
     result.chunks_finished_during_backward = chunked->chunks_finished_during_backward();
   }
   if (spec.output.empty()) {

@@ -10,26 +10,19 @@
 #include <functional>
 #include <vector>
 
-#include "src/config/config.h"
+#include "core/config/config.h"
 #include "src/io/safetensors.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/quantized_base.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry::quantized_test {
 
 // The tiny Llama these checks use: vocabulary 300, 2 layers, hidden 64, GQA.
 inline LlamaConfig tiny_shape() {
-  LlamaConfig c;
-  c.vocab_size = 300;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  return c;
+  return test_support::tiny_llama_config(
+      {.vocab_size = 300, .intermediate_size = 96, .max_position_embeddings = 64, .rms_norm_eps = 1e-6});
 }
 
 // `kind` quantises a model of `shape` (vocabulary 300, 2 layers); `dequantize` turns its state_of

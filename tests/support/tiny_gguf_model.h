@@ -14,26 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "core/config/llama_config.h"
 #include "src/io/ggml_types.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/gguf_writer.h"
-#include "src/model/llama_config.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry::gguf_test {
 
 // vocabulary 2000 (the demo tokenizer's), hidden 256, intermediate 512, 2 layers, 4 heads, 2 kv heads.
 inline LlamaConfig tiny_gguf_shape() {
-  LlamaConfig c;
-  c.vocab_size = 2000;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return test_support::tiny_llama_config(
+      {.vocab_size = 2000, .hidden_size = 256, .intermediate_size = 512, .head_dim = 64});
 }
 
 // Byte offsets of the fp16 d / dmin (or m) fields inside one block of each quantised type.

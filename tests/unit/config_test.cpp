@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/config/config_io.h"
-#include "src/core/error.h"
+#include "core/config/config_io.h"
+#include "core/error.h"
 #include "tests/support/scratch_dir.h"
 
 namespace ferry {

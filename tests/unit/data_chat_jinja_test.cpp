@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/data/conversation_json.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"

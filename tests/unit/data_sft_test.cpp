@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/data/epoch_order.h"
 #include "src/data/jsonl_reader.h"
 #include "src/data/sft_dataset.h"

@@ -1,4 +1,4 @@
-// DiLoCo's outer step (src/train/diloco.h) with two processes' engines in two threads over c10d
+// DiLoCo's outer step (train/diloco.h) with two processes' engines in two threads over c10d
 // Gloo, against the formula written out in plain libtorch: after local moves θ_r, every process
 // holds θ_outer − lr·(Δ̄ + μ·b) with b = μ·b + Δ̄, Δ̄ the mean of θ_outer − θ_r, over two outer steps
 // (the momentum carries over). fp32 exactly as torch computes it; bf16 and int8 pseudo-gradients
@@ -12,8 +12,8 @@
 #include <filesystem>
 
 #include "offload/engine.h"
-#include "src/train/diloco.h"
 #include "tests/support/two_process_group.h"
+#include "train/diloco.h"
 
 namespace ferry {
 namespace {
@@ -52,15 +52,15 @@ Outcome run_diloco(PseudoGradient format, const fs::path& save_dir) {
     config.pseudo_gradient = format;
     std::vector<torch::Tensor> weights = initial_weights();
     for (auto& w : weights) w.requires_grad_(true);
-    EngineOptions options;
+    offload::EngineOptions options;
     options.device = c10::Device(c10::kCPU);
-    auto engine = make_parameter_engine(options);
+    auto engine = offload::make_parameter_engine(options);
     engine->add_model("policy", {{"layers.0", {{"a.weight", weights[0]}, {"a.norm", weights[1]}, {"b.weight", weights[2]}}}},
                       true);
     DiLoCo diloco(config, comm, *engine, "policy");
     diloco.start();
     for (int round = 0; round < 2; ++round) {
-      engine->with_weights("policy", ParameterEngine::WeightAccess::write, [&] {
+      engine->with_weights("policy", offload::ParameterEngine::WeightAccess::write, [&] {
         torch::NoGradGuard no_grad;
         const std::vector<torch::Tensor> moved = local_move(
             {weights[0].detach().clone(), weights[1].detach().clone(), weights[2].detach().clone()}, rank, round);

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/dist/dist_env.h"
 
 namespace ferry::dist {

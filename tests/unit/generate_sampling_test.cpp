@@ -11,7 +11,7 @@
 #include <cmath>
 #include <limits>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/sampling.h"

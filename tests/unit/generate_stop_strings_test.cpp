@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_dequantize.h"
 #include "src/io/ggml_dequantize_tensor.h"
 

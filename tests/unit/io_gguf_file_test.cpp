@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/io/gguf_file.h"
 #include "src/io/gguf_model.h"
 #include "tests/support/scratch_dir.h"

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/io/ggml_quantize.h"
 #include "src/io/gguf_adapter_export.h"
 #include "src/io/gguf_export.h"

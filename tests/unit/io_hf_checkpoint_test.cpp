@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/hf_checkpoint.h"
 
 namespace ferry::io {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/hf_config.h"
 #include "src/io/hf_quantization.h"
 

@@ -9,25 +9,23 @@
 #include <filesystem>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_tensor_specs.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry::io {
 namespace {
 
 // hidden 32, 4 heads of 8 (2 for keys and values), intermediate 48, vocab 100, 2 layers, untied.
 LlamaConfig small_config() {
-  LlamaConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  return c;
+  return test_support::tiny_llama_config({.vocab_size = 100,
+                                          .hidden_size = 32,
+                                          .intermediate_size = 48,
+                                          .head_dim = 8,
+                                          .max_position_embeddings = 4096,
+                                          .rms_norm_eps = 1e-6});
 }
 
 std::filesystem::path write_small_weights(const std::string& name, int64_t intermediate = 48) {

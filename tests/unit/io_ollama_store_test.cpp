@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ollama_store.h"
 #include "tests/support/scratch_dir.h"
 

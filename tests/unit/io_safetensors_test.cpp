@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/safetensors.h"
 
 namespace ferry::io {

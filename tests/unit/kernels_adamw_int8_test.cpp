@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/adamw_int8.h"
 #include "kernels/cpu/adamw_int8_internal.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

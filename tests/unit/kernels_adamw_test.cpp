@@ -12,11 +12,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

@@ -14,11 +14,11 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/nf4_state.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/core/error.h"
 
 namespace ferry::kernels {
 namespace {

@@ -8,10 +8,10 @@
 #include <limits>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "tests/unit/metrics_temp_dir.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/metrics/metrics_jsonl.h"
+#include "tests/unit/metrics_temp_dir.h"
 
 namespace ferry {
 namespace {

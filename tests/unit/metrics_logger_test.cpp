@@ -6,12 +6,12 @@
 #include <sstream>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "tests/unit/metrics_temp_dir.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/metrics/metrics_logger.h"
 #include "src/metrics/tensorboard_event.h"
 #include "src/metrics/tfrecord.h"
+#include "tests/unit/metrics_temp_dir.h"
 
 namespace ferry {
 namespace {

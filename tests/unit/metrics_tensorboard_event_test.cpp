@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
-#include "tests/unit/metrics_temp_dir.h"
-#include "src/core/protobuf_encoder.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/protobuf_encoder.h"
 #include "src/metrics/tensorboard_event.h"
 #include "src/metrics/tensorboard_writer.h"
 #include "src/metrics/tfrecord.h"
+#include "tests/unit/metrics_temp_dir.h"
 
 namespace ferry {
 namespace {

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/ggml_checkpoint.h"
 #include "src/io/ggml_dequantize_tensor.h"
 #include "src/io/model_path.h"

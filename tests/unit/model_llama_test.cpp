@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/model/kv_cache.h"
 #include "src/model/llama_heads.h"
 #include "src/model/model_state.h"

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/io/lora_adapter.h"
 #include "src/model/llama_heads.h"
 #include "src/model/lora.h"

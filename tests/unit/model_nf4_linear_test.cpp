@@ -9,8 +9,8 @@
 
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/nf4.h"
-#include "src/core/error.h"
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"

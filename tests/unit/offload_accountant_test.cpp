@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "offload/accountant.h"
-#include "src/core/error.h"
 
 namespace ferry::offload {
 namespace {

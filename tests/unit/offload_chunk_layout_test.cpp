@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <set>
 
+#include "core/error.h"
 #include "offload/chunk_layout.h"
-#include "src/core/error.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry::offload {
 namespace {
@@ -92,14 +93,8 @@ TEST(ChunkLayout, BadInputIsABug) {
 }
 
 LlamaConfig small_gqa_tied() {
-  LlamaConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
+  LlamaConfig c =
+      test_support::tiny_llama_config({.vocab_size = 100, .max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
   c.tie_word_embeddings = true;
   return c;
 }

@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "offload/engine.h"
 #include "offload/plain_engine.h"
-#include "src/core/error.h"
 #include "src/model/llama_heads.h"
 
 namespace ferry {
@@ -20,14 +20,14 @@ namespace {
 struct TwoParameters {
   torch::Tensor matrix = torch::randn({8, 5}).requires_grad_(true);
   torch::Tensor vector = torch::randn({5}).requires_grad_(true);
-  std::vector<ParameterGroup> groups() const {
-    return {ParameterGroup{"layers.0", {{"model.layers.0.mlp.up_proj.weight", matrix},
+  std::vector<offload::ParameterGroup> groups() const {
+    return {offload::ParameterGroup{"layers.0", {{"model.layers.0.mlp.up_proj.weight", matrix},
                                         {"model.layers.0.input_layernorm.weight", vector}}}};
   }
 };
 
-EngineOptions adam_options() {
-  EngineOptions o;
+offload::EngineOptions adam_options() {
+  offload::EngineOptions o;
   o.beta1 = 0.9;
   o.beta2 = 0.95;
   o.eps = 1e-8;
@@ -47,7 +47,7 @@ TEST(PlainEngine, Fp32StepsMatchTorchAdamW) {
                       std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
   torch::optim::AdamW reference(groups, torch::optim::AdamWOptions(3e-2));
 
-  auto engine = make_parameter_engine(adam_options());
+  auto engine = offload::make_parameter_engine(adam_options());
   engine->add_model("policy", ours.groups(), true);
   for (int step = 0; step < 3; ++step) {
     const torch::Tensor gm = torch::randn({8, 5}), gv = torch::randn({5});
@@ -69,12 +69,12 @@ TEST(PlainEngine, Bf16ModelKeepsFp32MasterWeights) {
   const torch::Tensor start = torch::randn({16, 4});
   torch::Tensor low = start.to(torch::kBFloat16).requires_grad_(true);
   torch::Tensor full = low.detach().to(torch::kFloat).requires_grad_(true);  // fp32 run from the same start
-  EngineOptions options = adam_options();
+  offload::EngineOptions options = adam_options();
   options.precision = Precision::bf16;
-  auto low_engine = make_parameter_engine(options);
-  low_engine->add_model("m", {ParameterGroup{"head", {{"lm_head.weight", low}}}}, true);
-  auto full_engine = make_parameter_engine(adam_options());
-  full_engine->add_model("m", {ParameterGroup{"head", {{"lm_head.weight", full}}}}, true);
+  auto low_engine = offload::make_parameter_engine(options);
+  low_engine->add_model("m", {offload::ParameterGroup{"head", {{"lm_head.weight", low}}}}, true);
+  auto full_engine = offload::make_parameter_engine(adam_options());
+  full_engine->add_model("m", {offload::ParameterGroup{"head", {{"lm_head.weight", full}}}}, true);
   for (int step = 0; step < 20; ++step) {
     const torch::Tensor g = torch::randn({16, 4}).to(torch::kBFloat16);
     low.mutable_grad() = g;
@@ -91,7 +91,7 @@ TEST(PlainEngine, Bf16ModelKeepsFp32MasterWeights) {
 TEST(PlainEngine, SavedStateResumesExactly) {
   torch::manual_seed(2);
   TwoParameters a;
-  auto engine_a = make_parameter_engine(adam_options());
+  auto engine_a = offload::make_parameter_engine(adam_options());
   engine_a->add_model("policy", a.groups(), true);
   for (int step = 0; step < 2; ++step) {
     a.matrix.mutable_grad() = torch::randn({8, 5});
@@ -108,7 +108,7 @@ TEST(PlainEngine, SavedStateResumesExactly) {
     b.matrix.copy_(a.matrix);
     b.vector.copy_(a.vector);
   }
-  auto engine_b = make_parameter_engine(adam_options());
+  auto engine_b = offload::make_parameter_engine(adam_options());
   engine_b->add_model("policy", b.groups(), true);
   engine_b->load_state(dir);
   EXPECT_EQ(engine_b->step_count("policy"), 2);
@@ -125,7 +125,7 @@ TEST(PlainEngine, SavedStateResumesExactly) {
   // A state for another model shape is refused before anything changes.
   TwoParameters other;
   other.matrix = torch::randn({3, 3}).requires_grad_(true);
-  auto engine_c = make_parameter_engine(adam_options());
+  auto engine_c = offload::make_parameter_engine(adam_options());
   engine_c->add_model("policy", other.groups(), true);
   EXPECT_THROW(engine_c->load_state(dir), InputError);
   EXPECT_THROW(engine_c->load_state(dir / "nowhere"), InputError);
@@ -137,7 +137,7 @@ TEST(PlainEngine, GradientNormIsTheGlobalL2AndSeesInfinities) {
   TwoParameters p;
   p.matrix.mutable_grad() = torch::full({8, 5}, 0.5);
   p.vector.mutable_grad() = torch::full({5}, 2.0);
-  auto engine = make_parameter_engine(adam_options());
+  auto engine = offload::make_parameter_engine(adam_options());
   engine->add_model("policy", p.groups(), true);
   EXPECT_NEAR(engine->gradient_norm(), std::sqrt(40 * 0.25 + 5 * 4.0), 1e-6);  // per-tensor norms in fp32
   EXPECT_TRUE(engine->gradients_finite());
@@ -151,10 +151,10 @@ TEST(PlainEngine, GradientNormIsTheGlobalL2AndSeesInfinities) {
 // host state does not fit offload.host_memory is refused before anything is allocated, by name.
 TEST(ChunkedEngine, ModelOverTheHostBudgetIsAConfigErrorNamingIt) {
   TwoParameters ours;  // 45 fp32 parameters: 180 B of chunks (256-aligned) + 45 x 12 B of state
-  EngineOptions options = adam_options();
+  offload::EngineOptions options = adam_options();
   options.policy = OffloadPolicy::optimizer;
   options.host_budget = 600;
-  auto engine = make_parameter_engine(options);
+  auto engine = offload::make_parameter_engine(options);
   try {
     engine->add_model("policy", ours.groups(), true);
     FAIL() << "expected a ConfigError";
@@ -163,7 +163,7 @@ TEST(ChunkedEngine, ModelOverTheHostBudgetIsAConfigErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("model 'policy' needs"), std::string::npos) << e.what();
   }
   options.host_budget = 4096;
-  auto roomy = make_parameter_engine(options);
+  auto roomy = offload::make_parameter_engine(options);
   roomy->add_model("policy", ours.groups(), true);
   EXPECT_LE(roomy->accountant().current(offload::MemoryTier::host), 4096u);
   EXPECT_GT(roomy->accountant().current(offload::MemoryTier::host), 600u);
@@ -179,7 +179,7 @@ TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   shape.num_key_value_heads = 2;
   shape.head_dim = 8;
   LlamaForCausalLM model(shape);
-  const auto groups = group_parameters(*model, false);
+  const auto groups = offload::group_parameters(*model, false);
   ASSERT_EQ(groups.size(), 5u);
   EXPECT_EQ(groups[0].name, "embed");
   EXPECT_EQ(groups[1].name, "layers.0");
@@ -188,21 +188,21 @@ TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   EXPECT_EQ(groups[1].parameters.size(), 9u);  // q k v o, gate up down, two norms
   EXPECT_EQ(groups[4].parameters.size(), 2u);  // final norm, lm_head
   model->model->embed_tokens->weight.set_requires_grad(false);
-  EXPECT_EQ(group_parameters(*model, true).front().name, "layers.0");
+  EXPECT_EQ(offload::group_parameters(*model, true).front().name, "layers.0");
 
   EXPECT_TRUE(groups[4].also_uses.empty());
   LlamaConfig tied_shape = shape;
   tied_shape.tie_word_embeddings = true;
   LlamaForCausalLM tied(tied_shape);
-  EXPECT_EQ(group_parameters(*tied, false).back().also_uses, std::vector<std::string>{"embed"});
+  EXPECT_EQ(offload::group_parameters(*tied, false).back().also_uses, std::vector<std::string>{"embed"});
 
-  EngineOptions options;
+  offload::EngineOptions options;
   for (OffloadPolicy policy : {OffloadPolicy::none, OffloadPolicy::optimizer, OffloadPolicy::params}) {
     options.policy = policy;
-    EXPECT_NE(make_parameter_engine(options), nullptr);
+    EXPECT_NE(offload::make_parameter_engine(options), nullptr);
   }
   options.policy = OffloadPolicy::auto_;  // must be resolved into a plan first (offload/auto_policy.h)
-  EXPECT_THROW(make_parameter_engine(options), InternalError);
+  EXPECT_THROW(offload::make_parameter_engine(options), InternalError);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // written out by hand for a small Llama (hidden 64, 2 layers, 4 heads of 16, MLP 128, vocab 100).
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "offload/memory_model.h"
-#include "src/core/error.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry::offload {
 namespace {
@@ -20,15 +21,8 @@ constexpr int64_t kMicroBatch = 2;
 constexpr int64_t kSeq = 8;  // 16 tokens per micro-batch
 
 LlamaConfig small_model() {
-  LlamaConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = 16;
-  return c;
+  return test_support::tiny_llama_config(
+      {.vocab_size = 100, .num_key_value_heads = 4, .max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
 }
 
 MemoryModel model_for(Precision precision, int64_t lora_rank = 0) {

@@ -5,9 +5,9 @@
 
 #include <chrono>
 
+#include "core/byte_size.h"
+#include "core/error.h"
 #include "offload/planner.h"
-#include "src/core/byte_size.h"
-#include "src/core/error.h"
 
 namespace ferry::offload {
 namespace {

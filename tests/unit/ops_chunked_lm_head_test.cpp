@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/error.h"
 #include "kernels/ops/chunked_lm_head.h"
-#include "src/core/error.h"
 
 namespace ferry {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/rl/prompt_dataset.h"
+#include "core/error.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/support/scratch_dir.h"
+#include "train/rl/prompt_dataset.h"
 
 namespace ferry {
 namespace {
@@ -56,25 +56,25 @@ TEST_F(PromptFileTest, LoadsWhatTheTemplateRendersAndKeepsLineNumbers) {
       "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"7*6?\"}], "
       "\"gt_answer\": 42}");  // no final newline
   std::ostringstream log;
-  const PromptFile file(path, tokenizer_, chat_, {.max_length = 64}, log);
+  const rl::PromptFile file(path, tokenizer_, chat_, {.max_length = 64}, log);
   ASSERT_EQ(file.size(), 3u);
   EXPECT_EQ(file.with_answer(), 2);
   EXPECT_CONTAINS(log.str(), "skipped 1 prompts of 64+ tokens");
 
-  const LoadedPrompts loaded = file.load({2, 0, 2});
+  const rl::LoadedPrompts loaded = file.load({2, 0, 2});
   ASSERT_EQ(loaded.size(), 2u);
-  const RolloutPrompt& first = loaded.at(0);
+  const rl::RolloutPrompt& first = loaded.at(0);
   EXPECT_EQ(first.ids, rendered({ChatMessage{ChatRole::user, "What is 2+3?"}}));
   EXPECT_EQ(first.text, "What is 2+3?");
   EXPECT_EQ(first.gt_answer, "5");
   EXPECT_EQ(first.kind, "add");
   EXPECT_EQ(first.line, 1);
-  const RolloutPrompt& last = loaded.at(2);
+  const rl::RolloutPrompt& last = loaded.at(2);
   EXPECT_EQ(last.ids, rendered({ChatMessage{ChatRole::system, "Be brief."}, ChatMessage{ChatRole::user, "7*6?"}}));
   EXPECT_EQ(last.gt_answer, "42");
   EXPECT_EQ(last.line, 5);
 
-  const std::vector<RolloutPrompt> all = file.load_all();
+  const std::vector<rl::RolloutPrompt> all = file.load_all();
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[1].ids, rendered({ChatMessage{ChatRole::user, "Say hi"}}));
   EXPECT_EQ(all[1].line, 4);
@@ -85,7 +85,7 @@ TEST_F(PromptFileTest, MaxSamplesKeepsTheFirstPrompts) {
   std::string text;
   for (int i = 0; i < 10; ++i) text += "{\"prompt\": \"q" + std::to_string(i) + "\"}\n";
   std::ostringstream log;
-  const PromptFile file(write("ten.jsonl", text), tokenizer_, chat_, {.max_samples = 4}, log);
+  const rl::PromptFile file(write("ten.jsonl", text), tokenizer_, chat_, {.max_samples = 4}, log);
   ASSERT_EQ(file.size(), 4u);
   EXPECT_EQ(file.load({3}).at(3).text, "q3");
 }
@@ -94,13 +94,13 @@ TEST_F(PromptFileTest, BadLinesStopTheOpeningOrAreSkipped) {
   const std::string path = write("bad.jsonl", "{\"prompt\": \"ok\"}\n{\"prompt\": 7}\n{\"prompt\": \"fine\"}\n");
   std::ostringstream log;
   try {
-    PromptFile file(path, tokenizer_, chat_, {}, log);
+    rl::PromptFile file(path, tokenizer_, chat_, {}, log);
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_CONTAINS(e.what(), path + ":2:");
     EXPECT_CONTAINS(e.what(), "data.skip_bad_lines");
   }
-  const PromptFile skipping(path, tokenizer_, chat_, {.skip_bad_lines = true}, log);
+  const rl::PromptFile skipping(path, tokenizer_, chat_, {.skip_bad_lines = true}, log);
   ASSERT_EQ(skipping.size(), 2u);
   EXPECT_EQ(skipping.load({1}).at(1).text, "fine");
   EXPECT_EQ(skipping.load({1}).at(1).line, 3);
@@ -110,7 +110,7 @@ TEST_F(PromptFileTest, BadLinesStopTheOpeningOrAreSkipped) {
 TEST_F(PromptFileTest, AFileChangedDuringTheRunIsAnError) {
   const std::string path = write("edited.jsonl", "{\"prompt\": \"one\"}\n{\"prompt\": \"two\"}\n");
   std::ostringstream log;
-  const PromptFile file(path, tokenizer_, chat_, {}, log);
+  const rl::PromptFile file(path, tokenizer_, chat_, {}, log);
   write("edited.jsonl", "{\"prompt\": \"one, now longer than before\"}\n{\"prompt\": \"two\"}\n");
   try {
     (void)file.load({1});
@@ -129,8 +129,8 @@ TEST_F(PromptFileTest, AFileChangedDuringTheRunIsAnError) {
 
 TEST_F(PromptFileTest, NoUsablePromptIsAnError) {
   std::ostringstream log;
-  EXPECT_THROW(PromptFile(write("empty.jsonl", "\n\n"), tokenizer_, chat_, {}, log), InputError);
-  EXPECT_THROW(PromptFile("", tokenizer_, chat_, {}, log), ConfigError);
+  EXPECT_THROW(rl::PromptFile(write("empty.jsonl", "\n\n"), tokenizer_, chat_, {}, log), InputError);
+  EXPECT_THROW(rl::PromptFile("", tokenizer_, chat_, {}, log), ConfigError);
 }
 
 }  // namespace

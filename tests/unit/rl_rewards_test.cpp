@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/rl/answer_match.h"
-#include "src/rl/reward_command.h"
-#include "src/rl/rewards.h"
+#include "core/error.h"
 #include "tests/support/scratch_dir.h"
+#include "train/rl/answer_match.h"
+#include "train/rl/reward_command.h"
+#include "train/rl/rewards.h"
 
 namespace ferry {
 namespace {
@@ -24,23 +24,23 @@ namespace {
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "missing '" << (needle) << "' in: " << (haystack)
 
 TEST(Rewards, VerifierMatchesExactNumericAndContains) {
-  EXPECT_TRUE(answer_matches("  42 <|end|>", "42", AnswerMatch::exact, "<|end|>"));
-  EXPECT_FALSE(answer_matches("42.0", "42", AnswerMatch::exact, "<|end|>"));
-  EXPECT_TRUE(answer_matches("42.0", "42", AnswerMatch::numeric, ""));
-  EXPECT_TRUE(answer_matches("so the answer is -7", "-7", AnswerMatch::numeric, ""));
-  EXPECT_TRUE(answer_matches("first 3, then 1,234", "1234", AnswerMatch::numeric, ""));
-  EXPECT_TRUE(answer_matches("about 2e3", "2000", AnswerMatch::numeric, ""));
-  EXPECT_FALSE(answer_matches("12 then 13", "12", AnswerMatch::numeric, ""));  // the last number counts
-  EXPECT_FALSE(answer_matches("no number", "5", AnswerMatch::numeric, ""));
-  EXPECT_TRUE(answer_matches("The capital is Paris.", "Paris", AnswerMatch::contains, ""));
-  EXPECT_FALSE(answer_matches("The capital is paris.", "Paris", AnswerMatch::contains, ""));
-  EXPECT_FALSE(answer_matches("anything", "", AnswerMatch::contains, ""));
-  ASSERT_TRUE(last_number("x=.5").has_value());
-  EXPECT_DOUBLE_EQ(*last_number("x=.5"), 0.5);
+  EXPECT_TRUE(rl::answer_matches("  42 <|end|>", "42", AnswerMatch::exact, "<|end|>"));
+  EXPECT_FALSE(rl::answer_matches("42.0", "42", AnswerMatch::exact, "<|end|>"));
+  EXPECT_TRUE(rl::answer_matches("42.0", "42", AnswerMatch::numeric, ""));
+  EXPECT_TRUE(rl::answer_matches("so the answer is -7", "-7", AnswerMatch::numeric, ""));
+  EXPECT_TRUE(rl::answer_matches("first 3, then 1,234", "1234", AnswerMatch::numeric, ""));
+  EXPECT_TRUE(rl::answer_matches("about 2e3", "2000", AnswerMatch::numeric, ""));
+  EXPECT_FALSE(rl::answer_matches("12 then 13", "12", AnswerMatch::numeric, ""));  // the last number counts
+  EXPECT_FALSE(rl::answer_matches("no number", "5", AnswerMatch::numeric, ""));
+  EXPECT_TRUE(rl::answer_matches("The capital is Paris.", "Paris", AnswerMatch::contains, ""));
+  EXPECT_FALSE(rl::answer_matches("The capital is paris.", "Paris", AnswerMatch::contains, ""));
+  EXPECT_FALSE(rl::answer_matches("anything", "", AnswerMatch::contains, ""));
+  ASSERT_TRUE(rl::last_number("x=.5").has_value());
+  EXPECT_DOUBLE_EQ(*rl::last_number("x=.5"), 0.5);
 }
 
-RolloutPrompt prompt(std::string text, std::string answer, int64_t line) {
-  RolloutPrompt p;
+rl::RolloutPrompt prompt(std::string text, std::string answer, int64_t line) {
+  rl::RolloutPrompt p;
   p.text = std::move(text);
   p.gt_answer = std::move(answer);
   p.line = line;
@@ -48,17 +48,17 @@ RolloutPrompt prompt(std::string text, std::string answer, int64_t line) {
 }
 
 TEST(Rewards, WeightedMixLeavesOutRewardsWithoutAValue) {
-  const std::vector<RolloutPrompt> prompts{prompt("2+2?", "4", 1), prompt("say hi", "", 2)};
+  const std::vector<rl::RolloutPrompt> prompts{prompt("2+2?", "4", 1), prompt("say hi", "", 2)};
   RewardConfig verifier;  // exact, weight 1
   RewardConfig model;
   model.kind = RewardKind::model;
   model.path = "rm";
   model.weight = 0.5;
   std::ostringstream log;
-  RewardMix mix({verifier, model}, {.prompts = 2, .with_answer = 1}, "p.jsonl", "", log);
+  rl::RewardMix mix({verifier, model}, {.prompts = 2, .with_answer = 1}, "p.jsonl", "", log);
   EXPECT_CONTAINS(log.str(), "1 of 2 prompts in p.jsonl have no gt_answer");
   EXPECT_EQ(mix.model_path(), "rm");
-  const RewardScores s = mix.score({"4", "hi", "5"}, {&prompts[0], &prompts[1], &prompts[0]}, {2.0, -1.0, 0.0});
+  const rl::RewardScores s = mix.score({"4", "hi", "5"}, {&prompts[0], &prompts[1], &prompts[0]}, {2.0, -1.0, 0.0});
   ASSERT_EQ(s.total.size(), 3u);
   EXPECT_DOUBLE_EQ(s.total[0], 1.0 + 0.5 * 2.0);
   EXPECT_DOUBLE_EQ(s.total[1], 0.5 * -1.0);  // no gt_answer: no verifier term
@@ -70,7 +70,7 @@ TEST(Rewards, WeightedMixLeavesOutRewardsWithoutAValue) {
   EXPECT_DOUBLE_EQ(s.means[1].second, 1.0 / 3.0);
   // A verifier with no gt_answer anywhere is a config error naming the file.
   try {
-    RewardMix bad({verifier}, {.prompts = 1, .with_answer = 0}, "q.jsonl", "", log);
+    rl::RewardMix bad({verifier}, {.prompts = 1, .with_answer = 0}, "q.jsonl", "", log);
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_CONTAINS(e.what(), "q.jsonl has none");
@@ -88,24 +88,24 @@ std::string script(const std::string& name, const std::string& text) {
 // 2000 requests of ~4 KB (8 MB, far beyond a pipe's buffer) to a program that answers each as it
 // reads it: writing and reading at once never deadlocks.
 TEST(Rewards, CommandAnswersManyLongRequestsInOrder) {
-  RewardCommand command("python3 -c \"import sys\nfor l in sys.stdin: print(len(l), flush=True)\"", 30);
+  rl::RewardCommand command("python3 -c \"import sys\nfor l in sys.stdin: print(len(l), flush=True)\"", 30);
   std::vector<std::string> requests;
   for (int i = 0; i < 2000; ++i) requests.push_back("{\"response\": \"" + std::string(4000 + i % 7, 'a') + "\"}");
   const std::vector<double> answers = command.score(requests, [](size_t i) { return std::to_string(i); });
   ASSERT_EQ(answers.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(answers[i], static_cast<double>(requests[i].size() + 1)) << i;
   // It stays up for the next batch; nan is a number (the stage leaves that response out).
-  RewardCommand nan_command("while read line; do echo nan; done", 30);
+  rl::RewardCommand nan_command("while read line; do echo nan; done", 30);
   const std::vector<double> nan_answers = nan_command.score({"{}", "{}"}, [](size_t) { return std::string("p"); });
   ASSERT_EQ(nan_answers.size(), 2u);
   EXPECT_TRUE(std::isnan(nan_answers[1]));
 }
 
 std::string command_error(const std::string& program, double timeout) {
-  RewardCommand command(program, timeout);
+  rl::RewardCommand command(program, timeout);
   try {
     command.score({"{\"a\": 1}", "{\"a\": 2}"}, [](size_t i) { return "prompt #" + std::to_string(i); });
-  } catch (const RewardCommandError& e) {
+  } catch (const rl::RewardCommandError& e) {
     return e.what();
   }
   ADD_FAILURE() << "expected a RewardCommandError from " << program;

@@ -13,21 +13,22 @@
 
 #include <unistd.h>
 
+#include "core/config/config_io.h"
+#include "core/file_util.h"
 #include "offload/engine.h"
-#include "src/config/config_io.h"
-#include "src/core/file_util.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/model/attention_mask.h"
 #include "src/model/llama_heads.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
-#include "src/rl/advantages.h"
-#include "src/rl/policy_losses.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/rl/rollout_advantages.h"
 #include "stages/ppo.h"
 #include "stages/stage_registry.h"
 #include "tests/run_output.h"
+#include "tests/support/tiny_llama_config.h"
+#include "train/rl/advantages.h"
+#include "train/rl/policy_losses.h"
+#include "train/rl/rollout_advantages.h"
 
 namespace ferry {
 namespace {
@@ -35,16 +36,10 @@ namespace {
 namespace fs = std::filesystem;
 
 LlamaConfig tiny_shape() {
-  LlamaConfig c;
-  c.vocab_size = 2000;  // data/tokenizer.model's
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
+  LlamaConfig c = test_support::tiny_llama_config({.vocab_size = 2000,  // data/tokenizer.model's
+                                                   .hidden_size = 32,
+                                                   .intermediate_size = 64,
+                                                   .num_attention_heads = 2});
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
   c.pad_token_id = 3;
@@ -91,23 +86,23 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
   init_llama_weights(*reference, shape, 0.2, 21);
   LlamaForScore critic(shape), reward = score_model_from_pretrained(folders().reward);
   init_llama_weights(*critic, shape, 0.2, 22);
-  auto engine = make_parameter_engine(EngineOptions{});
-  engine->add_model("policy", group_parameters(*policy, false), true);
-  engine->add_model("reference", group_parameters(*reference, false), false);
-  engine->add_model("critic", group_parameters(*critic, false), true);
-  engine->add_model("reward", group_parameters(*reward, false), false);
+  auto engine = offload::make_parameter_engine(offload::EngineOptions{});
+  engine->add_model("policy", offload::group_parameters(*policy, false), true);
+  engine->add_model("reference", offload::group_parameters(*reference, false), false);
+  engine->add_model("critic", offload::group_parameters(*critic, false), true);
+  engine->add_model("reward", offload::group_parameters(*reward, false), false);
   const Tokenizer tokenizer(source("data/tokenizer.model"));
-  RolloutModels models;
+  rl::RolloutModels models;
   models.policy = policy.get();
   models.reference = reference.get();
   models.critic = critic.get();
   models.reward = reward.get();
-  ExperienceOptions options;
+  rl::ExperienceOptions options;
   options.micro_batch_size = 3;  // two scoring micro-batches over four rows
   options.pad_id = 3;
   options.generate.sampling.greedy = false;
   options.generate.sampling.temperature = 0.8;
-  ExperienceMaker maker(*engine, models, options, tokenizer);
+  rl::ExperienceMaker maker(*engine, models, options, tokenizer);
 
   // Prompts of 5, 3, 4 and 2 tokens, left-padded to 5; responses of R = 5 columns:
   //   row 0 ends with EOS (2) at its 3rd token, row 1 hits max length, row 2 is EOS alone,
@@ -115,7 +110,7 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
   const std::vector<std::vector<int64_t>> prompt_ids{{1, 40, 41, 42, 43}, {1, 50, 51}, {1, 60, 61, 62}, {1, 70}};
   const std::vector<std::vector<int64_t>> response_ids{{80, 81, 2}, {90, 91, 92, 93, 94}, {2}, {100, 101, 102, 2}};
   const int64_t p = 5, r = 5, rows = 4;
-  Experience e;
+  rl::Experience e;
   e.prompt_length = p;
   e.sequences = torch::full({rows, p + r}, 3, torch::kLong);
   e.attention_mask = torch::zeros({rows, p + r}, torch::kLong);
@@ -137,7 +132,7 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
   settings.whiten_advantages = false;  // whitening mixes rows; compare the per-row recursion
   settings.gamma = 0.9;
   settings.lam = 0.8;
-  const torch::Tensor kl = estimate_advantages(e, settings, 0.1);
+  const torch::Tensor kl = rl::estimate_advantages(e, settings, 0.1);
 
   torch::NoGradGuard no_grad;
   for (int64_t i = 0; i < rows; ++i) {
@@ -178,7 +173,7 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
 }
 
 TEST(PpoExperience, NonFiniteRowsAreDroppedAndCounted) {
-  Experience e;
+  rl::Experience e;
   e.prompt_length = 1;
   e.sequences = torch::ones({3, 3}, torch::kLong);
   e.attention_mask = torch::ones({3, 3}, torch::kLong);
@@ -189,11 +184,11 @@ TEST(PpoExperience, NonFiniteRowsAreDroppedAndCounted) {
   e.raw_scores = torch::tensor({0.5f, 1.0f, std::numeric_limits<float>::infinity()});
   e.prompt_index = {10, 11, 12};
   e.responses = {"a", "b", "c"};
-  EXPECT_EQ(drop_nonfinite_rows(e), 1);
+  EXPECT_EQ(rl::drop_nonfinite_rows(e), 1);
   ASSERT_EQ(e.rows(), 2);
   EXPECT_EQ(e.prompt_index, (std::vector<int64_t>{10, 11}));
   e.logprobs[0][1] = std::nanf("");  // inside the mask: the row goes
-  EXPECT_EQ(drop_nonfinite_rows(e), 1);
+  EXPECT_EQ(rl::drop_nonfinite_rows(e), 1);
   EXPECT_EQ(e.responses, std::vector<std::string>{"b"});
 }
 
@@ -204,12 +199,12 @@ TEST(PpoExperience, ScoreShaping) {
   rl::RunningMoments moments;
   const torch::Tensor raw = torch::tensor({0.5f, 3.0f, -4.0f});
   const torch::Tensor ended = torch::tensor({true, false, true});
-  const torch::Tensor shaped = shape_scores(raw, ended, settings, moments);
+  const torch::Tensor shaped = rl::shape_scores(raw, ended, settings, moments);
   EXPECT_TRUE(torch::allclose(shaped, torch::tensor({0.5f, 2.0f, -2.0f})));  // 3 - 1 = 2; -4 clipped
   settings.normalize_reward = true;
   settings.reward_clip = 0;
   settings.missing_eos_penalty = 0;
-  const torch::Tensor normalised = shape_scores(raw, ended, settings, moments);
+  const torch::Tensor normalised = rl::shape_scores(raw, ended, settings, moments);
   const torch::Tensor x = raw.to(torch::kDouble);
   const double mean = x.mean().item<double>(), std = x.std().item<double>();  // first batch: its own statistics
   EXPECT_TRUE(torch::allclose(normalised.to(torch::kDouble), (x - mean) / std, 1e-5, 1e-6));

@@ -12,22 +12,23 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "src/config/config.h"
-#include "src/config/config_io.h"
-#include "src/core/file_util.h"
+#include "core/config/config.h"
+#include "core/config/config_io.h"
+#include "core/file_util.h"
+#include "offload/engine.h"
 #include "src/io/gguf_export.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_export.h"
 #include "src/io/safetensors.h"
-#include "offload/engine.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
-#include "src/model/quantized_base.h"
 #include "src/model/pretrained.h"
+#include "src/model/quantized_base.h"
 #include "stages/grpo.h"
 #include "stages/ppo.h"
 #include "stages/sft.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_llama_config.h"
 
 namespace ferry {
 namespace {
@@ -43,16 +44,8 @@ fs::path fresh_dir(const std::string& name) {
 // The demo model's shape, 2 layers; init std 0.1 so the base computes something non-trivial.
 const fs::path& base_model() {
   static const fs::path dir = [] {
-    LlamaConfig c;
-    c.vocab_size = 2000;
-    c.hidden_size = 128;
-    c.intermediate_size = 352;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 4;
-    c.head_dim = 32;
-    c.max_position_embeddings = 128;
-    c.rms_norm_eps = 1e-5;
+    LlamaConfig c = test_support::tiny_llama_config(
+        {.vocab_size = 2000, .hidden_size = 128, .intermediate_size = 352, .num_key_value_heads = 4, .head_dim = 32});
     c.bos_token_id = 1;
     c.pad_token_id = 3;
     LlamaForCausalLM model(c);
@@ -281,11 +274,11 @@ TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
   const int64_t projection_weights = 2 * (4 * 128 * 128 + 3 * 128 * 352);
 
   LlamaForCausalLM plain_model = loaded();
-  EngineOptions options;
+  offload::EngineOptions options;
   options.policy = OffloadPolicy::none;
   options.device = c10::Device(c10::kCPU);
-  auto none = make_parameter_engine(options);
-  none->add_model("policy", group_parameters(*plain_model, false), true);
+  auto none = offload::make_parameter_engine(options);
+  none->add_model("policy", offload::group_parameters(*plain_model, false), true);
   const uint64_t weights = none->accountant().current(MemoryTier::device, MemoryCategory::weights);
   const double per_weight = static_cast<double>(weights - 4 * float_weights) / projection_weights;
   std::cout << "engine-accounted NF4 base: " << weights - 4 * float_weights << " bytes for " << projection_weights
@@ -297,18 +290,18 @@ TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
 
   LlamaForCausalLM paged_model = loaded();
   options.policy = OffloadPolicy::params;
-  auto params = make_parameter_engine(options);
-  params->add_model("policy", group_parameters(*paged_model, false), true);
+  auto params = offload::make_parameter_engine(options);
+  params->add_model("policy", offload::group_parameters(*paged_model, false), true);
   EXPECT_EQ(params->accountant().current(MemoryTier::device, MemoryCategory::weights), 0u);
   const uint64_t host = params->accountant().current(MemoryTier::host, MemoryCategory::weights);
   EXPECT_GE(host, weights);                                       // every chunk's home
   EXPECT_LE(host, weights + 256 * (4 + 2 * (7 * 3 + 2 + 4 * 2)));  // + alignment of each tensor
   const std::string name = "policy";
-  params->before_group(GroupRef{&name, 1}, GroupPass::forward);  // layer 0, layer 1 prefetched
+  params->before_group(offload::GroupRef{&name, 1}, offload::GroupPass::forward);  // layer 0, layer 1 prefetched
   const uint64_t two_layers = params->accountant().current(MemoryTier::device, MemoryCategory::weights);
   EXPECT_GT(two_layers, static_cast<uint64_t>(0.51 * projection_weights));
   EXPECT_LT(two_layers, static_cast<uint64_t>(0.6 * projection_weights) + 4 * 2 * (2 * 128 + 8 * 256 * 2) + 256 * 40);
-  params->after_group(GroupRef{&name, 1}, GroupPass::forward);
+  params->after_group(offload::GroupRef{&name, 1}, offload::GroupPass::forward);
 }
 
 // GRPO and critic-free PPO on the 4-bit base: the reference is the policy with its adapters off

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/config/config.h"
 #include "offload/engine.h"
-#include "src/config/config.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/safetensors.h"
@@ -20,11 +20,11 @@
 #include "src/model/model_state.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/checkpoint_folders.h"
-#include "src/train/trainer.h"
 #include "stages/sft.h"
 #include "tests/support/tiny_llama_config.h"
+#include "train/backbone_runner.h"
+#include "train/checkpoint_folders.h"
+#include "train/trainer.h"
 
 namespace ferry {
 namespace {
@@ -81,7 +81,7 @@ struct TrainingRun {
   std::vector<double> losses;
   io::TensorMap initial, weights;  // every parameter before / after (copies)
   LlamaForCausalLM model{nullptr};
-  std::unique_ptr<ParameterEngine> engine;
+  std::unique_ptr<offload::ParameterEngine> engine;
 };
 
 TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
@@ -94,8 +94,8 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
   run.model->train();
   prepare_lora(*run.model, config);
   for (const auto& [name, t] : state_of(*run.model)) run.initial[name] = t.clone();
-  run.engine = make_parameter_engine(EngineOptions::from_config(config));
-  run.engine->add_model("policy", group_parameters(*run.model, false), true);
+  run.engine = offload::make_parameter_engine(offload::EngineOptions::from_config(config));
+  run.engine->add_model("policy", offload::group_parameters(*run.model, false), true);
   SftBatchSource::Options data;
   data.micro_batch_size = config.train.micro_batch_size;
   data.pad_id = 3;
@@ -128,7 +128,7 @@ TEST(SftLora, AdaptersAreTheOnlyTrainedParametersAndSitInTheirLayersGroup) {
   LlamaForCausalLM model(shape);
   prepare_lora(*model, lora_config(fresh_dir("groups")));
   int adapters = 0;
-  for (const ParameterGroup& group : group_parameters(*model, /*trainable_only=*/true)) {
+  for (const offload::ParameterGroup& group : offload::group_parameters(*model, /*trainable_only=*/true)) {
     for (const auto& [name, p] : group.parameters) {
       EXPECT_TRUE(io::is_lora_tensor(name)) << name << " is trainable";
       const size_t begin = std::string("model.").size();
@@ -163,8 +163,8 @@ TEST(SftLora, DropoutDrawsTheSameMasksWhenCheckpointedLayersAreRecomputed) {
       }
     }
     model->train();
-    auto engine = make_parameter_engine(EngineOptions{});
-    engine->add_model("policy", group_parameters(*model, false), true);
+    auto engine = offload::make_parameter_engine(offload::EngineOptions{});
+    engine->add_model("policy", offload::group_parameters(*model, false), true);
     BackboneRunner runner(*engine, checkpointing);
     SftObjective objective("policy", *model);
     torch::manual_seed(123);

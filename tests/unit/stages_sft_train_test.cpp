@@ -12,19 +12,19 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/config/config.h"
 #include "offload/engine.h"
-#include "src/config/config.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
-#include "src/train/backbone_runner.h"
-#include "src/train/checkpoint_folders.h"
-#include "src/train/trainer.h"
 #include "stages/sft.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/tiny_llama_config.h"
+#include "train/backbone_runner.h"
+#include "train/checkpoint_folders.h"
+#include "train/trainer.h"
 
 namespace ferry {
 namespace {
@@ -78,7 +78,7 @@ struct TrainingRun {
   io::TensorMap weights;       // after the run (copies)
   TrainResult result;
   LlamaForCausalLM model{nullptr};
-  std::unique_ptr<ParameterEngine> engine;
+  std::unique_ptr<offload::ParameterEngine> engine;
 };
 
 struct RunOptions {
@@ -95,9 +95,9 @@ TrainingRun train(const Config& config, const RunOptions& opts = {}) {
   run.model = LlamaForCausalLM(shape);
   init_llama_weights(*run.model, shape, 0.02, 11);
   run.model->train();
-  EngineOptions engine_options = EngineOptions::from_config(config);
-  run.engine = make_parameter_engine(engine_options);
-  run.engine->add_model("policy", group_parameters(*run.model, false), true);
+  offload::EngineOptions engine_options = offload::EngineOptions::from_config(config);
+  run.engine = offload::make_parameter_engine(engine_options);
+  run.engine->add_model("policy", offload::group_parameters(*run.model, false), true);
   SftBatchSource::Options data;
   data.micro_batch_size = config.train.micro_batch_size;
   data.pad_id = 3;
@@ -292,8 +292,8 @@ TEST(SftTraining, PackedBatchHasThePaddedBatchesLoss) {
   const LlamaConfig shape = tiny_shape();
   LlamaForCausalLM model(shape);
   init_llama_weights(*model, shape, 0.02, 3);
-  auto engine = make_parameter_engine(EngineOptions{});
-  engine->add_model("policy", group_parameters(*model, false), true);
+  auto engine = offload::make_parameter_engine(offload::EngineOptions{});
+  engine->add_model("policy", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, false);
   SftObjective objective("policy", *model);
   std::vector<const TokenizedSample*> six;

@@ -1,8 +1,8 @@
 // Edit distance, suggestions and byte sizes.
 #include <gtest/gtest.h>
 
-#include "src/core/byte_size.h"
-#include "src/core/text.h"
+#include "core/byte_size.h"
+#include "core/text.h"
 
 namespace ferry {
 

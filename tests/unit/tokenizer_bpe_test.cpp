@@ -11,11 +11,11 @@
 #include <fstream>
 #include <functional>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/tokenizer/bpe_tokenizer.h"
 #include "src/tokenizer/byte_level.h"
-#include "tests/support/small_bpe_tokenizer.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/small_bpe_tokenizer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

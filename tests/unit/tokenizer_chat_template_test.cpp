@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_path.h"
 #include "src/tokenizer/tokenizer.h"

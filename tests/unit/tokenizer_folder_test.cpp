@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/core/error.h"
+#include "core/error.h"
 #include "src/tokenizer/tokenizer.h"
-#include "tests/support/small_bpe_tokenizer.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/small_bpe_tokenizer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/core/error.h"
-#include "src/core/file_util.h"
+#include "core/error.h"
+#include "core/file_util.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/support/scratch_dir.h"
 

@@ -63,10 +63,10 @@ PolicyRun run(OffloadPolicy policy) {
   config.train.max_steps = 4;
   config.train.warmup_steps = 0;
   config.offload.policy = policy;
-  EngineOptions options = EngineOptions::from_config(config);
+  offload::EngineOptions options = offload::EngineOptions::from_config(config);
   options.device = c10::Device(c10::kCPU);
-  auto engine = make_parameter_engine(options);
-  engine->add_model("policy", group_parameters(*model, /*trainable_only=*/false), true);
+  auto engine = offload::make_parameter_engine(options);
+  engine->add_model("policy", offload::group_parameters(*model, /*trainable_only=*/false), true);
   // Where the weights live at rest: on the device under none and optimizer, on the host under params.
   const offload::MemoryTier tier = policy == OffloadPolicy::params ? offload::MemoryTier::host : offload::MemoryTier::device;
   const uint64_t weight_bytes = engine->accountant().current(tier, offload::MemoryCategory::weights);
@@ -86,7 +86,7 @@ PolicyRun run(OffloadPolicy policy) {
   Trainer trainer(config, *engine, data, objective, trained, &console, quiet);
   trainer.on_step = [&](int64_t, double loss) { out.losses.push_back(loss); };
   trainer.run();
-  engine->with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+  engine->with_weights("policy", offload::ParameterEngine::WeightAccess::read, [&] {
     for (const auto& item : model->named_parameters()) {
       if (item.key().find("lora_B") != std::string::npos) out.lora_b += item.value().abs().sum().item<double>();
     }

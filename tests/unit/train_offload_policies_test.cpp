@@ -30,10 +30,10 @@
 #include <set>
 #include <sstream>
 
+#include "core/error.h"
 #include "offload/auto_policy.h"
 #include "offload/chunked_engine.h"
 #include "offload/engine.h"
-#include "src/core/error.h"
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
 #include "tests/support/offload_training.h"
@@ -281,19 +281,19 @@ TEST(OffloadPolicies, Bf16OverlappedStepEqualsTheStepAfterBackward) {
 struct EngineDrivenModel {
   LlamaConfig shape = small_shape();
   LlamaForCausalLM model{shape};
-  std::unique_ptr<ChunkedEngine> engine;
+  std::unique_ptr<offload::ChunkedEngine> engine;
   RandomTokens data{shape.vocab_size, 2, 16, 5};
 
   EngineDrivenModel() {
     init_llama_weights(*model, shape, 0.02, 3);
-    EngineOptions options;
+    offload::EngineOptions options;
     options.policy = OffloadPolicy::optimizer;
-    engine = std::make_unique<ChunkedEngine>(options);
-    engine->add_model("policy", group_parameters(*model, false), true);
+    engine = std::make_unique<offload::ChunkedEngine>(options);
+    engine->add_model("policy", offload::group_parameters(*model, false), true);
   }
   io::TensorMap weights() {
     io::TensorMap out;
-    engine->with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+    engine->with_weights("policy", offload::ParameterEngine::WeightAccess::read, [&] {
       for (const auto& [key, t] : state_of(*model)) out[key] = t.clone();
     });
     return out;
@@ -475,13 +475,13 @@ TEST(OffloadPolicies, TwoModelsShareOneBudgetThroughMakeResident) {
   const torch::Tensor reference_logits = reference->forward(ids);
   const uint64_t one_model = static_cast<uint64_t>(shape.num_parameters()) * 4;
 
-  EngineOptions options;
+  offload::EngineOptions options;
   options.policy = OffloadPolicy::optimizer;
   options.device_budget = one_model + (one_model / 2);  // one fits, two do not
-  ChunkedEngine engine(options);
-  engine.add_model("policy", group_parameters(*policy, false), true);
+  offload::ChunkedEngine engine(options);
+  engine.add_model("policy", offload::group_parameters(*policy, false), true);
   try {
-    engine.add_model("reference", group_parameters(*reference, false), false);
+    engine.add_model("reference", offload::group_parameters(*reference, false), false);
     FAIL() << "both models were made resident within a budget for one and a half";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("offload.gpu_memory"), std::string::npos) << e.what();
@@ -489,12 +489,12 @@ TEST(OffloadPolicies, TwoModelsShareOneBudgetThroughMakeResident) {
 
   // Under params nothing is resident until asked for; make_resident swaps whole models.
   options.policy = OffloadPolicy::params;
-  ChunkedEngine shared(options);
+  offload::ChunkedEngine shared(options);
   LlamaForCausalLM policy2(shape), reference2(shape);
   init_llama_weights(*policy2, shape, 0.02, 1);
   init_llama_weights(*reference2, shape, 0.02, 2);
-  shared.add_model("policy", group_parameters(*policy2, false), true);
-  shared.add_model("reference", group_parameters(*reference2, false), false);
+  shared.add_model("policy", offload::group_parameters(*policy2, false), true);
+  shared.add_model("reference", offload::group_parameters(*reference2, false), false);
   EXPECT_EQ(shared.resident_chunk_count("policy"), 0);
   shared.make_resident({"reference"});
   EXPECT_EQ(shared.resident_chunk_count("reference"), shared.chunk_count("reference"));

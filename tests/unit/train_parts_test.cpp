@@ -10,11 +10,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "src/core/error.h"
-#include "src/train/checkpoint_folders.h"
-#include "src/train/loss_scaler.h"
-#include "src/train/lr_schedule.h"
-#include "src/train/stop_signal.h"
+#include "core/error.h"
+#include "train/checkpoint_folders.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/stop_signal.h"
 
 namespace fs = std::filesystem;
 

@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/error.h"
 #include "offload/engine.h"
 #include "offload/optimizer_state_file.h"
-#include "src/core/error.h"
 #include "tests/support/two_process_group.h"
 
 namespace ferry {
@@ -47,8 +47,8 @@ struct Tensors {
       named.emplace_back(name, torch::randn(shape, generator).requires_grad_(name.find("down_proj") == std::string::npos));
     }
   }
-  std::vector<ParameterGroup> groups() const {
-    std::vector<ParameterGroup> out{{"embed", {named[0]}}, {"layers.0", {named[1], named[2], named[3]}},
+  std::vector<offload::ParameterGroup> groups() const {
+    std::vector<offload::ParameterGroup> out{{"embed", {named[0]}}, {"layers.0", {named[1], named[2], named[3]}},
                                     {"layers.1", {named[4], named[5]}}, {"head", {named[6], named[7]}}};
     return out;
   }
@@ -70,8 +70,8 @@ torch::Tensor loss_of(const Tensors& model, int64_t rank, int step) {
   return loss;
 }
 
-EngineOptions options_for(OffloadPolicy policy) {
-  EngineOptions o;
+offload::EngineOptions options_for(OffloadPolicy policy) {
+  offload::EngineOptions o;
   o.policy = policy;
   o.beta1 = 0.9;
   o.beta2 = 0.95;
@@ -110,7 +110,7 @@ struct Reference {
 };
 
 // One engine step of process `rank` (every process calls it).
-double engine_step(ParameterEngine& engine, const Tensors& model, int64_t rank, int s) {
+double engine_step(offload::ParameterEngine& engine, const Tensors& model, int64_t rank, int s) {
   engine.zero_grad();
   engine.make_resident({"policy"});
   loss_of(model, rank, s).backward();
@@ -121,8 +121,9 @@ double engine_step(ParameterEngine& engine, const Tensors& model, int64_t rank, 
   return norm;
 }
 
-void expect_weights(ParameterEngine& engine, const Tensors& ours, const Tensors& reference, const std::string& what) {
-  engine.with_weights("policy", ParameterEngine::WeightAccess::read, [&] {
+void expect_weights(offload::ParameterEngine& engine, const Tensors& ours, const Tensors& reference,
+                    const std::string& what) {
+  engine.with_weights("policy", offload::ParameterEngine::WeightAccess::read, [&] {
     for (size_t i = 0; i < ours.named.size(); ++i) {
       EXPECT_TRUE(torch::allclose(ours.named[i].second, reference.named[i].second, 1e-5, 1e-6))
           << what << ": " << ours.named[i].first << " differs by "
@@ -154,11 +155,11 @@ TEST_P(ZeroSharding, TwoProcessesStepLikeAdamWOnSummedGradientsHoldingHalfTheMom
   const MemoryTier tier = c.policy == OffloadPolicy::none ? MemoryTier::device : MemoryTier::host;
   uint64_t moments[2] = {0, 0}, host_weights[2] = {0, 0};
   ferry_test::run_two_processes([&](int64_t rank, dist::Communicator& comm) {
-    EngineOptions options = options_for(c.policy);
+    offload::EngineOptions options = options_for(c.policy);
     options.shard_group = &comm;
     options.zero_stage = c.zero_stage;
     Tensors model;
-    auto engine = make_parameter_engine(options);
+    auto engine = offload::make_parameter_engine(options);
     engine->add_model("policy", model.groups(), true);
     for (int s = 0; s < kSteps; ++s) {
       const double norm = engine_step(*engine, model, rank, s);
@@ -184,7 +185,7 @@ TEST_P(ZeroSharding, TwoProcessesStepLikeAdamWOnSummedGradientsHoldingHalfTheMom
   EXPECT_TRUE(fs::exists(dir / "optimizer_state.shard-1-of-2.safetensors"));
 
   // The two shards resume on one process: its next step is the reference's.
-  auto single = make_parameter_engine(options_for(c.policy));
+  auto single = offload::make_parameter_engine(options_for(c.policy));
   single->add_model("policy", whole.groups(), true);
   // The weights' host copies (the chunks, alignment included): sharded under stage 3 only.
   const uint64_t all_weights = single->accountant().current(MemoryTier::host, MemoryCategory::weights);
@@ -194,7 +195,7 @@ TEST_P(ZeroSharding, TwoProcessesStepLikeAdamWOnSummedGradientsHoldingHalfTheMom
   } else {
     for (uint64_t w : host_weights) EXPECT_EQ(w, all_weights) << name;
   }
-  single->with_weights("policy", ParameterEngine::WeightAccess::write, [&] {
+  single->with_weights("policy", offload::ParameterEngine::WeightAccess::write, [&] {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < whole.named.size(); ++i) whole.named[i].second.copy_(reference.model.named[i].second);
   });

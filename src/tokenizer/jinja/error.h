@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/core/error.h"
+#include "core/error.h"
 
 namespace ferry::jinja {
 

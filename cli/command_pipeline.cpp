@@ -1,0 +1,96 @@
+// `ferry pipeline --config F [--force]`: runs the stage configs listed in `pipeline.stages` in order
+// (the demo: SFT -> RM -> PPO), each reading the previous stage's final/ (as its config says).
+// Every stage config is read and checked before the first one runs, so a typo in the last stage
+// fails in seconds, not after hours of SFT. A stage whose output.dir holds final/ and a
+// result.json written by a run of the same resolved config and the same data files is reused, not
+// rerun, as long as every stage before it was reused too (--force reruns every stage); an
+// interrupted stage resumes with --set train.resume=auto. Ends with a summary
+// table (pipeline_summary.h).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/config_args.h"
+#include "cli/pipeline_summary.h"
+#include "core/config/config_io.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "src/dist/communicator.h"
+#include "stages/stage_registry.h"
+#include "train/stage_result.h"
+
+namespace ferry::cli {
+namespace {
+
+struct PlannedStage {
+  std::string path;
+  Config config;
+};
+
+struct PipelineArgs {
+  ConfigArgs config;
+  bool force = false;
+};
+
+void run_pipeline(const PipelineArgs& pipeline_args) {
+  const ConfigArgs& args = pipeline_args.config;
+  const Config pipeline = resolve_config(args);
+  if (pipeline.pipeline.stages.empty()) {
+    throw ConfigError(args.path + ": pipeline.stages is empty; list the stage config files to run, e.g.\n"
+                      "  pipeline:\n    stages: [configs/demo-sft.yaml, configs/demo-rm.yaml, configs/demo-ppo.yaml]");
+  }
+  // --set overrides apply to every stage (e.g. --set train.device=cpu).
+  std::vector<PlannedStage> planned;
+  for (const auto& path : pipeline.pipeline.stages) {
+    Config config = load_config(path, args.overrides);
+    if (config.stage == Stage::any) {
+      throw ConfigError(path + ": a pipeline stage config must say which stage it is (stage: sft|rm|dpo|ppo|grpo)");
+    }
+    planned.push_back({path, std::move(config)});
+  }
+  std::cout << "pipeline " << args.path << ": " << planned.size() << " stages\n";
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const auto& info = stage_info(planned[i].config.stage);
+    std::cout << "  " << i + 1 << ". " << info.command << "  " << planned[i].path << "  -> "
+              << planned[i].config.output.dir << "\n";
+  }
+  std::vector<StageOutcome> outcomes;
+  bool earlier_stage_ran = false;  // then every later stage runs: its input model changed
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Config& config = planned[i].config;
+    const auto& info = stage_info(config.stage);
+    std::cout << "\n== stage " << i + 1 << "/" << planned.size() << ": " << info.title << " (" << planned[i].path
+              << ")\n" << std::flush;
+    StageOutcome outcome{info.command, config.output.dir, nullptr, false, config.data.eval_file};
+    std::string why_not;
+    if (!pipeline_args.force && !earlier_stage_ran) outcome.figures = finished_stage_result(config, why_not);
+    if (!outcome.figures.is_null()) {
+      outcome.reused = true;
+      std::cout << "reusing " << config.output.dir << "/final: it was made by this stage's config and data (--force reruns)\n";
+    } else {
+      if (!pipeline_args.force && earlier_stage_ran) why_not = "an earlier stage ran again";
+      if (!why_not.empty()) std::cout << "running again (" << config.output.dir << ": " << why_not << ")\n";
+      earlier_stage_ran = true;
+      run_stage(config.stage, config);
+      // In a data-parallel run rank 0 writes result.json (after the others have moved on) and reports.
+      if (dist::is_primary_process()) outcome.figures = read_stage_figures(config);
+    }
+    outcomes.push_back(std::move(outcome));
+  }
+  std::cout << "\npipeline finished\n";
+  print_pipeline_summary(std::cout, outcomes);
+}
+
+}  // namespace
+
+void add_pipeline_command(CLI::App& app) {
+  auto args = std::make_shared<PipelineArgs>();
+  auto* command = app.add_subcommand("pipeline", "Run several stages in order (SFT -> RM -> PPO), from one config");
+  add_config_options(command, args->config);
+  command->add_flag("--force", args->force, "rerun every stage, even those already finished with the same config");
+  command->callback([args] { run_pipeline(*args); });
+}
+
+}  // namespace ferry::cli

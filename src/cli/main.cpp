@@ -1,4 +1,0 @@
-// The `ferry` executable.
-#include "src/cli/app.h"
-
-int main(int argc, char** argv) { return ferry::cli::run_cli(argc, argv); }

@@ -1,0 +1,74 @@
+// BackboneRunner: runs a Llama-family model group by group (embedding, each decoder layer, final
+// norm + head) for training, so that the parameter engine's hooks run around every group and
+// activation checkpointing can wrap each layer (and every group whose parameters the engine pages,
+// embedding and head included: ParameterEngine::needs_recompute). Objectives call it instead of
+// model->forward.
+// Batches arrive as CPU tensors; the runner moves them to the model's device.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+
+#include "kernels/ops/chunked_lm_head.h"
+#include "offload/engine.h"
+#include "src/model/llama_heads.h"
+
+namespace ferry {
+
+class BackboneRunner {
+ public:
+  // logits_chunk (train.logits_chunk): rows of logits the LM-head losses compute at a time
+  // (kernels/ops/chunked_lm_head.h); -1 sizes the chunks automatically; 0 computes all the logits
+  // at once.
+  BackboneRunner(offload::ParameterEngine& engine, bool activation_checkpointing, int64_t logits_chunk = 0)
+      : engine_(engine), checkpointing_(activation_checkpointing), logits_chunk_(logits_chunk) {}
+
+  // Arguments as LlamaModel::forward (attention_mask (B, T) 1/0 or a bool (B, 1, T, T) mask with
+  // position_ids). `model` is the name given to the engine's add_model.
+  // Returns logits (B, T, V) in the model's dtype; with `first_column`/`columns`, only those columns'
+  // logits (B, columns, V) — the head never sees the others (RL scores only the response).
+  torch::Tensor causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+                          const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
+                          int64_t first_column = 0, int64_t columns = -1);
+  // What an objective computes from the final hidden states (B, columns, C), after the final norm,
+  // and the LM head's weight (V, C) (the embedding when tied). Runs again in backward when the head
+  // group is recomputed, so it may read only its arguments and tensors that need no gradient.
+  using LmHeadFn = std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& weight)>;
+  // The backbone, then `head` in the LM head's group at columns [first_column, first_column + columns).
+  torch::Tensor causal_lm_head(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+                               const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
+                               int64_t first_column, int64_t columns, const LmHeadFn& head);
+  // Per-token log-probs of `targets` (B, T') — the ids the positions first_column ..
+  // first_column + T' − 1 predict — and the entropy there (when with_entropy): fp32 (B, T'), log-prob
+  // 0 where a target is negative. Never more than logits_chunk rows of logits at once.
+  kernels::LmHeadTokens token_logprobs(const std::string& model, LlamaForCausalLMImpl& lm,
+                                       const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                       const torch::Tensor& position_ids, const torch::Tensor& targets,
+                                       int64_t first_column, double temperature, bool with_entropy);
+  // Returns one value per token (B, T) in the model's dtype (reward models, critics).
+  torch::Tensor score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
+                      const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+
+  bool activation_checkpointing() const { return checkpointing_; }
+  int64_t logits_chunk() const { return logits_chunk_; }
+
+ private:
+  // Embedding and decoder layers; returns the last layer's output (B, T, C), before the final norm.
+  torch::Tensor layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
+                       const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
+
+  // Whether the group's forward is recomputed in backward: decoder layers under
+  // train.gradient_checkpointing, and every group the engine pages.
+  bool recomputes(const offload::GroupRef& group, bool decoder_layer) const;
+  // fn(input) between the engine's hooks, checkpointed when recomputes() says so.
+  torch::Tensor run_group(const offload::GroupRef& group, bool decoder_layer,
+                          const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& input);
+
+  offload::ParameterEngine& engine_;
+  bool checkpointing_;
+  int64_t logits_chunk_;
+};
+
+}  // namespace ferry

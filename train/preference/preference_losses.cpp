@@ -1,0 +1,111 @@
+// Reward-model and DPO-family losses (see preference_losses.h).
+#include "train/preference/preference_losses.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "src/data/token_batch.h"
+
+namespace ferry {
+namespace {
+
+double sum_of(const torch::Tensor& t) { return t.detach().to(at::kDouble).sum().item<double>(); }
+
+// −(1−ε) log σ(x) − ε log σ(−x)
+torch::Tensor smoothed_logistic(const torch::Tensor& x, double smoothing) {
+  torch::Tensor loss = -at::log_sigmoid(x) * (1.0 - smoothing);
+  if (smoothing > 0) loss = loss - at::log_sigmoid(-x) * smoothing;
+  return loss;
+}
+
+// The NLL of `chosen` as one token mean over the micro-batch, as a (B) tensor.
+torch::Tensor chosen_nll(const SequenceLogps& chosen) {
+  const torch::Tensor nll = -chosen.sum.sum() / chosen.tokens.sum().clamp_min(1.0);
+  return nll.expand_as(chosen.sum);
+}
+
+}  // namespace
+
+SequenceLogps sequence_logps(const torch::Tensor& token_logps, const torch::Tensor& targets) {
+  return {token_logps.sum(1), targets.ne(kIgnoreLabel).to(token_logps.device(), at::kFloat).sum(1)};
+}
+
+torch::Tensor reward_pair_losses(const torch::Tensor& chosen, const torch::Tensor& rejected, const torch::Tensor& margin,
+                                 double center_rewards_coefficient) {
+  torch::Tensor difference = chosen - rejected;
+  if (margin.defined()) difference = difference - margin.to(difference.device(), difference.scalar_type());
+  torch::Tensor losses = -at::log_sigmoid(difference);
+  if (center_rewards_coefficient > 0) losses = losses + center_rewards_coefficient * (chosen + rejected).pow(2);
+  return losses;
+}
+
+MetricValues reward_pair_metrics(const torch::Tensor& chosen, const torch::Tensor& rejected) {
+  return {{"accuracy", sum_of(chosen.gt(rejected))},
+          {"rewards/chosen", sum_of(chosen)},
+          {"rewards/rejected", sum_of(rejected)},
+          {"rewards/gap", sum_of(chosen - rejected)}};
+}
+
+bool uses_reference(DpoLoss loss) { return loss != DpoLoss::simpo && loss != DpoLoss::orpo; }
+
+PreferenceLosses preference_losses(const DpoConfig& s, const PreferenceLogps& logps) {
+  const double beta = s.beta, smoothing = s.label_smoothing;
+  PreferenceLosses out;
+  if (!uses_reference(s.loss_type)) {
+    const torch::Tensor chosen_mean = logps.chosen.sum / logps.chosen.tokens.clamp_min(1.0);        // (B)
+    const torch::Tensor rejected_mean = logps.rejected.sum / logps.rejected.tokens.clamp_min(1.0);  // (B)
+    if (s.loss_type == DpoLoss::simpo) {
+      const torch::Tensor z = chosen_mean - rejected_mean - s.simpo_gamma / beta;
+      out.losses = smoothed_logistic(beta * z, smoothing);
+      if (s.cpo_alpha > 0) out.losses = out.losses + s.cpo_alpha * chosen_nll(logps.chosen);
+    } else {  // orpo
+      // log(1 − e^ℓ) for ℓ < 0, stably: log(−expm1(ℓ)).
+      auto log_odds = [](const torch::Tensor& l) { return l - at::log(-at::expm1(l)); };
+      const torch::Tensor ratio = at::log_sigmoid(log_odds(chosen_mean) - log_odds(rejected_mean));
+      FERRY_CHECK(logps.chosen_sequence.sum.defined(), "orpo needs the chosen sequences' log-probs");
+      out.losses = chosen_nll(logps.chosen_sequence) - beta * ratio;
+    }
+    out.chosen_rewards = (beta * chosen_mean).detach();
+    out.rejected_rewards = (beta * rejected_mean).detach();
+    return out;
+  }
+  FERRY_CHECK(logps.reference_chosen.defined() && logps.reference_rejected.defined(),
+              "dpo loss ", enum_name(s.loss_type), " without reference log-probs");
+  const torch::Tensor chosen_ratio = logps.chosen.sum - logps.reference_chosen.to(logps.chosen.sum.options());
+  const torch::Tensor rejected_ratio = logps.rejected.sum - logps.reference_rejected.to(logps.rejected.sum.options());
+  const torch::Tensor delta = chosen_ratio - rejected_ratio;
+  switch (s.loss_type) {
+    case DpoLoss::sigmoid:
+      out.losses = smoothed_logistic(beta * delta, smoothing);
+      break;
+    case DpoLoss::robust:
+      out.losses = (-(1.0 - smoothing) * at::log_sigmoid(beta * delta) + smoothing * at::log_sigmoid(-beta * delta)) /
+                   (1.0 - 2.0 * smoothing);
+      break;
+    case DpoLoss::hinge:
+      out.losses = at::relu(1.0 - beta * delta);
+      break;
+    case DpoLoss::ipo: {
+      const torch::Tensor normalised = chosen_ratio / logps.chosen.tokens.clamp_min(1.0) -
+                                       rejected_ratio / logps.rejected.tokens.clamp_min(1.0);
+      out.losses = (normalised - 1.0 / (2.0 * beta)).pow(2);
+      break;
+    }
+    default:
+      throw InternalError("unhandled dpo.loss_type");
+  }
+  out.chosen_rewards = (beta * chosen_ratio).detach();
+  out.rejected_rewards = (beta * rejected_ratio).detach();
+  return out;
+}
+
+MetricValues preference_metrics(const PreferenceLosses& l, const PreferenceLogps& logps) {
+  return {{"rewards/chosen", sum_of(l.chosen_rewards)},
+          {"rewards/rejected", sum_of(l.rejected_rewards)},
+          {"rewards/margins", sum_of(l.chosen_rewards - l.rejected_rewards)},
+          {"rewards/accuracies", sum_of(l.chosen_rewards.gt(l.rejected_rewards))},
+          {"logps/chosen", sum_of(logps.chosen.sum)},
+          {"logps/rejected", sum_of(logps.rejected.sum)}};
+}
+
+}  // namespace ferry

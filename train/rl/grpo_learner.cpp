@@ -1,0 +1,119 @@
+// GRPO's learning phase (see grpo_learner.h).
+#include "train/rl/grpo_learner.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "offload/engine.h"
+#include "src/dist/communicator.h"
+#include "train/backbone_runner.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer_step.h"
+#include "train/rl/grpo_loss.h"
+#include "train/rl/policy_forward.h"
+
+namespace ferry::rl {
+
+MetricValues GrpoLearnStats::metrics() const {
+  MetricValues values{{"policy_loss", loss},           {"entropy", entropy}, {"clip_ratio/low", clip_low},
+                      {"clip_ratio/high", clip_high}, {"grad_norm/policy", grad_norm}};
+  if (with_kl) values.push_back({"kl", kl});
+  if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+  return values;
+}
+
+GrpoLearner::GrpoLearner(const Config& config, offload::ParameterEngine& engine, RolloutModels models)
+    : config_(config),
+      engine_(engine),
+      models_(std::move(models)),
+      share_(config) {
+  FERRY_CHECK(models_.policy != nullptr, "GRPO learner needs a policy");
+}
+
+int64_t GrpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
+
+int64_t GrpoLearner::steps_per_rollout(int64_t rows) const {
+  const int64_t minibatch = minibatch_rows();
+  return config_.grpo.num_iterations * ((rows + minibatch - 1) / minibatch);
+}
+
+GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, int64_t total_steps,
+                                  at::Generator& generator) {
+  const TrainConfig& t = config_.train;
+  const GrpoConfig& g = config_.grpo;
+  const double temperature = config_.generation.greedy ? 1.0 : config_.generation.temperature;
+  const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
+  const std::vector<std::string> policy{models_.policy_name};
+  const int64_t rows = experience.rows(), micro_size = t.micro_batch_size;
+  const int64_t minibatch = minibatch_rows();
+  rl::GrpoLossSettings settings;
+  settings.loss_type = g.loss_type;
+  settings.level = g.importance_sampling_level;
+  settings.epsilon_low = g.epsilon;
+  settings.epsilon_high = g.epsilon_high > 0 ? g.epsilon_high : g.epsilon;
+  settings.beta = g.beta;
+  settings.bias_correction_kl = g.use_bias_correction_kl;
+  rl::GrpoLossScale scale;
+  scale.micro_batches_in_rollout = (rows + micro_size - 1) / micro_size;
+  scale.rollout_tokens = experience.response_mask.sum().item<double>();
+  scale.max_completion_length = config_.generation.max_new_tokens;
+  engine_.make_resident({});
+  BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
+
+  GrpoLearnStats stats;
+  stats.with_kl = g.beta != 0.0;
+  double token_count = 0;
+  for (int64_t iteration = 0; iteration < g.num_iterations; ++iteration) {
+    const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
+    for (int64_t begin = 0; begin < rows; begin += minibatch) {
+      const Experience mb = experience.select(order.narrow(0, begin, std::min(minibatch, rows - begin)));
+      scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
+      engine_.zero_grad(policy);
+      for (const MicroBatchTurn turn : share_.turns(scale.micro_batches_in_step)) {
+        const int64_t micro = turn.index * micro_size;
+        const Experience part = mb.select(torch::arange(micro, std::min(micro + micro_size, mb.rows())));
+        const PolicyForward forward =
+            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, /*entropy_grad=*/false);
+        auto on_device = [&](const torch::Tensor& x) { return x.defined() ? x.to(forward.mask.device()) : x; };
+        const torch::Tensor old = part.logprobs.defined() ? on_device(part.logprobs) : forward.logprobs.detach();
+        const rl::GrpoLossTerms terms = rl::grpo_loss(forward.logprobs, old, on_device(part.ref_logprobs),
+                                                      on_device(part.advantages), forward.mask, settings, scale);
+        (turn.padding ? terms.loss * 0.0 : terms.loss).backward();  // a padding forward (ZeRO 3) adds nothing
+        if (turn.padding) continue;
+        torch::NoGradGuard no_grad;
+        stats.loss += terms.loss.item<double>();
+        stats.entropy += forward.entropy.sum().item<double>();
+        stats.clip_low += terms.low_clipped.sum().item<double>();
+        stats.clip_high += terms.high_clipped.sum().item<double>();
+        if (terms.kl.defined()) stats.kl += terms.kl.sum().item<double>();
+        token_count += forward.mask.sum().item<double>();
+        stats.tokens += part.attention_mask.sum().item<int64_t>();
+      }
+      finish_step_gradients(engine_);  // data parallel: summed over the processes
+      OptimizerStep request;
+      request.learning_rate = learning_rate_at(plan, step);
+      request.max_grad_norm = t.max_grad_norm;
+      request.models = policy;
+      const OptimizerStepOutcome outcome = take_optimizer_step(engine_, request);
+      stats.grad_norm = outcome.grad_norm;
+      if (!outcome.finite) ++stats.skipped_steps;
+      ++step;
+      ++stats.steps;
+    }
+  }
+  double tokens = static_cast<double>(stats.tokens);  // the figures over every process's micro-batches
+  dist::sum_over_processes({&stats.loss, &stats.entropy, &stats.clip_low, &stats.clip_high, &stats.kl, &token_count, &tokens},
+                     share_.comm);
+  stats.tokens = static_cast<int64_t>(tokens);
+  const double n = std::max(token_count, 1.0);
+  stats.loss /= static_cast<double>(std::max<int64_t>(stats.steps, 1));  // each step's loss, averaged
+  stats.entropy /= n;
+  stats.clip_low /= n;
+  stats.clip_high /= n;
+  stats.kl /= n;
+  return stats;
+}
+
+}  // namespace ferry::rl

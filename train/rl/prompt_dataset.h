@@ -1,0 +1,73 @@
+// Prompts for RL rollouts (PPO, GRPO) and for scoring answers: a jsonl file of ColossalChat
+// `{"messages": [system?, user], "gt_answer"?: "...", "kind"?: "..."}` or TRL `{"prompt": "..."}`
+// (text, or a message list) lines, rendered with the chat template into token ids that end where
+// the assistant's answer begins.
+//
+// A PromptFile checks every line once when it opens (so a bad line stops the run before any
+// training) but keeps only where each usable prompt starts (a JsonlIndex: 16 bytes per prompt,
+// whatever the prompts hold); a rollout loads the few prompts it uses again, re-rendering them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "src/data/jsonl_index.h"
+#include "src/tokenizer/chat_template.h"
+
+namespace ferry {
+class Tokenizer;
+}  // namespace ferry
+
+namespace ferry::rl {
+
+struct RolloutPrompt {
+  std::vector<int64_t> ids;  // the rendered prompt
+  std::string text;          // what was asked: the last user message (given to reward commands)
+  std::string gt_answer;     // empty when the line has none
+  std::string kind;          // the line's "kind" (task kind, for per-kind accuracy), may be empty
+  int64_t line = 0;          // 1-based line in the file
+};
+
+struct PromptFileOptions {
+  int64_t max_length = 0;      // prompts longer than this are skipped and counted (0: no limit)
+  bool skip_bad_lines = false;  // data.skip_bad_lines
+  int64_t max_samples = 0;     // 0: all
+};
+
+// Loaded prompts by their index in a PromptFile.
+using LoadedPrompts = std::map<int64_t, RolloutPrompt>;
+
+class PromptFile {
+ public:
+  PromptFile() = default;  // no prompts
+  // Reads and renders every line once. Throws InputError naming the file (and line) for a malformed
+  // line (unless skipped), a file with no usable prompt, or when every prompt is too long; prints
+  // how many lines were skipped and why to `log`. `tokenizer` must outlive the PromptFile.
+  PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplate chat_template,
+             const PromptFileOptions& options, std::ostream& log);
+
+  size_t size() const { return index_.size(); }
+  bool empty() const { return index_.empty(); }
+  const std::string& path() const { return index_.path(); }
+  int64_t with_answer() const { return with_answer_; }  // prompts that have a gt_answer
+
+  // The prompts at `indices` (each index < size()), read again from the file. InputError when the
+  // file changed (size or modification time) since it was opened.
+  LoadedPrompts load(const std::vector<int64_t>& indices) const;
+  // All of them (for small files: tests, evaluation sets).
+  std::vector<RolloutPrompt> load_all() const;
+
+ private:
+  RolloutPrompt render_prompt(const nlohmann::ordered_json& object, int64_t line) const;
+
+  const Tokenizer* tokenizer_ = nullptr;
+  ChatTemplate chat_template_;
+  JsonlIndex index_;  // the usable prompts' lines
+  int64_t with_answer_ = 0;
+};
+
+}  // namespace ferry::rl
