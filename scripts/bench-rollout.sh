@@ -146,14 +146,16 @@ print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['token
 PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new
-  # tokens, temperature 1, beta 0, the exact-match verifier; 4 steps each, the first one dropped
-  # (warm-up), median of the other 3. FERRY_BENCH_GRPO=0 skips it (~3 min on 2 cores).
+  # tokens, temperature 1, beta 0, a verifier that scores 1 when the answer contains gt_answer
+  # (so groups differ and both learn); 4 steps each, the first one dropped (warm-up), median of
+  # the other 3. FERRY_BENCH_GRPO=0 skips it (~2 min on 2 cores).
   if [[ ${FERRY_BENCH_GRPO:-1} == 1 ]]; then
     echo "== GRPO steps against TRL's GRPOTrainer: SmolLM2-135M-Instruct, 4 prompts x 4, <= 24 new tokens"
     OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
       --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
       --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
       --set train.micro_batch_size=16 --set train.max_steps=4 --set train.save_every=0 \
+      --set 'rewards=[{kind: verifier, match: contains}]' \
       --set offload.cpu_threads="$threads" --set output.dir="$work/grpo4" > "$work/grpo4.log" 2>&1 \
       || { tail -20 "$work/grpo4.log" >&2; exit 1; }
     "$python" - "$work" "$gguf" "$threads" <<'PY'
@@ -166,19 +168,30 @@ from trl import GRPOConfig, GRPOTrainer, __version__ as trl_version
 work, gguf, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(threads)
 rows = [json.loads(line) for line in open(f"{work}/prompts4.jsonl")]
-ferry_steps = [json.loads(line) for line in open(f"{work}/grpo4/metrics.jsonl")]
-ferry_steps = [r["time/rollout"] for r in ferry_steps if "time/rollout" in r]
+ferry_rows = [r for r in map(json.loads, open(f"{work}/grpo4/metrics.jsonl")) if "time/rollout" in r]
+ferry_steps = [r["time/rollout"] for r in ferry_rows]
 folder, name = os.path.dirname(gguf), os.path.basename(gguf)
 tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32)
+# The GGUF's weights, dequantised to fp32 into a plain model (transformers marks a GGUF-loaded model
+# as quantised, which its Trainer refuses to train without adapters).
+loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+config = loaded.config
+if hasattr(config, "quantization_config"):
+    del config.quantization_config
+model = type(loaded)(config)
+model.load_state_dict(loaded.state_dict())
+del loaded
 data = Dataset.from_list([{"prompt": r["messages"], "gt_answer": r["gt_answer"]} for r in rows])
 
-def exact_match(completions, gt_answer, **kwargs):
-    return [float(c[0]["content"].strip() == a.strip()) for c, a in zip(completions, gt_answer)]
+def contains(completions, gt_answer, **kwargs):
+    return [float(a.strip() in c[0]["content"]) for c, a in zip(completions, gt_answer)]
 
 class StepClock(TrainerCallback):
     def __init__(self):
-        self.seconds = []
+        self.seconds, self.rewards = [], []
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "reward" in logs:
+            self.rewards.append(float(logs["reward"]))
     def on_step_begin(self, args, state, control, **kwargs):
         self.start = time.perf_counter()
     def on_step_end(self, args, state, control, **kwargs):
@@ -190,11 +203,16 @@ config = GRPOConfig(output_dir=f"{work}/trl", per_device_train_batch_size=16, nu
                     learning_rate=3e-5, lr_scheduler_type="constant", max_steps=4, logging_steps=1,
                     save_strategy="no", report_to=[], use_cpu=True, bf16=False, seed=1,
                     dataloader_num_workers=0, disable_tqdm=True)
-trainer = GRPOTrainer(model=model, reward_funcs=[exact_match], args=config, train_dataset=data,
+trainer = GRPOTrainer(model=model, reward_funcs=[contains], args=config, train_dataset=data,
                       processing_class=tokenizer, callbacks=[clock])
 trainer.train()
 ours, theirs = statistics.median(ferry_steps[1:]), statistics.median(clock.seconds[1:])
 print(f"ferry train-grpo: {', '.join(f'{s:.2f}' for s in ferry_steps)} s per rollout; median after the first {ours:.2f} s")
+for key in ("time/generate", "time/score", "time/learn", "reward/mean", "reward"):
+    values = [r[key] for r in ferry_rows if key in r]
+    if values:
+        print(f"  ferry {key}: {', '.join(f'{v:.2f}' for v in values)}")
+print(f"  TRL mean reward per step: {', '.join(f'{v:.2f}' for v in clock.rewards)}")
 print(f"TRL {trl_version} GRPOTrainer: {', '.join(f'{s:.2f}' for s in clock.seconds)} s per step; "
       f"median after the first {theirs:.2f} s")
 print(f"GRPO step: ratio TRL/ferry {theirs / ours:.2f}x")
