@@ -75,7 +75,6 @@ class GrpoRollouts : public rl::RlAlgorithm {
   }
 
   const char* row_name() const override { return "completion"; }
-  const char* rows_name() const override { return "completions"; }
   const char* nonfinite_what() const override { return "reward or log-prob"; }
   const char* not_updated() const override { return "the policy was not updated"; }
 

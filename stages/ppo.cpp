@@ -87,7 +87,6 @@ class PpoRollouts : public rl::RlAlgorithm {
   }
 
   const char* row_name() const override { return "response"; }
-  const char* rows_name() const override { return "responses"; }
   const char* nonfinite_what() const override { return "score, value or log-prob"; }
   const char* not_updated() const override { return "the models were not updated"; }
 

@@ -20,6 +20,11 @@ fs::path model_folder(const fs::path& checkpoint, const CheckpointedModel& model
   return model.folder.empty() ? checkpoint : checkpoint / model.folder;
 }
 
+// Writes a model's Hugging Face folder from the engine's current weights.
+void save_model(offload::ParameterEngine& engine, const CheckpointedModel& model, const fs::path& folder) {
+  engine.with_weights(model.io.name, offload::ParameterEngine::WeightAccess::read, [&] { model.io.save(folder); });
+}
+
 }  // namespace
 
 RunLifecycle::RunLifecycle(const Config& config, offload::ParameterEngine& engine, std::vector<CheckpointedModel> models,
@@ -50,9 +55,7 @@ void RunLifecycle::save(const TrainerState& trainer, const FolderWriter& more, F
   const offload::ActivationMeter::Pause host_work;  // copies for the files are not device memory
   CheckpointWriters writers;
   writers.primary = [&](const fs::path& folder) {
-    for (const CheckpointedModel& m : models_) {
-      engine_.with_weights(m.io.name, offload::ParameterEngine::WeightAccess::read, [&] { m.io.save(model_folder(folder, m)); });
-    }
+    for (const CheckpointedModel& m : models_) save_model(engine_, m, model_folder(folder, m));
     engine_.save_state(folder);
     if (more) more(folder);
     save_trainer_state(folder, trainer);
@@ -74,17 +77,13 @@ fs::path RunLifecycle::write_final(bool export_lora) {
   }
   const offload::ActivationMeter::Pause host_work;
   const CheckpointedModel& first = models_.front();
-  write_folder_atomic(final_dir, [&](const fs::path& folder) {
-    engine_.with_weights(first.io.name, offload::ParameterEngine::WeightAccess::read, [&] { first.io.save(folder); });
-  });
+  write_folder_atomic(final_dir, [&](const fs::path& folder) { save_model(engine_, first, folder); });
   if (export_lora) export_lora_final(final_dir, config_);
   console_ << "final model: " << final_dir.string();
   for (size_t i = 1; i < models_.size(); ++i) {
     const CheckpointedModel& m = models_[i];
     const fs::path dir = output_ / ("final_" + m.folder);
-    write_folder_atomic(dir, [&](const fs::path& folder) {
-      engine_.with_weights(m.io.name, offload::ParameterEngine::WeightAccess::read, [&] { m.io.save(folder); });
-    });
+    write_folder_atomic(dir, [&](const fs::path& folder) { save_model(engine_, m, folder); });
     console_ << " (" << m.folder << ": " << dir.string() << ")";
   }
   console_ << "\n";

@@ -91,7 +91,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
                                                        : 0;
   at::Generator own_generator = make_sampling_generator(options.seed);
   at::Generator& generator = options.generator != nullptr ? *options.generator : own_generator;
-  const double temperature = options.sampling.greedy ? 1.0 : options.sampling.temperature;
+  const double temperature = policy_temperature(options.sampling.greedy, options.sampling.temperature);
 
   // The KV cache is sized for every position up front: past the positions the model was trained
   // for it would only buy memory (an absurd max_new_tokens would exhaust it) for text it never learnt.

@@ -34,6 +34,11 @@ at::Tensor top_p_filter(const at::Tensor& logits, double p);
 // log_softmax(logits / temperature), before top-k/top-p.
 at::Tensor warp_logits(const at::Tensor& logits, const SamplingOptions& options);
 
+// The temperature T of the policy distribution softmax(logits / T) whose log-probabilities RL
+// takes (generation's, the rollout's scoring and the learners'): the sampling temperature, or 1
+// (raw logits) under greedy decoding. One rule, so the ratio's two sides use the same T.
+inline double policy_temperature(bool greedy, double temperature) { return greedy ? 1.0 : temperature; }
+
 // The next token per row: (B, V) logits -> (B) int64 on the logits' device. Sampling draws on the
 // CPU from `generator` (a CPU generator), so a seed gives the same tokens on every device.
 at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options, at::Generator& generator);

@@ -19,13 +19,6 @@
 #include "train/rl/policy_losses.h"
 
 namespace ferry::rl {
-namespace {
-
-double policy_temperature(const GenerateOptions& options) {
-  return options.sampling.greedy ? 1.0 : options.sampling.temperature;
-}
-
-}  // namespace
 
 Experience Experience::select(const torch::Tensor& index) const {
   Experience out;
@@ -156,7 +149,8 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   engine_.make_resident({});  // every model as the policy places it; the runner pages what it must
   torch::NoGradGuard no_grad;
   BackboneRunner runner(engine_, /*activation_checkpointing=*/false, options_.logits_chunk);
-  const double temperature = policy_temperature(options_.generate);
+  const SamplingOptions& sampling = options_.generate.sampling;
+  const double temperature = policy_temperature(sampling.greedy, sampling.temperature);
   const int64_t rows = experience.rows(), p = experience.prompt_length;
   std::vector<torch::Tensor> logprobs, ref_logprobs, values, scores;
   for (int64_t begin = 0; begin < rows; begin += options_.micro_batch_size) {

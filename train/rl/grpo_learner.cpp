@@ -43,7 +43,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
                                   at::Generator& generator) {
   const TrainConfig& t = config_.train;
   const GrpoConfig& g = config_.grpo;
-  const double temperature = config_.generation.greedy ? 1.0 : config_.generation.temperature;
+  const double temperature = policy_temperature(config_.generation.greedy, config_.generation.temperature);
   const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name};
   const int64_t rows = experience.rows(), micro_size = t.micro_batch_size;

@@ -56,7 +56,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
                              at::Generator& generator) {
   const TrainConfig& t = config_.train;
   const PpoConfig& p = config_.ppo;
-  const double temperature = config_.generation.greedy ? 1.0 : config_.generation.temperature;
+  const double temperature = policy_temperature(config_.generation.greedy, config_.generation.temperature);
   const LrSchedulePlan policy_plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const LrSchedulePlan critic_plan{p.critic_learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name}, critic{models_.critic_name};

@@ -33,7 +33,7 @@ void run_rollout_loop(RlRunLifecycle& run, int64_t total, const RolloutSources& 
     run.dropped_rows += dropped;
     if (dropped > 0) {
       std::cout << "warning: rollout " << run.rollout + 1 << ": " << dropped << " of " << sampled << " "
-                << algorithm.rows_name() << " had a non-finite " << algorithm.nonfinite_what()
+                << algorithm.row_name() << "s had a non-finite " << algorithm.nonfinite_what()
                 << " and were left out\n";
     }
     double learn_seconds = 0;

@@ -41,10 +41,9 @@ class RlAlgorithm {
   // The rollout's logged values, before the judged answers and the rollout's figures; `learned`
   // is null when no row was left to learn from.
   virtual MetricValues values(const Rollout& rollout, const Experience& as_sampled, const MetricValues* learned) = 0;
-  // For the warnings: what a row is ("response", "responses"), what was not finite, what was not
-  // updated.
+  // For the warnings: what a row is ("response"; an s makes the plural), what was not finite, what
+  // was not updated.
   virtual const char* row_name() const = 0;
-  virtual const char* rows_name() const = 0;
   virtual const char* nonfinite_what() const = 0;
   virtual const char* not_updated() const = 0;
 };
