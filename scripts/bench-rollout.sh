@@ -202,7 +202,8 @@ config = GRPOConfig(output_dir=f"{work}/trl", per_device_train_batch_size=16, nu
                     generation_batch_size=16, max_completion_length=24, temperature=1.0, beta=0.0,
                     learning_rate=3e-5, lr_scheduler_type="constant", max_steps=4, logging_steps=1,
                     save_strategy="no", report_to=[], use_cpu=True, bf16=False, seed=1,
-                    dataloader_num_workers=0, disable_tqdm=True)
+                    dataloader_num_workers=0, disable_tqdm=True,
+                    gradient_checkpointing=os.environ.get("FERRY_BENCH_TRL_CHECKPOINTING", "0") == "1")
 trainer = GRPOTrainer(model=model, reward_funcs=[contains], args=config, train_dataset=data,
                       processing_class=tokenizer, callbacks=[clock])
 trainer.train()
@@ -213,7 +214,7 @@ for key in ("time/generate", "time/score", "time/learn", "reward/mean", "reward"
     if values:
         print(f"  ferry {key}: {', '.join(f'{v:.2f}' for v in values)}")
 print(f"  TRL mean reward per step: {', '.join(f'{v:.2f}' for v in clock.rewards)}")
-print(f"TRL {trl_version} GRPOTrainer: {', '.join(f'{s:.2f}' for s in clock.seconds)} s per step; "
+print(f"TRL {trl_version} GRPOTrainer (gradient_checkpointing={config.gradient_checkpointing}): {', '.join(f'{s:.2f}' for s in clock.seconds)} s per step; "
       f"median after the first {theirs:.2f} s")
 print(f"GRPO step: ratio TRL/ferry {theirs / ours:.2f}x")
 PY

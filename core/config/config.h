@@ -99,6 +99,7 @@ struct TrainConfig {
   bool gradient_checkpointing = false;
   bool activation_offload = false;
   int64_t logits_chunk = -1;
+  bool share_prompts = true;
   int64_t eval_every = 0;
   int64_t save_every = 0;
   std::string resume;
@@ -129,6 +130,9 @@ struct TrainConfig {
     v("logits_chunk", logits_chunk,
       "token rows of LM-head logits the losses compute at a time (-1: auto, a chunk's logits no larger than the "
       "hidden states; 0: all at once)");
+    v("share_prompts", share_prompts,
+      "PPO/GRPO: the responses to one prompt in a micro-batch go through one forward that holds the prompt once "
+      "(the same log-probs; false: a forward per row)");
     v("eval_every", eval_every, "evaluate every N steps (0: only at the end)");
     v("save_every", save_every, "checkpoint every N steps (0: only at the end)");
     v("resume", resume, "empty, auto (latest checkpoint in output.dir) or a checkpoint folder");

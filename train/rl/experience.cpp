@@ -16,6 +16,7 @@
 #include "src/model/lora.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/backbone_runner.h"
+#include "train/rl/policy_forward.h"
 #include "train/rl/policy_losses.h"
 
 namespace ferry::rl {
@@ -41,16 +42,6 @@ Experience Experience::select(const torch::Tensor& index) const {
     if (!responses.empty()) out.responses.push_back(responses[static_cast<size_t>(rows[i])]);
   }
   return out;
-}
-
-torch::Tensor response_logprobs(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
-                                const torch::Tensor& sequences, const torch::Tensor& attention_mask,
-                                int64_t prompt_length, const torch::Tensor& response_mask, double temperature) {
-  const torch::Tensor ids = sequences.narrow(1, prompt_length, response_mask.size(1));
-  const kernels::LmHeadTokens t =
-      runner.token_logprobs(model, lm, sequences, attention_mask, position_ids_from_attention_mask(attention_mask), ids,
-                            prompt_length - 1, temperature, false);
-  return t.logprobs * response_mask.to(t.logprobs.device(), torch::kFloat);
 }
 
 torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length, const torch::Tensor& response_mask) {
@@ -160,19 +151,22 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
     const torch::Tensor positions = position_ids_from_attention_mask(mask);
     const torch::Tensor response_mask = experience.response_mask.narrow(0, begin, n);
     t.scored_tokens += mask.sum().item<int64_t>();
+    // The sampled tokens' log-probs under `lm`, 0 outside the response mask.
+    auto response_logprobs = [&](const std::string& name, LlamaForCausalLMImpl& lm) {
+      const kernels::LmHeadTokens lp =
+          response_token_logprobs(runner, name, lm, ids, mask, p, temperature, false, options_.share_prompts);
+      return (lp.logprobs * response_mask.to(lp.logprobs.device(), torch::kFloat)).cpu();
+    };
     auto policy_logprobs = [&](bool adapters_off) {
       std::optional<LoraDisabled> base_only;
       if (adapters_off) base_only.emplace(*models_.policy->model);
-      return response_logprobs(runner, models_.policy_name, *models_.policy, ids, mask, p, response_mask, temperature)
-          .cpu();
+      return response_logprobs(models_.policy_name, *models_.policy);
     };
     if (options_.policy_logprobs) logprobs.push_back(policy_logprobs(false));
     if (models_.reference_is_policy_without_lora) {
       ref_logprobs.push_back(policy_logprobs(true));
     } else if (models_.reference != nullptr) {
-      ref_logprobs.push_back(
-          response_logprobs(runner, models_.reference_name, *models_.reference, ids, mask, p, response_mask, temperature)
-              .cpu());
+      ref_logprobs.push_back(response_logprobs(models_.reference_name, *models_.reference));
     }
     if (models_.critic != nullptr) {
       const torch::Tensor v = runner.score(models_.critic_name, *models_.critic, ids, mask, positions);

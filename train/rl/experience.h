@@ -81,6 +81,7 @@ struct ExperienceOptions {
   int64_t logits_chunk = 0;      // train.logits_chunk: LM-head rows at a time when scoring
   int64_t pad_id = 0;
   bool policy_logprobs = true;  // false: the scoring phase skips the policy (held-out evaluation)
+  bool share_prompts = true;    // train.share_prompts: rows of one prompt share its scoring forward
 };
 
 // Wall time and tokens of each phase, for the metrics.
@@ -116,12 +117,6 @@ class ExperienceMaker {
 // log-prob or value) are removed; returns how many.
 int64_t drop_nonfinite_rows(Experience& experience);
 
-// Per-token log-probs of `sequences`' response columns (P ..) under `model` (logits of columns
-// P - 1 .. P + R - 2 divided by `temperature`, through the runner's chunked LM head), 0 outside
-// `response_mask` (B, R): (B, R) fp32.
-torch::Tensor response_logprobs(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
-                                const torch::Tensor& sequences, const torch::Tensor& attention_mask,
-                                int64_t prompt_length, const torch::Tensor& response_mask, double temperature);
 // Values (B, P + R) at columns P - 1 .. P + R - 2, 0 outside the mask: (B, R) fp32.
 torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length, const torch::Tensor& response_mask);
 // Values (B, P + R) at each row's last response token (column P - 1 + length): (B) fp32.

@@ -203,6 +203,7 @@ ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape
   check_sampling_options(options.generate.sampling);
   options.micro_batch_size = 2 * config.train.micro_batch_size;  // no gradients: no activations kept
   options.logits_chunk = config.train.logits_chunk;
+  options.share_prompts = config.train.share_prompts;
   options.pad_id = pad_id;
   return options;
 }

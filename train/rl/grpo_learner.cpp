@@ -13,6 +13,7 @@
 #include "train/optimizer_step.h"
 #include "train/rl/grpo_loss.h"
 #include "train/rl/policy_forward.h"
+#include "train/rl/shared_prompt_pack.h"
 
 namespace ferry::rl {
 
@@ -68,14 +69,16 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   for (int64_t iteration = 0; iteration < g.num_iterations; ++iteration) {
     const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
     for (int64_t begin = 0; begin < rows; begin += minibatch) {
-      const Experience mb = experience.select(order.narrow(0, begin, std::min(minibatch, rows - begin)));
+      const Experience mb = experience.select(
+          minibatch_rows_in_order(order.narrow(0, begin, std::min(minibatch, rows - begin)), t.share_prompts));
       scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
       engine_.zero_grad(policy);
       for (const MicroBatchTurn turn : share_.turns(scale.micro_batches_in_step)) {
         const int64_t micro = turn.index * micro_size;
         const Experience part = mb.select(torch::arange(micro, std::min(micro + micro_size, mb.rows())));
         const PolicyForward forward =
-            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, /*entropy_grad=*/false);
+            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, /*entropy_grad=*/false,
+                           t.share_prompts);
         auto on_device = [&](const torch::Tensor& x) { return x.defined() ? x.to(forward.mask.device()) : x; };
         const torch::Tensor old = part.logprobs.defined() ? on_device(part.logprobs) : forward.logprobs.detach();
         const rl::GrpoLossTerms terms = rl::grpo_loss(forward.logprobs, old, on_device(part.ref_logprobs),

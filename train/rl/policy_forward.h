@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "kernels/ops/chunked_lm_head.h"
 #include "train/rl/experience.h"
 
 namespace ferry {
@@ -21,7 +22,17 @@ struct PolicyForward {
   torch::Tensor mask;      // (b, R) the response mask on the model's device
 };
 
+// share_prompts (train.share_prompts): rows of one prompt share its forward (shared_prompt_pack.h).
 PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& policy,
-                             const Experience& part, double temperature, bool entropy_grad);
+                             const Experience& part, double temperature, bool entropy_grad, bool share_prompts);
+
+// The log-probs of each row's response tokens (columns P ..) under `lm` at `temperature`, and the
+// entropy there when with_entropy: (B, R) fp32 each, not masked. With share_prompts, rows with the
+// same prompt go through one packed forward (shared_prompt_pack.h) when that runs fewer tokens and
+// the model has no sliding window shorter than the packed sequence; else one row each.
+kernels::LmHeadTokens response_token_logprobs(BackboneRunner& runner, const std::string& name,
+                                              LlamaForCausalLMImpl& lm, const torch::Tensor& sequences,
+                                              const torch::Tensor& attention_mask, int64_t prompt_length,
+                                              double temperature, bool with_entropy, bool share_prompts);
 
 }  // namespace ferry::rl

@@ -16,6 +16,7 @@
 #include "train/optimizer_step.h"
 #include "train/rl/masked_stats.h"
 #include "train/rl/policy_forward.h"
+#include "train/rl/shared_prompt_pack.h"
 #include "train/rl/policy_losses.h"
 #include "train/training_task.h"
 
@@ -75,7 +76,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   for (int64_t epoch = 0; epoch < p.ppo_epochs; ++epoch) {
     const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
     for (int64_t begin = 0; begin < rows; begin += minibatch) {
-      const torch::Tensor chosen = order.narrow(0, begin, std::min(minibatch, rows - begin));
+      const torch::Tensor chosen = minibatch_rows_in_order(order.narrow(0, begin, std::min(minibatch, rows - begin)),
+                                                           t.share_prompts);
       const Experience mb = experience.select(chosen);
       const double mb_tokens = std::max(mb.response_mask.sum().item<double>(), 1.0);
       engine_.zero_grad(policy);
@@ -86,7 +88,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
         const Experience part = mb.select(torch::arange(micro, std::min(micro + t.micro_batch_size, mb.rows())));
         const double weight = turn.padding ? 0.0 : 1.0;  // a padding forward (ZeRO 3) adds nothing
         const PolicyForward forward =
-            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, p.entropy_coef > 0);
+            policy_forward(runner, models_.policy_name, *models_.policy, part, temperature, p.entropy_coef > 0,
+                           config_.train.share_prompts);
         const torch::Tensor& device_mask = forward.mask;
         const torch::Tensor& new_logprobs = forward.logprobs;
         const torch::Tensor& entropy = forward.entropy;
