@@ -17,7 +17,11 @@
 # Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
 # rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
 # of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line),
-# then whole GRPO steps against TRL's GRPOTrainer on the same shapes (FERRY_BENCH_GRPO=0 skips them).
+# the same with greedy decoding (the same tokens on both sides: one GRPO step's generation before
+# any update against `ferry generate --greedy`), then whole GRPO steps against TRL's GRPOTrainer on
+# the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
+# prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
+# by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -144,30 +148,52 @@ import json, sys
 row = [json.loads(line) for line in open(sys.argv[1])][-1]
 print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
 PY
+  # Greedy: both generate the same tokens (the policy before its first update), so the figures
+  # compare the same work.
+  OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --greedy \
+    --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
+    | sed 's/^/ferry generate --greedy: /'
+  OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
+    --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
+    --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
+    --set generation.greedy=true --set train.max_steps=1 --set train.save_every=0 --set offload.cpu_threads="$threads" \
+    --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
+  "$python" - "$work/grpo-greedy/metrics.jsonl" "$work/generated-greedy.jsonl" <<'PY'
+import json, sys
+row = [json.loads(line) for line in open(sys.argv[1])][-1]
+tokens = round(row["time/generate"] * row["tokens_per_s/generate"])
+generated = sum(json.loads(line)["completion_tokens"] for line in open(sys.argv[2]))
+print(f"train-grpo rollout, greedy: {row['time/generate']:.2f} s generating {tokens} tokens "
+      f"(ferry generate: {generated}), {row['tokens_per_s/generate']:.1f} tokens/s")
+PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new
   # tokens, temperature 1, beta 0, a verifier that scores 1 when the answer contains gt_answer
   # (so groups differ and both learn); 4 steps each, the first one dropped (warm-up), median of
   # the other 3. FERRY_BENCH_GRPO=0 skips it (~2 min on 2 cores).
   if [[ ${FERRY_BENCH_GRPO:-1} == 1 ]]; then
-    echo "== GRPO steps against TRL's GRPOTrainer: SmolLM2-135M-Instruct, 4 prompts x 4, <= 24 new tokens"
+    prompts=${FERRY_BENCH_GRPO_PROMPTS:-4}
+    rows=$((prompts * 4))
+    head -"$prompts" "$here/data/prompts_train.jsonl" > "$work/grpo-prompts.jsonl"
+    echo "== GRPO steps against TRL's GRPOTrainer: SmolLM2-135M-Instruct, $prompts prompts x 4, <= 24 new tokens"
     OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
-      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
-      --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
-      --set train.micro_batch_size=16 --set train.max_steps=4 --set train.save_every=0 \
+      --set tokenizer.chat_template=auto --set data.prompt_file="$work/grpo-prompts.jsonl" --set data.eval_file= \
+      --set grpo.num_generations=4 --set grpo.generation_batch_size="$rows" --set generation.max_new_tokens=24 \
+      --set train.micro_batch_size=16 --set train.grad_accumulation=$((rows / 16)) --set train.max_steps=4 \
+      --set train.save_every=0 \
       --set 'rewards=[{kind: verifier, match: contains}]' \
       --set offload.cpu_threads="$threads" --set output.dir="$work/grpo4" > "$work/grpo4.log" 2>&1 \
       || { tail -20 "$work/grpo4.log" >&2; exit 1; }
-    "$python" - "$work" "$gguf" "$threads" <<'PY'
+    "$python" - "$work" "$gguf" "$threads" "$rows" <<'PY'
 import json, os, statistics, sys, time
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, __version__ as trl_version
 
-work, gguf, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, gguf, threads, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
-rows = [json.loads(line) for line in open(f"{work}/prompts4.jsonl")]
+rows = [json.loads(line) for line in open(f"{work}/grpo-prompts.jsonl")]
 ferry_rows = [r for r in map(json.loads, open(f"{work}/grpo4/metrics.jsonl")) if "time/rollout" in r]
 ferry_steps = [r["time/rollout"] for r in ferry_rows]
 folder, name = os.path.dirname(gguf), os.path.basename(gguf)
@@ -198,8 +224,8 @@ class StepClock(TrainerCallback):
         self.seconds.append(time.perf_counter() - self.start)
 
 clock = StepClock()
-config = GRPOConfig(output_dir=f"{work}/trl", per_device_train_batch_size=16, num_generations=4,
-                    generation_batch_size=16, max_completion_length=24, temperature=1.0, beta=0.0,
+config = GRPOConfig(output_dir=f"{work}/trl", per_device_train_batch_size=batch, num_generations=4,
+                    generation_batch_size=batch, max_completion_length=24, temperature=1.0, beta=0.0,
                     learning_rate=3e-5, lr_scheduler_type="constant", max_steps=4, logging_steps=1,
                     save_strategy="no", report_to=[], use_cpu=True, bf16=False, seed=1,
                     dataloader_num_workers=0, disable_tqdm=True,

@@ -5,10 +5,12 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "src/generate/packed_prefill.h"
 #include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
 #include "src/tokenizer/tokenizer.h"
@@ -53,6 +55,22 @@ SharedPrompts shared_prompts(const torch::Tensor& ids, const torch::Tensor& mask
     prefill_row.push_back(it->second);
   }
   return {torch::tensor(unique, torch::kLong), torch::tensor(prefill_row, torch::kLong)};
+}
+
+// The prompts' final hidden states at their last tokens (B, C), their keys and values stored in
+// the empty `cache`: packed (packed_prefill.h) when that saves rows and no sliding window would
+// count the packed columns, else left-padded as given.
+torch::Tensor prefill(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask, KvCache& cache) {
+  const int64_t window = model.config().sliding_window;
+  if (window <= 0 || ids.size(1) <= window) {
+    if (const std::optional<PackedPrefill> packed = pack_prefill(ids, mask)) {
+      cache.scatter_next(packed->token_index, packed->cache_rows, packed->cache_columns, packed->input_ids.size(0),
+                         ids.size(1));
+      const torch::Tensor hidden = model.model(packed->input_ids, packed->attention, packed->position_ids, &cache);
+      return hidden.reshape({-1, hidden.size(-1)}).index_select(0, packed->last_index);
+    }
+  }
+  return model.model(ids, mask, torch::Tensor(), &cache).select(1, -1);
 }
 
 }  // namespace
@@ -109,10 +127,8 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   const torch::Tensor unique = shared.unique_rows.to(device);
   const bool all_distinct = unique.numel() == batch;
   KvCache cache(model.config(), unique.numel(), prompt_length + options.max_new_tokens, weight.scalar_type(), device);
-  torch::Tensor hidden =  // (B, C): the last position of every row
-      model.model(all_distinct ? prompt_ids : prompt_ids.index_select(0, unique),
-                  all_distinct ? mask : mask.index_select(0, unique), torch::Tensor(), &cache)
-          .select(1, -1);
+  torch::Tensor hidden = prefill(model, all_distinct ? prompt_ids : prompt_ids.index_select(0, unique),
+                                 all_distinct ? mask : mask.index_select(0, unique), cache);  // (B, C)
   if (!all_distinct) {
     const torch::Tensor copies = shared.prefill_row.to(device);
     cache = cache.select_rows(copies);

@@ -2,6 +2,7 @@
 #include "src/model/kv_cache.h"
 
 #include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
 
 #include "core/error.h"
 
@@ -27,7 +28,16 @@ std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t layer, const at::Tenso
     throw UserError(detail::concat("KV cache is full: ", length_, " + ", tokens, " tokens exceed its capacity of ",
                                    capacity_, "; make the cache longer (prompt length + max new tokens)"));
   }
-  FERRY_CHECK(key.size(0) == batch_size_, "KV cache holds ", batch_size_, " rows, got ", key.size(0));
+  FERRY_CHECK(key.size(0) == input_rows(), "KV cache expects ", input_rows(), " rows, got ", key.size(0));
+  if (scatter_rows_.defined()) {  // a packed prefill: each token to its own row and column
+    auto tokens_of = [&](const at::Tensor& packed) {  // (R, n_kv, W, D) -> (N, n_kv, D)
+      return packed.transpose(1, 2).reshape({-1, packed.size(1), packed.size(3)}).index_select(0, scatter_index_);
+    };
+    using at::indexing::Slice;
+    keys_[layer].index_put_({scatter_rows_, Slice(), scatter_columns_}, tokens_of(key));
+    values_[layer].index_put_({scatter_rows_, Slice(), scatter_columns_}, tokens_of(value));
+    return {key, value};
+  }
   keys_[layer].narrow(2, length_, tokens).copy_(key);
   values_[layer].narrow(2, length_, tokens).copy_(value);
   return {keys_[layer].narrow(2, 0, length_ + tokens), values_[layer].narrow(2, 0, length_ + tokens)};
@@ -57,6 +67,21 @@ KvCache KvCache::select_rows(const at::Tensor& rows) const {
 void KvCache::advance(int64_t tokens) {
   FERRY_CHECK(length_ + tokens <= capacity_, "KV cache advanced past its capacity");
   length_ += tokens;
+  scatter_index_ = scatter_rows_ = scatter_columns_ = at::Tensor();
+}
+
+void KvCache::scatter_next(const at::Tensor& token_index, const at::Tensor& rows, const at::Tensor& columns,
+                           int64_t packed_rows, int64_t width) {
+  FERRY_CHECK(length_ == 0, "KV cache: a packed prefill needs an empty cache");
+  FERRY_CHECK(width <= capacity_ && token_index.numel() == rows.numel() && rows.numel() == columns.numel(),
+              "KV cache: bad packed prefill layout");
+  for (at::Tensor& buffer : keys_) buffer.narrow(2, 0, width).zero_();
+  for (at::Tensor& buffer : values_) buffer.narrow(2, 0, width).zero_();
+  const auto device = keys_.empty() ? at::Device(at::kCPU) : keys_.front().device();
+  scatter_index_ = token_index.to(device, at::kLong);
+  scatter_rows_ = rows.to(device, at::kLong);
+  scatter_columns_ = columns.to(device, at::kLong);
+  packed_rows_ = packed_rows;
 }
 
 }  // namespace ferry

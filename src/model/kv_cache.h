@@ -28,6 +28,8 @@ class KvCache {
   int64_t length() const { return length_; }    // tokens stored so far
   int64_t capacity() const { return capacity_; }
   int64_t batch_size() const { return batch_size_; }
+  // Rows the next forward's input has: batch_size(), or the packed rows of a scatter_next prefill.
+  int64_t input_rows() const { return scatter_rows_.defined() ? packed_rows_ : batch_size_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
 
   // key/value: (B, n_kv, T, D) for positions [length, length + T) of `layer`. Returns views of the
@@ -36,6 +38,14 @@ class KvCache {
 
   // Marks `tokens` more positions as stored (after every layer has appended them).
   void advance(int64_t tokens);
+
+  // A packed prefill (src/generate/packed_prefill.h) into an empty cache: the next forward's input
+  // is `packed_rows` rows of `width` columns whose tokens `token_index` ((N) flat indices into
+  // packed_rows * width) belong at (rows, columns) ((N) each) of the cache. Positions [0, width) are
+  // zeroed; append() then stores each token's key and value at its slot and returns the packed
+  // keys and values themselves (the prefill attends within its packed rows); advance(width) ends it.
+  void scatter_next(const at::Tensor& token_index, const at::Tensor& rows, const at::Tensor& columns,
+                    int64_t packed_rows, int64_t width);
 
   // Forgets the contents (buffers are kept for reuse).
   void reset() { length_ = 0; }
@@ -50,6 +60,8 @@ class KvCache {
   int64_t batch_size_ = 0;
   int64_t capacity_ = 0;
   int64_t length_ = 0;
+  at::Tensor scatter_index_, scatter_rows_, scatter_columns_;  // set between scatter_next and advance
+  int64_t packed_rows_ = 0;
 };
 
 }  // namespace ferry

@@ -2,6 +2,7 @@
 #include "src/model/llama_heads.h"
 
 #include "core/error.h"
+#include "kernels/ops/small_batch_linear.h"
 
 namespace ferry {
 
@@ -13,7 +14,7 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config, const Laye
 }
 
 torch::Tensor LlamaForCausalLMImpl::logits(const torch::Tensor& hidden) {
-  return lm_head ? lm_head(hidden) : torch::nn::functional::linear(hidden, model->embed_tokens->weight);
+  return kernels::small_batch_linear(hidden, lm_head ? lm_head->weight : model->embed_tokens->weight);
 }
 
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

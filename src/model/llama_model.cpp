@@ -54,8 +54,8 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
                                     "); is the tokenizer the one of this model?"));
   }
   const int64_t past = cache != nullptr ? cache->length() : 0;
-  if (cache != nullptr && cache->batch_size() != batch) {
-    throw UserError(detail::concat("KV cache holds ", cache->batch_size(), " rows but input_ids has ", batch));
+  if (cache != nullptr && cache->input_rows() != batch) {
+    throw UserError(detail::concat("KV cache expects ", cache->input_rows(), " rows but input_ids has ", batch));
   }
   const bool full_mask = attention_mask.defined() && attention_mask.dim() == 4;
   if (full_mask) {

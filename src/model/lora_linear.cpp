@@ -1,6 +1,7 @@
 // A Linear projection with an optional LoRA adapter (see lora_linear.h).
 #include "src/model/lora_linear.h"
 
+#include "kernels/ops/small_batch_linear.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
@@ -20,7 +21,7 @@ torch::Tensor lora_project(const torch::nn::Linear& base, const LoraAdapter& ada
     y = ggml_linear(x, *ggml);
     if (base->bias.defined()) y = y + base->bias;
   } else {
-    y = base.ptr()->forward(x);
+    y = kernels::small_batch_linear(x, base->weight, base->bias);  // at::linear but for a decode step's few rows
   }
   if (!adapter.attached() || !adapter.enabled) return y;
   const torch::Tensor input = adapter.dropout > 0 ? torch::dropout(x, adapter.dropout, training) : x;
