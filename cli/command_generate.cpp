@@ -50,6 +50,7 @@ struct GenerateArgs {
   std::string chat_template;  // empty: the folder's own template, else demo
   int64_t max_new_tokens = 128;
   bool greedy = false;
+  bool no_cuda_graphs = false;
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -183,6 +184,7 @@ void run_generate(const GenerateArgs& args) {
   GenerateOptions options = loaded.generate_options(chat_template.if_resolved());
   options.max_new_tokens = args.max_new_tokens;
   options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
+  options.cuda_graphs = !args.no_cuda_graphs;
   at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
   options.generator = &generator;  // one stream across batches: batches never repeat each other's draws
   options.stop_strings.insert(options.stop_strings.end(), args.stop.begin(), args.stop.end());
@@ -251,6 +253,8 @@ void add_generate_command(CLI::App& app) {
                       kChatTemplateFlagHelp);
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most");
   command->add_flag("--greedy", args->greedy, "greedy decoding");
+  command->add_flag("--no-cuda-graphs", args->no_cuda_graphs,
+                    "on a GPU, launch the decode step's kernels one by one instead of replaying CUDA graphs");
   command->add_option("--temperature", args->temperature, "sampling temperature");
   command->add_option("--top-p", args->top_p, "nucleus sampling mass");
   command->add_option("--top-k", args->top_k, "top-k sampling (0: off)");

@@ -149,22 +149,32 @@ row = [json.loads(line) for line in open(sys.argv[1])][-1]
 print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
 PY
   # Greedy: both generate the same tokens (the policy before its first update), so the figures
-  # compare the same work.
-  OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --greedy \
-    --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
-    | sed 's/^/ferry generate --greedy: /'
-  OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
-    --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
-    --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
-    --set generation.greedy=true --set train.max_steps=1 --set train.save_every=0 --set offload.cpu_threads="$threads" \
-    --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
-  "$python" - "$work/grpo-greedy/metrics.jsonl" "$work/generated-greedy.jsonl" <<'PY'
-import json, sys
-row = [json.loads(line) for line in open(sys.argv[1])][-1]
-tokens = round(row["time/generate"] * row["tokens_per_s/generate"])
-generated = sum(json.loads(line)["completion_tokens"] for line in open(sys.argv[2]))
-print(f"train-grpo rollout, greedy: {row['time/generate']:.2f} s generating {tokens} tokens "
-      f"(ferry generate: {generated}), {row['tokens_per_s/generate']:.1f} tokens/s")
+  # compare the same work; three runs each, alternating, medians (one run each swings ±15% here).
+  for run in 1 2 3; do
+    OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --greedy \
+      --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
+      >> "$work/generate-greedy.txt"
+    OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
+      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
+      --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
+      --set generation.greedy=true --set train.max_steps=1 --set train.save_every=0 \
+      --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy-$run" > "$work/grpo-greedy.log" 2>&1 \
+      || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
+  done
+  "$python" - "$work" <<'PY'
+import json, re, statistics, sys
+work = sys.argv[1]
+runs = [re.match(r"generated (\d+) tokens in ([0-9.e+-]+) s", line).groups() for line in open(f"{work}/generate-greedy.txt")]
+rl = [[json.loads(line) for line in open(f"{work}/grpo-greedy-{run}/metrics.jsonl")][-1] for run in (1, 2, 3)]
+gen_s = statistics.median(float(s) for _, s in runs)
+rl_s = statistics.median(r["time/generate"] for r in rl)
+rl_tokens = round(rl[0]["time/generate"] * rl[0]["tokens_per_s/generate"])
+gen_list = ", ".join(f"{float(s):.2f}" for _, s in runs)
+rl_list = ", ".join(f"{r['time/generate']:.2f}" for r in rl)
+print(f"greedy, the same tokens: ferry generate {gen_list} s for {runs[0][0]} tokens; "
+      f"train-grpo rollout {rl_list} s for {rl_tokens} tokens")
+print(f"greedy medians: ferry generate {int(runs[0][0]) / gen_s:.1f} tokens/s, train-grpo rollout "
+      f"{rl_tokens / rl_s:.1f} tokens/s: ratio rollout/generate {gen_s / rl_s:.2f}")
 PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new

@@ -3,7 +3,8 @@
 # order of value, each part under its own time limit: the build, the CUDA unit tests (model and
 # generation, RMSNorm, chunked LM head, NF4 dequant), the offload policies against the CPU, short
 # train-sft / train-rm / train-dpo / train-ppo / train-grpo runs (and train-ppo on 2 processes),
-# 2-process data parallelism (ZeRO 2 and 3) and the GPU benchmarks (scripts/bench-*-gpu.sh).
+# 2-process data parallelism (ZeRO 2 and 3), decoding with and without CUDA graphs and the other GPU
+# benchmarks (scripts/bench-*-gpu.sh).
 # Results go under $OUT (default ./gpu-check-out): summary.txt gets a line per part as it ends, so
 # a run cut short still brings back what finished; each part's output is in <part>.log.
 #
@@ -214,7 +215,7 @@ export -f configure_and_build
 # 1. configure + build: the executable and the GPU tests, all cores, no ccache (CMake's own output
 #    in cmake.log; build.log has what failed).
 # shellcheck disable=SC2086
-part build 270 configure_and_build build-gpu "$prefix" "$python" "$out/cmake.log" ferry $gpu_tests || exit 1
+part build 270 configure_and_build build-gpu "$prefix" "$python" "$out/cmake.log" ferry generate_bench $gpu_tests || exit 1
 "$ferry" version | tee -a "$summary"
 
 # 2. CUDA unit tests: kernels, ops and generation against their CPU references.
@@ -293,16 +294,26 @@ part data-parallel 45 data_parallel "$runs"
 grep -E '^dp ' "$out/data-parallel.log" >> "$summary"
 rm -rf "$runs"
 
-# 6. GPU benchmarks (each prints its figures as it goes, so a timeout keeps the finished lines).
+# 6. Decoding with and without CUDA graphs, and transformers' generate on the GPU when installed.
+decode_bench() {
+  FERRY_BUILD=$root/build-gpu FERRY_PYTHON=$python FERRY_BENCH_DTYPES=bf16 FERRY_BENCH_NEW_TOKENS=64 \
+    bash scripts/bench-decode-gpu.sh
+}
+export -f decode_bench
+part decode-bench 40 decode_bench
+grep -E '^decode ' "$out/decode-bench.log" >> "$summary"
+
+# 7. The other GPU benchmarks (each prints its figures as it goes, so a timeout keeps the finished lines).
 benches() {
   local bench
   for bench in scripts/bench-*-gpu.sh; do
     [ -e "$bench" ] || continue
+    [ "$bench" = scripts/bench-decode-gpu.sh ] && continue
     echo "-- $bench"
     FERRY_BUILD=$root/build-gpu FERRY_PYTHON=$python FERRY_BENCH_STEPS=3 bash "$bench"
   done
 }
 export -f benches
-part bench 60 benches
+part bench 40 benches
 grep -vE '^\s*$' "$out/bench.log" | grep -E ': |^--' | head -30 >> "$summary"
 exit $rc

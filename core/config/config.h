@@ -210,6 +210,7 @@ struct GenerationConfig {
   int64_t top_k = 0;
   double top_p = 1.0;
   std::vector<std::string> stop_strings;
+  bool cuda_graphs = true;
 
   template <class V>
   void visit(V& v) {
@@ -219,6 +220,8 @@ struct GenerationConfig {
     v("top_k", top_k, "sample from the k most likely tokens (0: all)");
     v("top_p", top_p, "nucleus sampling mass (1: all)");
     v("stop_strings", stop_strings, "extra strings that end generation (EOS always does)");
+    v("cuda_graphs", cuda_graphs, "on a GPU, replay the decode step as a CUDA graph per batch-size bucket (the same "
+      "tokens; false: launch its kernels one by one)");
   }
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "src/generate/fixed_decode_step.h"
 #include "src/generate/packed_prefill.h"
 #include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
@@ -134,6 +135,8 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
     cache = cache.select_rows(copies);
     hidden = hidden.index_select(0, copies);
   }
+  // Decoding at fixed shapes (fixed_decode_step.h): CUDA graphs replay it on a GPU.
+  FixedDecodeStep decoder(model, cache, mask, options.cuda_graphs);
   // Rows still generating, as indices into the batch; a row that stops leaves the batch (with its
   // cache rows), so the rest cost what they would alone. A row draws from its own generator
   // (row_generators), so what it samples does not depend on which rows are left beside it.
@@ -141,8 +144,8 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   std::vector<at::Generator> alive_generators;
   if (options.row_generators != nullptr) alive_generators = *options.row_generators;
   std::vector<torch::Tensor> new_tokens, new_mask, logprobs;
+  torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (b, V), b = rows alive
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (b, V), b = rows alive
     const torch::Tensor next = options.row_generators != nullptr
                                    ? choose_next_tokens(logits, options.sampling, alive_generators)
                                    : choose_next_tokens(logits, options.sampling, generator);  // (b)
@@ -164,8 +167,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
       if (keep.numel() == 0) break;
       alive = alive.index_select(0, keep);
       next_input = next.index_select(0, keep);
-      mask = mask.index_select(0, keep);
-      cache = cache.select_rows(keep);
+      decoder.keep_rows(keep);
       if (!alive_generators.empty()) {
         std::vector<at::Generator> kept;
         const torch::Tensor on_host = keep.cpu();
@@ -175,8 +177,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
         alive_generators = std::move(kept);
       }
     }
-    mask = torch::cat({mask, torch::ones({mask.size(0), 1}, mask.options())}, 1);  // (b, L + 1)
-    hidden = model.model(next_input.unsqueeze(1), mask, torch::Tensor(), &cache).squeeze(1);  // (b, C)
+    logits = decoder.step(next_input);  // (b', V)
   }
   GenerateResult result;
   result.prompt_length = prompt_length;

@@ -34,6 +34,9 @@ struct GenerateOptions {
   // One CPU generator per row instead (row i draws from its own): a row's sample then does not
   // depend on the batch it is generated in. Takes precedence over `generator`.
   std::vector<at::Generator>* row_generators = nullptr;
+  // On a CUDA model, replay the decode step as a CUDA graph per batch-size bucket
+  // (fixed_decode_step.h; generation.cuda_graphs). Ignored on the CPU.
+  bool cuda_graphs = true;
 };
 
 struct GenerateResult {

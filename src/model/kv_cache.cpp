@@ -28,6 +28,15 @@ std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t layer, const at::Tenso
     throw UserError(detail::concat("KV cache is full: ", length_, " + ", tokens, " tokens exceed its capacity of ",
                                    capacity_, "; make the cache longer (prompt length + max new tokens)"));
   }
+  if (fixed_slot_.defined()) {  // a fixed-shape decode step: the column is on the device
+    const int64_t rows = key.size(0);
+    FERRY_CHECK(tokens == 1 && rows <= allocated_rows(), "KV cache: a fixed-shape step takes one token of at most ",
+                allocated_rows(), " rows, got ", rows, " x ", tokens);
+    const at::Tensor keys = keys_[layer].narrow(0, 0, rows), values = values_[layer].narrow(0, 0, rows);
+    keys.index_copy_(2, fixed_slot_, key);
+    values.index_copy_(2, fixed_slot_, value);
+    return {keys.narrow(2, 0, fixed_visible_), values.narrow(2, 0, fixed_visible_)};
+  }
   FERRY_CHECK(key.size(0) == input_rows(), "KV cache expects ", input_rows(), " rows, got ", key.size(0));
   if (scatter_rows_.defined()) {  // a packed prefill: each token to its own row and column
     auto tokens_of = [&](const at::Tensor& packed) {  // (R, n_kv, W, D) -> (N, n_kv, D)
@@ -38,9 +47,10 @@ std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t layer, const at::Tenso
     values_[layer].index_put_({scatter_rows_, Slice(), scatter_columns_}, tokens_of(value));
     return {key, value};
   }
-  keys_[layer].narrow(2, length_, tokens).copy_(key);
-  values_[layer].narrow(2, length_, tokens).copy_(value);
-  return {keys_[layer].narrow(2, 0, length_ + tokens), values_[layer].narrow(2, 0, length_ + tokens)};
+  const at::Tensor keys = keys_[layer].narrow(0, 0, batch_size_), values = values_[layer].narrow(0, 0, batch_size_);
+  keys.narrow(2, length_, tokens).copy_(key);
+  values.narrow(2, length_, tokens).copy_(value);
+  return {keys.narrow(2, 0, length_ + tokens), values.narrow(2, 0, length_ + tokens)};
 }
 
 KvCache KvCache::select_rows(const at::Tensor& rows) const {
@@ -62,6 +72,28 @@ KvCache KvCache::select_rows(const at::Tensor& rows) const {
   select(keys_, out.keys_);
   select(values_, out.values_);
   return out;
+}
+
+void KvCache::compact_rows(const at::Tensor& keep) {
+  FERRY_CHECK(keep.dim() == 1 && keep.numel() > 0 && keep.numel() <= batch_size_,
+              "KV cache: compact_rows needs a non-empty (N) index of at most ", batch_size_, " rows");
+  const int64_t rows = keep.numel();
+  if (length_ > 0) {
+    for (std::vector<at::Tensor>* buffers : {&keys_, &values_}) {
+      for (at::Tensor& buffer : *buffers) {
+        const at::Tensor stored = buffer.narrow(2, 0, length_);
+        // Gathered first, then written: row i may take a row that an earlier i overwrites.
+        stored.narrow(0, 0, rows).copy_(stored.index_select(0, keep.to(buffer.device(), at::kLong)));
+      }
+    }
+  }
+  batch_size_ = rows;
+}
+
+void KvCache::set_fixed_slot(const at::Tensor& slot, int64_t visible) {
+  FERRY_CHECK(slot.numel() == 1 && visible >= 1 && visible <= capacity_, "KV cache: bad fixed slot");
+  fixed_slot_ = slot;
+  fixed_visible_ = visible;
 }
 
 void KvCache::advance(int64_t tokens) {

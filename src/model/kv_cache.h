@@ -4,8 +4,9 @@
 //
 // Protocol: during one model forward every layer calls append() with that step's keys/values;
 // the model then calls advance() with the step's token count. select_rows() makes a cache of some
-// of the rows (in any order, repeats allowed): generation shares a prompt's cache among its copies
-// and drops the rows that have finished.
+// of the rows (in any order, repeats allowed): generation shares a prompt's cache among its copies;
+// compact_rows() drops the rows that have finished, in place (the buffers keep their addresses, as
+// a captured CUDA graph needs).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,6 +32,8 @@ class KvCache {
   // Rows the next forward's input has: batch_size(), or the packed rows of a scatter_next prefill.
   int64_t input_rows() const { return scatter_rows_.defined() ? packed_rows_ : batch_size_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
+  // Rows the buffers hold: batch_size() or more, after compact_rows.
+  int64_t allocated_rows() const { return keys_.empty() ? 0 : keys_.front().size(0); }
 
   // key/value: (B, n_kv, T, D) for positions [length, length + T) of `layer`. Returns views of the
   // layer's keys and values for positions [0, length + T). Throws UserError when the cache is full.
@@ -54,6 +57,18 @@ class KvCache {
   // one: row i of the result is row rows[i] here. Copies only the positions stored so far.
   KvCache select_rows(const at::Tensor& rows) const;
 
+  // Keeps rows `keep` ((N) int64 ascending, on any device): row i becomes row keep[i], moved within
+  // the same buffers; batch_size() becomes N. Copies only the positions stored so far.
+  void compact_rows(const at::Tensor& keep);
+
+  // Fixed-shape decoding (src/generate/fixed_decode_step.h, which CUDA graphs replay): while a slot
+  // is set, append() takes a one-token step of the first key.size(0) rows (up to allocated_rows(),
+  // which may be more than batch_size()), writes its keys and values at column `slot` ((1) int64 on
+  // the cache's device: read there, never on the host) and returns columns [0, visible) of those
+  // rows; the caller masks the columns that hold nothing. advance() keeps the slot.
+  void set_fixed_slot(const at::Tensor& slot, int64_t visible);
+  void clear_fixed_slot() { fixed_slot_ = at::Tensor(); }
+
  private:
   std::vector<at::Tensor> keys_;    // per layer (B, n_kv, T_max, D)
   std::vector<at::Tensor> values_;  // per layer (B, n_kv, T_max, D)
@@ -62,6 +77,8 @@ class KvCache {
   int64_t length_ = 0;
   at::Tensor scatter_index_, scatter_rows_, scatter_columns_;  // set between scatter_next and advance
   int64_t packed_rows_ = 0;
+  at::Tensor fixed_slot_;  // set between set_fixed_slot and clear_fixed_slot
+  int64_t fixed_visible_ = 0;
 };
 
 }  // namespace ferry

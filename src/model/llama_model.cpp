@@ -109,4 +109,12 @@ torch::Tensor LlamaModelImpl::forward(const torch::Tensor& input_ids, const torc
   return norm(h);
 }
 
+torch::Tensor LlamaModelImpl::forward_fixed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                                            const torch::Tensor& mask, KvCache& cache) {
+  const auto [cos, sin] = rotary_.cos_sin(position_ids, embed_tokens->weight.scalar_type());
+  torch::Tensor h = embed_tokens(input_ids);  // (B, 1, C)
+  for (auto& layer : decoder_layers) h = layer(h, cos, sin, mask, &cache);
+  return norm(h);
+}
+
 }  // namespace ferry

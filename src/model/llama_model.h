@@ -44,6 +44,13 @@ class LlamaModelImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& position_ids = {}, KvCache* cache = nullptr);
 
+  // One decode step at fixed shapes, as a CUDA graph replays it (src/generate/fixed_decode_step.h):
+  // no checks and nothing read back to the host. input_ids, position_ids: (B, 1) int64; mask: bool
+  // (B, 1, 1, K) over the K key columns the cache returns with its fixed slot set (kv_cache.h).
+  // The cache is not advanced. Returns hidden states after the final norm: (B, 1, C).
+  torch::Tensor forward_fixed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                              const torch::Tensor& mask, KvCache& cache);
+
   // The pieces of forward(), for callers that run the layers themselves (offload engine,
   // activation checkpointing): checks inputs and builds RoPE tables and the mask.
   LayerInputs layer_inputs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

@@ -7,7 +7,11 @@
 //
 //   generate_bench --model DIR --prompts prompts.safetensors [--new-tokens 128] [--threads 2]
 //                  [--repeats 3] [--eos ID,ID,...] [--sample SEED] [--tokens-out tokens.safetensors]
-// prompts.safetensors holds input_ids and attention_mask (B, T), left-padded.
+//                  [--device cpu|cuda] [--dtype fp32|bf16] [--cuda-graphs 1|0]
+//   generate_bench --config config.json --random-prompts B ...   (no Python needed: a GPU machine)
+// prompts.safetensors holds input_ids and attention_mask (B, T), left-padded. --config builds a
+// random model of that config.json's shape instead, and --random-prompts B makes B/4 prompts of
+// 16-63 random tokens, each 4 times (as GRPO repeats them), left-padded.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -21,13 +25,16 @@
 #include "src/generate/generate.h"
 #include "src/generate/sampling.h"
 #include "src/io/safetensors.h"
+#include "src/io/hf_config.h"
+#include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 
 namespace {
 
 struct BenchArgs {
-  std::string model, prompts, tokens_out;
-  int64_t new_tokens = 128, threads = 2, repeats = 3;
+  std::string model, prompts, tokens_out, config, device = "cpu", dtype = "fp32";
+  int64_t new_tokens = 128, threads = 2, repeats = 3, random_prompts = 0;
+  bool cuda_graphs = true;
   std::vector<int64_t> eos;
   int64_t sample_seed = -1;  // -1: greedy
 };
@@ -45,6 +52,11 @@ BenchArgs parse(int argc, char** argv) {
     else if (flag == "--threads") args.threads = std::stoll(value);
     else if (flag == "--repeats") args.repeats = std::stoll(value);
     else if (flag == "--sample") args.sample_seed = std::stoll(value);
+    else if (flag == "--config") args.config = value;
+    else if (flag == "--random-prompts") args.random_prompts = std::stoll(value);
+    else if (flag == "--device") args.device = value;
+    else if (flag == "--dtype") args.dtype = value;
+    else if (flag == "--cuda-graphs") args.cuda_graphs = value != "0";
     else if (flag == "--eos") {
       for (size_t at = 0; at < value.size();) {
         const size_t comma = std::min(value.find(',', at), value.size());
@@ -54,8 +66,31 @@ BenchArgs parse(int argc, char** argv) {
     }
     else throw ferry::UserError("unknown flag " + flag);
   }
-  if (args.model.empty() || args.prompts.empty()) throw ferry::UserError("--model and --prompts are required");
+  if ((args.model.empty() && args.config.empty()) || (args.prompts.empty() && args.random_prompts <= 0)) {
+    throw ferry::UserError("--model (or --config) and --prompts (or --random-prompts) are required");
+  }
   return args;
+}
+
+// B/4 prompts of 16-63 random tokens, each 4 times, left-padded: (input_ids, attention_mask).
+std::pair<torch::Tensor, torch::Tensor> random_prompts(int64_t rows, int64_t vocab) {
+  torch::manual_seed(static_cast<uint64_t>(rows));
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t p = 0; p < rows / 4; ++p) {
+    const int64_t length = torch::randint(16, 64, {1}).item<int64_t>();
+    const torch::Tensor ids = torch::randint(3, vocab, {length}, torch::kLong);
+    for (int copy = 0; copy < 4; ++copy) prompts.emplace_back(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + length);
+  }
+  int64_t width = 0;
+  for (const auto& p : prompts) width = std::max<int64_t>(width, static_cast<int64_t>(p.size()));
+  torch::Tensor ids = torch::zeros({static_cast<int64_t>(prompts.size()), width}, torch::kLong);
+  torch::Tensor mask = torch::zeros_like(ids);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const int64_t n = static_cast<int64_t>(prompts[r].size());
+    ids[static_cast<int64_t>(r)].narrow(0, width - n, n).copy_(torch::tensor(prompts[r], torch::kLong));
+    mask[static_cast<int64_t>(r)].narrow(0, width - n, n).fill_(1);
+  }
+  return {ids, mask};
 }
 
 }  // namespace
@@ -64,16 +99,33 @@ int main(int argc, char** argv) {
   try {
     const BenchArgs args = parse(argc, argv);
     torch::set_num_threads(static_cast<int>(args.threads));
-    const ferry::io::TensorMap prompts = ferry::io::load_safetensors(args.prompts);
-    ferry::LlamaForCausalLM model = ferry::causal_lm_from_pretrained(args.model);
-    const torch::Tensor& ids = prompts.at("input_ids");
-    const torch::Tensor& mask = prompts.at("attention_mask");
+    ferry::LlamaForCausalLM model{nullptr};
+    if (!args.config.empty()) {
+      const ferry::LlamaConfig config = ferry::io::read_hf_config(args.config);
+      model = ferry::LlamaForCausalLM(config);
+      ferry::init_llama_weights(*model, config, 0.02, 0);
+    } else {
+      model = ferry::causal_lm_from_pretrained(args.model);
+    }
+    torch::Tensor ids, mask;
+    if (args.random_prompts > 0) {
+      std::tie(ids, mask) = random_prompts(args.random_prompts, model->config().vocab_size);
+    } else {
+      const ferry::io::TensorMap prompts = ferry::io::load_safetensors(args.prompts);
+      ids = prompts.at("input_ids");
+      mask = prompts.at("attention_mask");
+    }
+    const torch::Device device(args.device);
+    model->to(device, args.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);
+    ids = ids.to(device);
+    mask = mask.to(device);
     model->eval();
     ferry::GenerateOptions options;
     options.max_new_tokens = args.new_tokens;
     options.pad_token_id = 0;
     options.stop_token_ids = args.eos;
     options.sampling.greedy = args.sample_seed < 0;
+    options.cuda_graphs = args.cuda_graphs;
     std::vector<at::Generator> generators;
     auto run = [&] {
       if (args.sample_seed >= 0) {  // fresh per-row generators: every repeat samples the same rows
@@ -83,7 +135,9 @@ int main(int argc, char** argv) {
         }
         options.row_generators = &generators;
       }
-      return ferry::generate(*model, ids, mask, options);
+      ferry::GenerateResult out = ferry::generate(*model, ids, mask, options);
+      if (device.is_cuda()) torch::cuda::synchronize();
+      return out;
     };
 
     ferry::GenerateResult result = run();  // warm-up
@@ -98,11 +152,11 @@ int main(int argc, char** argv) {
     const int64_t generated = result.attention_mask.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length)
                                   .sum()
                                   .item<int64_t>();
-    std::cout << "ferry: batch " << ids.size(0) << ", prompt " << ids.size(1) << ", new tokens at most "
+    std::cout << "ferry" << (device.is_cuda() ? (args.cuda_graphs ? " cuda graphs" : " cuda eager") : "") << ": batch " << ids.size(0) << ", prompt " << ids.size(1) << ", new tokens at most "
               << result.tokens.size(1) - result.prompt_length << " (" << generated << " generated), threads "
               << args.threads << ": median " << median << " s, " << generated / median << " tokens/s\n";
     std::cout << "ferry_tokens_per_s=" << generated / median << "\n";
-    if (!args.tokens_out.empty()) ferry::io::save_safetensors(args.tokens_out, {{"tokens", result.tokens}});
+    if (!args.tokens_out.empty()) ferry::io::save_safetensors(args.tokens_out, {{"tokens", result.tokens.cpu()}});
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "generate_bench: " << e.what() << "\n";

@@ -73,6 +73,27 @@ TEST_F(ModelCuda, GreedyGenerationMatchesCpu) {
   EXPECT_LE((gpu.logprobs.cpu() - cpu.logprobs).abs().max().item<double>(), 1e-4);
 }
 
+// The decode step replayed as CUDA graphs (one per batch-size bucket, src/generate/fixed_decode_step.h)
+// against the same step launched kernel by kernel: rows stop at different steps (the stop ids),
+// so the batch shrinks through several buckets; the same tokens, log-probs within 1e-5, and the
+// CPU's tokens.
+TEST_F(ModelCuda, CudaGraphDecodeMatchesEagerAndCpu) {
+  const PromptBatch batch = left_pad({{5, 17, 33, 2, 99, 100, 7}, {8, 9}, {120, 121, 122, 123}, {8, 9}, {40}, {41, 42}}, 0);
+  GenerateOptions options{.max_new_tokens = 24, .pad_token_id = 0};
+  for (int64_t id = 0; id < 211; id += 13) options.stop_token_ids.push_back(id);
+  options.cuda_graphs = true;
+  const GenerateResult graphs = generate(*gpu_, batch.input_ids.cuda(), batch.attention_mask.cuda(), options);
+  options.cuda_graphs = false;
+  const GenerateResult eager = generate(*gpu_, batch.input_ids.cuda(), batch.attention_mask.cuda(), options);
+  const GenerateResult cpu = generate(*cpu_, batch.input_ids, batch.attention_mask, options);
+  EXPECT_TRUE(torch::equal(graphs.tokens.cpu(), eager.tokens.cpu())) << graphs.tokens << eager.tokens;
+  EXPECT_LE((graphs.logprobs.cpu() - eager.logprobs.cpu()).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(graphs.tokens.cpu(), cpu.tokens)) << graphs.tokens << cpu.tokens;
+  const torch::Tensor lengths = graphs.attention_mask.sum(1);
+  const int64_t lengths_differ = (lengths != lengths[0]).any().item<bool>() ? 2 : 1;
+  EXPECT_GE(lengths_differ, 2) << "the test needs rows that stop at different steps";
+}
+
 TEST_F(ModelCuda, SeededSamplingMatchesCpu) {
   const GenerateOptions options{.max_new_tokens = 10, .sampling = {.greedy = false, .temperature = 0.9, .top_k = 50},
                                 .pad_token_id = 0, .seed = 3};

@@ -201,6 +201,7 @@ ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape
   options.generate.stop_strings.insert(options.generate.stop_strings.end(), config.generation.stop_strings.begin(),
                                        config.generation.stop_strings.end());
   check_sampling_options(options.generate.sampling);
+  options.generate.cuda_graphs = config.generation.cuda_graphs;
   options.micro_batch_size = 2 * config.train.micro_batch_size;  // no gradients: no activations kept
   options.logits_chunk = config.train.logits_chunk;
   options.share_prompts = config.train.share_prompts;

@@ -1,0 +1,136 @@
+// The fixed-shape decode step and its CUDA graphs (see fixed_decode_step.h).
+#include "src/generate/fixed_decode_step.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "core/error.h"
+#include "src/model/kv_cache.h"
+
+#ifdef FERRY_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace ferry {
+
+struct FixedDecodeStep::Graph {
+#ifdef FERRY_WITH_CUDA
+  at::cuda::CUDAGraph graph;
+#endif
+  at::Tensor logits;  // (bucket, V): what each replay writes
+};
+
+FixedDecodeStep::FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, const at::Tensor& prompt_mask,
+                                 bool use_graphs, bool bucket_shapes)
+    : model_(model), cache_(cache), bucket_shapes_(bucket_shapes), alive_(cache.batch_size()) {
+  const at::Tensor weight = model.model->embed_tokens->weight;
+  const auto device = weight.device();
+#ifdef FERRY_WITH_CUDA
+  use_graphs_ = use_graphs && device.is_cuda();
+#else
+  use_graphs_ = false;
+  (void)use_graphs;
+#endif
+  const int64_t rows = cache.allocated_rows(), prompt = prompt_mask.size(1);
+  FERRY_CHECK(prompt_mask.size(0) == alive_ && cache.length() == prompt && alive_ == rows,
+              "fixed decode step: the cache must hold the prefilled prompts, one row each");
+  const auto index = at::TensorOptions().dtype(at::kLong).device(device);
+  tokens_ = at::zeros({rows, 1}, index);
+  positions_ = (prompt_mask.to(device, at::kLong).sum(1, true) - 1);  // each row's last prompt token
+  visible_ = at::zeros({rows, cache.capacity()}, index.dtype(at::kBool));
+  visible_.narrow(1, 0, prompt).copy_(prompt_mask.to(device).to(at::kBool));
+  slot_ = at::zeros({1}, index);
+}
+
+FixedDecodeStep::~FixedDecodeStep() { cache_.clear_fixed_slot(); }
+
+int64_t FixedDecodeStep::graphs_captured() const { return static_cast<int64_t>(graphs_.size()); }
+
+at::Tensor FixedDecodeStep::step(const at::Tensor& tokens) {
+  const int64_t n = tokens.numel();
+  FERRY_CHECK(n == alive_, "fixed decode step: ", n, " tokens for ", alive_, " alive rows");
+  const int64_t column = cache_.length();
+  tokens_.narrow(0, 0, n).copy_(tokens.reshape({n, 1}));
+  positions_.narrow(0, 0, n).add_(1);
+  slot_.fill_(column);
+  visible_.narrow(0, 0, n).select(1, column).fill_(true);
+  // Mistral's sliding window: the query at `column` sees keys column - window + 1 .. column only
+  // (attention_mask.h's apply_sliding_window, which the prefill's mask went through).
+  const int64_t window = model_.model->config().sliding_window;
+  if (window > 0 && column - window >= 0) visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
+  at::Tensor logits = use_graphs_ ? replay(n) : at::Tensor();
+  if (!logits.defined()) {
+    logits = bucket_shapes_ ? run(bucket(n), cache_.capacity()).narrow(0, 0, n) : run(n, column + 1);
+  }
+  cache_.advance(1);
+  return logits;
+}
+
+at::Tensor FixedDecodeStep::run(int64_t rows, int64_t columns) {
+  cache_.set_fixed_slot(slot_, columns);
+  const at::Tensor mask = visible_.narrow(0, 0, rows).narrow(1, 0, columns).unsqueeze(1).unsqueeze(1);  // (b, 1, 1, K)
+  const at::Tensor hidden =
+      model_.model->forward_fixed(tokens_.narrow(0, 0, rows), positions_.narrow(0, 0, rows), mask, cache_);
+  cache_.clear_fixed_slot();
+  return model_.logits(hidden.squeeze(1)).to(at::kFloat);  // (b, V)
+}
+
+int64_t FixedDecodeStep::bucket(int64_t rows) const {
+  int64_t size = 1;
+  while (size < rows) size *= 2;
+  return std::min(size, cache_.allocated_rows());
+}
+
+at::Tensor FixedDecodeStep::replay(int64_t rows) {
+#ifdef FERRY_WITH_CUDA
+  const int64_t size = bucket(rows);
+  auto found = graphs_.find(size);
+  if (found == graphs_.end()) {
+    auto graph = std::make_unique<Graph>();
+    const int64_t columns = cache_.capacity();
+    try {
+      c10::cuda::device_synchronize();
+      c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+      {
+        c10::cuda::CUDAStreamGuard on_side(side);  // capture cannot run on the default stream
+        run(size, columns);                          // warm-up: lazy state is made before capture
+        graph->graph.capture_begin();
+        graph->logits = run(size, columns);
+        graph->graph.capture_end();
+      }
+      c10::cuda::device_synchronize();
+    } catch (const std::exception& e) {
+      std::cerr << "warning: CUDA graph capture of the decode step failed (" << e.what()
+                << "); decoding without graphs\n";
+      cache_.clear_fixed_slot();
+      use_graphs_ = false;
+      return {};
+    }
+    found = graphs_.emplace(size, std::move(graph)).first;
+  }
+  found->second->graph.replay();
+  return found->second->logits.narrow(0, 0, rows).clone();
+#else
+  (void)rows;
+  return {};
+#endif
+}
+
+void FixedDecodeStep::keep_rows(const at::Tensor& keep) {
+  const int64_t n = keep.numel();
+  FERRY_CHECK(n >= 1 && n <= alive_, "fixed decode step: keep_rows needs 1 to ", alive_, " rows");
+  const at::Tensor index = keep.to(tokens_.device(), at::kLong);
+  cache_.compact_rows(index);
+  for (at::Tensor* buffer : {&positions_, &visible_}) {
+    const at::Tensor alive = buffer->narrow(0, 0, alive_);
+    buffer->narrow(0, 0, n).copy_(alive.index_select(0, index));
+  }
+  alive_ = n;
+}
+
+}  // namespace ferry

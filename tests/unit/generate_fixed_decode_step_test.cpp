@@ -1,0 +1,62 @@
+// The fixed-shape decode step (src/generate/fixed_decode_step.h) against the model's full forward
+// without a cache: at every step, each alive row's logits equal those of the whole left-padded
+// sequence so far (prompt and the tokens fed) — decoded over exactly the alive rows and written
+// columns (the CPU path), and over the shapes a CUDA graph runs (the bucket's rows, rows left from
+// finished ones among them, and every cache column), with rows leaving mid-way, with and without a
+// sliding window shorter than the sequences.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "src/generate/fixed_decode_step.h"
+#include "src/generate/prompt_batch.h"
+#include "src/model/kv_cache.h"
+#include "src/model/model_state.h"
+#include "tests/support/tiny_llama_config.h"
+
+namespace ferry {
+namespace {
+
+void decode_against_full_forward(int64_t sliding_window, bool bucket_shapes) {
+  LlamaConfig config = test_support::tiny_llama_config(97);
+  config.sliding_window = sliding_window;
+  LlamaForCausalLM model(config);
+  init_llama_weights(*model, config, 0.3, 6);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const PromptBatch batch = left_pad({{5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14}, {15}, {16, 17, 18, 19}}, 0);
+  const int64_t rows = 5, prompt = batch.input_ids.size(1), steps = 7;
+  KvCache cache(config, rows, prompt + steps, at::kFloat, at::kCPU);
+  model->model(batch.input_ids, batch.attention_mask, torch::Tensor(), &cache);
+  FixedDecodeStep decoder(*model, cache, batch.attention_mask, /*use_graphs=*/false, bucket_shapes);
+  torch::Tensor sequences = batch.input_ids, mask = batch.attention_mask;  // the alive rows so far
+  for (int64_t step = 0; step < steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    if (step == 3) {  // rows 1 and 3 stop: the others move up within the same buffers
+      const torch::Tensor keep = torch::tensor({0, 2, 4}, torch::kLong);
+      decoder.keep_rows(keep);
+      sequences = sequences.index_select(0, keep);
+      mask = mask.index_select(0, keep);
+    }
+    const int64_t alive = sequences.size(0);
+    const torch::Tensor tokens = (torch::arange(alive, torch::kLong) * 7 + step * 3 + 20) % 97;
+    sequences = torch::cat({sequences, tokens.unsqueeze(1)}, 1);
+    mask = torch::cat({mask, torch::ones({alive, 1}, torch::kLong)}, 1);
+    const torch::Tensor got = decoder.step(tokens);                                       // (alive, V)
+    const torch::Tensor want = model->forward(sequences, mask).select(1, -1).to(torch::kFloat);  // no cache
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-4);
+  }
+}
+
+TEST(FixedDecodeStep, ExactShapesEqualTheFullForward) { decode_against_full_forward(0, false); }
+TEST(FixedDecodeStep, GraphShapesEqualTheFullForward) { decode_against_full_forward(0, true); }
+TEST(FixedDecodeStep, SlidingWindowEqualsTheFullForward) {
+  decode_against_full_forward(4, false);
+  decode_against_full_forward(4, true);
+}
+
+}  // namespace
+}  // namespace ferry
