@@ -7,6 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "src/model/attention_mask.h"
+
 namespace ferry {
 
 std::optional<PackedPrefill> pack_prefill(const at::Tensor& ids, const at::Tensor& mask) {
@@ -56,14 +58,10 @@ std::optional<PackedPrefill> pack_prefill(const at::Tensor& ids, const at::Tenso
     }
     last_index[static_cast<size_t>(b)] = row * width + offset + i - 1;
   }
-  const at::Tensor column = at::arange(width, at::kLong);
-  const at::Tensor causal = column.unsqueeze(0) <= column.unsqueeze(1);                 // (q, s)
-  const at::Tensor same = segment.unsqueeze(1) == segment.unsqueeze(2);                 // (R, q, s)
-  const at::Tensor token = (segment >= 0).unsqueeze(1);                                 // keys that are tokens
-  const at::Tensor attention = (causal.unsqueeze(0) & same & token) | at::eye(width, at::kBool).unsqueeze(0);
+  const at::Tensor attention = packed_attention_mask(segment, segment >= 0, /*shared=*/-2);  // no shared prefix
   const auto device = ids.device();
   auto as_tensor = [&](const std::vector<int64_t>& v) { return at::tensor(v, at::kLong).to(device); };
-  return PackedPrefill{packed_ids.to(device),       attention.unsqueeze(1).to(device), positions.to(device),
+  return PackedPrefill{packed_ids.to(device),       attention.to(device),              positions.to(device),
                        as_tensor(token_index),      as_tensor(cache_rows),             as_tensor(cache_columns),
                        as_tensor(last_index)};
 }

@@ -30,6 +30,17 @@ at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_
   return allowed;
 }
 
+at::Tensor packed_attention_mask(const at::Tensor& segment, const at::Tensor& is_token, int64_t shared) {
+  const int64_t length = segment.size(1);
+  const auto index = at::TensorOptions().dtype(at::kLong).device(segment.device());
+  const at::Tensor column = at::arange(length, index);
+  const at::Tensor causal = (column.unsqueeze(0) <= column.unsqueeze(1)).unsqueeze(0);  // (1, q, s)
+  const at::Tensor key = segment.unsqueeze(1), query = segment.unsqueeze(2);
+  const at::Tensor visible = at::logical_or(key == shared, key == query);                // (R, q, s)
+  const at::Tensor self = at::eye(length, index.dtype(at::kBool)).unsqueeze(0);
+  return at::logical_or(causal & is_token.unsqueeze(1) & visible, self).unsqueeze(1);
+}
+
 at::Tensor apply_sliding_window(const at::Tensor& mask, int64_t query_length, int64_t past_length, int64_t window,
                                 at::Device device) {
   const int64_t key_length = past_length + query_length;

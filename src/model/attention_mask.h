@@ -22,6 +22,12 @@ at::Tensor position_ids_from_attention_mask(const at::Tensor& attention_mask);
 // would then leak through 0 * NaN into other rows' attention outputs.
 at::Tensor build_attention_mask(const at::Tensor& attention_mask, int64_t query_length, int64_t past_length);
 
+// The mask of rows that pack several sequences (generation's packed prefill, RL's shared prompts):
+// bool (R, 1, T, T), query t may attend key s when s <= t, s is a token (is_token (R, T) bool), and
+// s's segment (segment (R, T) int64) is t's or `shared` — a prefix every segment sees (RL's
+// shared prompt; a value no column has for none). A padding query sees at least itself.
+at::Tensor packed_attention_mask(const at::Tensor& segment, const at::Tensor& is_token, int64_t shared);
+
 // Mistral's sliding window on top of a mask: the query at index past_length + i may attend key j
 // only when past_length + i - j < window, i.e. itself and the window - 1 keys before it
 // (transformers' sliding_window_overlay; indices count padding, as transformers' do).

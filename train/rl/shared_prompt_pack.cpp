@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "src/model/attention_mask.h"
 
 namespace ferry::rl {
 
@@ -97,15 +98,8 @@ std::optional<SharedPromptPack> pack_shared_prompts(const torch::Tensor& sequenc
       }
     }
   }
-  // Query q may attend key s: s <= q, s a token, and s in the shared prompt or q's own block; a
-  // padding query sees at least itself (as build_attention_mask: no all-masked softmax row).
-  const torch::Tensor column = torch::arange(length, torch::kLong);
-  const torch::Tensor causal = column.unsqueeze(0) <= column.unsqueeze(1);  // (q, s)
-  const torch::Tensor key_segment = segment.unsqueeze(1), query_segment = segment.unsqueeze(2);
-  const torch::Tensor visible = (key_segment == -1) | (key_segment == query_segment);  // (G, q, s)
-  const torch::Tensor self = torch::eye(length, torch::kBool);
   SharedPromptPack pack;
-  pack.attention = ((causal.unsqueeze(0) & is_token.unsqueeze(1) & visible) | self.unsqueeze(0)).unsqueeze(1);
+  pack.attention = packed_attention_mask(segment, is_token, /*shared=*/-1);  // a block sees the prompt and itself
   pack.input_ids = ids;
   pack.position_ids = positions;
   pack.targets = targets;
