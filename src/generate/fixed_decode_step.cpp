@@ -99,7 +99,7 @@ at::Tensor FixedDecodeStep::replay(int64_t rows) {
       {
         c10::cuda::CUDAStreamGuard on_side(side);  // capture cannot run on the default stream
         run(size, columns);                          // warm-up: lazy state is made before capture
-        graph->graph.capture_begin();
+        graph->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);  // other threads may use CUDA meanwhile
         graph->logits = run(size, columns);
         graph->graph.capture_end();
       }
