@@ -2,6 +2,7 @@
 #include "src/generate/fixed_decode_step.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <iostream>
@@ -72,6 +73,8 @@ at::Tensor FixedDecodeStep::step(const at::Tensor& tokens) {
 }
 
 at::Tensor FixedDecodeStep::run(int64_t rows, int64_t columns) {
+  // No autograd bookkeeping per op: the weights of a policy being trained require gradients.
+  c10::InferenceMode inference;
   cache_.set_fixed_slot(slot_, columns);
   const at::Tensor mask = visible_.narrow(0, 0, rows).narrow(1, 0, columns).unsqueeze(1).unsqueeze(1);  // (b, 1, 1, K)
   const at::Tensor hidden =

@@ -62,6 +62,7 @@ SharedPrompts shared_prompts(const torch::Tensor& ids, const torch::Tensor& mask
 // the empty `cache`: packed (packed_prefill.h) when that saves rows and no sliding window would
 // count the packed columns, else left-padded as given.
 torch::Tensor prefill(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask, KvCache& cache) {
+  c10::InferenceMode inference;  // as FixedDecodeStep::run: no autograd bookkeeping per op
   const int64_t window = model.config().sliding_window;
   if (window <= 0 || ids.size(1) <= window) {
     if (const std::optional<PackedPrefill> packed = pack_prefill(ids, mask)) {
