@@ -17,8 +17,8 @@
 # Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
 # rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
 # of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line),
-# the same with greedy decoding (the same tokens on both sides: one GRPO step's generation before
-# any update against `ferry generate --greedy`), then whole GRPO steps against TRL's GRPOTrainer on
+# the same with greedy decoding (the same tokens on both sides: GRPO rollouts at a learning rate too
+# small to change a weight against `ferry generate --greedy`), then whole GRPO steps against TRL's GRPOTrainer on
 # the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
 # prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
 # by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
@@ -148,33 +148,36 @@ import json, sys
 row = [json.loads(line) for line in open(sys.argv[1])][-1]
 print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
 PY
-  # Greedy: both generate the same tokens (the policy before its first update), so the figures
-  # compare the same work; three runs each, alternating, medians (one run each swings ±15% here).
+  # Greedy, the same tokens on both sides: `ferry generate --greedy` three times, and one
+  # train-grpo run of 4 rollouts at a learning rate too small to move an fp32 weight (1e-30), so
+  # every rollout generates the tokens of the first. The first rollout of a process runs on fresh
+  # heap pages (~20k page faults here); rollouts 2-4 are what a run's later rollouts cost.
   for run in 1 2 3; do
     OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --greedy \
       --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
       >> "$work/generate-greedy.txt"
-    OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
-      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
-      --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
-      --set generation.greedy=true --set train.max_steps=1 --set train.save_every=0 \
-      --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy-$run" > "$work/grpo-greedy.log" 2>&1 \
-      || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
   done
+  OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
+    --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
+    --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
+    --set generation.greedy=true --set train.max_steps=4 --set train.learning_rate=1e-30 --set train.save_every=0 \
+    --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 \
+    || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
   "$python" - "$work" <<'PY'
 import json, re, statistics, sys
 work = sys.argv[1]
 runs = [re.match(r"generated (\d+) tokens in ([0-9.e+-]+) s", line).groups() for line in open(f"{work}/generate-greedy.txt")]
-rl = [[json.loads(line) for line in open(f"{work}/grpo-greedy-{run}/metrics.jsonl")][-1] for run in (1, 2, 3)]
+rl = [r for r in map(json.loads, open(f"{work}/grpo-greedy/metrics.jsonl")) if "time/generate" in r]
+tokens = [round(r["time/generate"] * r["tokens_per_s/generate"]) for r in rl]
 gen_s = statistics.median(float(s) for _, s in runs)
-rl_s = statistics.median(r["time/generate"] for r in rl)
-rl_tokens = round(rl[0]["time/generate"] * rl[0]["tokens_per_s/generate"])
+warm = statistics.median(r["time/generate"] for r in rl[1:])
 gen_list = ", ".join(f"{float(s):.2f}" for _, s in runs)
 rl_list = ", ".join(f"{r['time/generate']:.2f}" for r in rl)
 print(f"greedy, the same tokens: ferry generate {gen_list} s for {runs[0][0]} tokens; "
-      f"train-grpo rollout {rl_list} s for {rl_tokens} tokens")
-print(f"greedy medians: ferry generate {int(runs[0][0]) / gen_s:.1f} tokens/s, train-grpo rollout "
-      f"{rl_tokens / rl_s:.1f} tokens/s: ratio rollout/generate {gen_s / rl_s:.2f}")
+      f"train-grpo rollouts {rl_list} s for {', '.join(map(str, tokens))} tokens")
+print(f"greedy: ferry generate {int(runs[0][0]) / gen_s:.1f} tokens/s (median); train-grpo rollouts 2-4 "
+      f"{tokens[-1] / warm:.1f} tokens/s (median), ratio rollout/generate {gen_s / warm:.2f}; "
+      f"first rollout {gen_s / rl[0]['time/generate']:.2f}")
 PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new
