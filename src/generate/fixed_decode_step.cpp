@@ -50,8 +50,6 @@ FixedDecodeStep::FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, co
 
 FixedDecodeStep::~FixedDecodeStep() { cache_.clear_fixed_slot(); }
 
-int64_t FixedDecodeStep::graphs_captured() const { return static_cast<int64_t>(graphs_.size()); }
-
 at::Tensor FixedDecodeStep::step(const at::Tensor& tokens) {
   const int64_t n = tokens.numel();
   FERRY_CHECK(n == alive_, "fixed decode step: ", n, " tokens for ", alive_, " alive rows");

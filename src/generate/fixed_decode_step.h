@@ -42,9 +42,6 @@ class FixedDecodeStep {
   // Keeps the alive rows `keep` ((n') int64 ascending indices into the n alive rows).
   void keep_rows(const at::Tensor& keep);
 
-  bool graphs() const { return use_graphs_; }
-  int64_t graphs_captured() const;
-
  private:
   struct Graph;
   // The step for the first `rows` buffer rows over key columns [0, columns): (rows, V) fp32.

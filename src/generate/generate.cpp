@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
-#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "core/error.h"
 #include "src/generate/fixed_decode_step.h"
 #include "src/generate/packed_prefill.h"
+#include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
 #include "src/model/kv_cache.h"
 #include "src/tokenizer/tokenizer.h"
@@ -33,29 +33,6 @@ torch::Tensor stop_string_hits(const torch::Tensor& next, const torch::Tensor& r
     hits[static_cast<size_t>(i)] = stop_strings.find_in(tokenizer.decode(text)) != std::string::npos;
   }
   return torch::tensor(hits, torch::kLong).to(next.device()).to(torch::kBool);
-}
-
-struct SharedPrompts {
-  torch::Tensor unique_rows;  // (U) int64: the first row of each distinct prompt, in batch order
-  torch::Tensor prefill_row;  // (B) int64: for each row, its prompt's index in unique_rows
-};
-
-// Rows whose prompt ids and mask are equal share one prefill.
-SharedPrompts shared_prompts(const torch::Tensor& ids, const torch::Tensor& mask) {
-  const torch::Tensor host_ids = ids.cpu().contiguous(), host_mask = mask.cpu().contiguous();
-  const int64_t rows = ids.size(0), length = ids.size(1);
-  const int64_t* id = host_ids.data_ptr<int64_t>();
-  const int64_t* on = host_mask.data_ptr<int64_t>();
-  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, int64_t> seen;
-  std::vector<int64_t> unique, prefill_row;
-  for (int64_t r = 0; r < rows; ++r) {
-    auto key = std::make_pair(std::vector<int64_t>(id + r * length, id + (r + 1) * length),
-                              std::vector<int64_t>(on + r * length, on + (r + 1) * length));
-    const auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(unique.size()));
-    if (fresh) unique.push_back(r);
-    prefill_row.push_back(it->second);
-  }
-  return {torch::tensor(unique, torch::kLong), torch::tensor(prefill_row, torch::kLong)};
 }
 
 // The prompts' final hidden states at their last tokens (B, C), their keys and values stored in

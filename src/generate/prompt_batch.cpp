@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "core/error.h"
 
@@ -29,6 +31,23 @@ PromptBatch left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t p
     }
   }
   return batch;
+}
+
+SharedPrompts shared_prompts(const at::Tensor& ids, const at::Tensor& mask) {
+  const at::Tensor host_ids = ids.cpu().contiguous(), host_mask = mask.cpu().contiguous();
+  const int64_t rows = ids.size(0), length = ids.size(1);
+  const int64_t* id = host_ids.data_ptr<int64_t>();
+  const int64_t* on = host_mask.data_ptr<int64_t>();
+  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, int64_t> seen;
+  std::vector<int64_t> unique, prefill_row;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto key = std::make_pair(std::vector<int64_t>(id + r * length, id + (r + 1) * length),
+                              std::vector<int64_t>(on + r * length, on + (r + 1) * length));
+    const auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(unique.size()));
+    if (fresh) unique.push_back(r);
+    prefill_row.push_back(it->second);
+  }
+  return {at::tensor(unique, at::kLong), at::tensor(prefill_row, at::kLong)};
 }
 
 }  // namespace ferry

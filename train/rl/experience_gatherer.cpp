@@ -13,6 +13,7 @@
 #include "src/generate/sampling.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/rl/rollout_judging.h"
+#include "train/rl/shared_prompt_pack.h"
 #include "train/rl/rewards.h"
 
 namespace ferry::rl {
@@ -156,7 +157,17 @@ std::vector<MicroBatchTurn> own_micro_batches(int64_t micro_batches, const dist:
 LearningShare::LearningShare(const Config& config)
     : comm(dist::process_communicator(config.distributed)),
       minibatch_rows(config.train.micro_batch_size * config.train.grad_accumulation * (comm != nullptr ? comm->size() : 1)),
-      collective_forwards(comm != nullptr && comm->size() > 1 && config.distributed.zero_stage >= 3) {}
+      collective_forwards(comm != nullptr && comm->size() > 1 && config.distributed.zero_stage >= 3),
+      share_prompts(config.train.share_prompts) {}
+
+std::vector<torch::Tensor> LearningShare::shuffled_minibatches(int64_t rows, at::Generator& generator) const {
+  const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
+  std::vector<torch::Tensor> out;
+  for (int64_t begin = 0; begin < rows; begin += minibatch_rows) {
+    out.push_back(minibatch_rows_in_order(order.narrow(0, begin, std::min(minibatch_rows, rows - begin)), share_prompts));
+  }
+  return out;
+}
 
 
 Rollout make_rollout(ExperienceMaker& maker, RewardMix& rewards, const PromptFile& prompts,

@@ -91,6 +91,13 @@ struct LearningShare {
   dist::Communicator* comm = nullptr;
   int64_t minibatch_rows = 0;
   bool collective_forwards = false;
+  bool share_prompts = false;  // train.share_prompts
+
+  // Minibatches (optimizer steps) of one pass over `rows` rows.
+  int64_t minibatches(int64_t rows) const { return (rows + minibatch_rows - 1) / minibatch_rows; }
+  // One pass over `rows` rows: each minibatch's rows ((n) int64), drawn in a random order from
+  // `generator`, sorted back into rollout order under share_prompts (minibatch_rows_in_order).
+  std::vector<torch::Tensor> shuffled_minibatches(int64_t rows, at::Generator& generator) const;
 
   // This process's micro-batches of a minibatch of `micro_batches` (own_micro_batches).
   std::vector<MicroBatchTurn> turns(int64_t micro_batches) const {

@@ -13,7 +13,6 @@
 #include "train/optimizer_step.h"
 #include "train/rl/grpo_loss.h"
 #include "train/rl/policy_forward.h"
-#include "train/rl/shared_prompt_pack.h"
 
 namespace ferry::rl {
 
@@ -36,8 +35,7 @@ GrpoLearner::GrpoLearner(const Config& config, offload::ParameterEngine& engine,
 int64_t GrpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
 
 int64_t GrpoLearner::steps_per_rollout(int64_t rows) const {
-  const int64_t minibatch = minibatch_rows();
-  return config_.grpo.num_iterations * ((rows + minibatch - 1) / minibatch);
+  return config_.grpo.num_iterations * share_.minibatches(rows);
 }
 
 GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, int64_t total_steps,
@@ -48,7 +46,6 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   const LrSchedulePlan plan{t.learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name};
   const int64_t rows = experience.rows(), micro_size = t.micro_batch_size;
-  const int64_t minibatch = minibatch_rows();
   rl::GrpoLossSettings settings;
   settings.loss_type = g.loss_type;
   settings.level = g.importance_sampling_level;
@@ -67,10 +64,8 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   stats.with_kl = g.beta != 0.0;
   double token_count = 0;
   for (int64_t iteration = 0; iteration < g.num_iterations; ++iteration) {
-    const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
-    for (int64_t begin = 0; begin < rows; begin += minibatch) {
-      const Experience mb = experience.select(
-          minibatch_rows_in_order(order.narrow(0, begin, std::min(minibatch, rows - begin)), t.share_prompts));
+    for (const torch::Tensor& chosen : share_.shuffled_minibatches(rows, generator)) {
+      const Experience mb = experience.select(chosen);
       scale.micro_batches_in_step = (mb.rows() + micro_size - 1) / micro_size;
       engine_.zero_grad(policy);
       for (const MicroBatchTurn turn : share_.turns(scale.micro_batches_in_step)) {

@@ -16,7 +16,6 @@
 #include "train/optimizer_step.h"
 #include "train/rl/masked_stats.h"
 #include "train/rl/policy_forward.h"
-#include "train/rl/shared_prompt_pack.h"
 #include "train/rl/policy_losses.h"
 #include "train/training_task.h"
 
@@ -49,8 +48,7 @@ PpoLearner::PpoLearner(const Config& config, offload::ParameterEngine& engine, R
 int64_t PpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
 
 int64_t PpoLearner::steps_per_rollout(int64_t rows) const {
-  const int64_t minibatch = minibatch_rows();
-  return config_.ppo.ppo_epochs * ((rows + minibatch - 1) / minibatch);
+  return config_.ppo.ppo_epochs * share_.minibatches(rows);
 }
 
 LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_t total_steps,
@@ -62,7 +60,6 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   const LrSchedulePlan critic_plan{p.critic_learning_rate, t.lr_scheduler, t.warmup_steps, total_steps, t.min_lr_ratio};
   const std::vector<std::string> policy{models_.policy_name}, critic{models_.critic_name};
   const int64_t rows = experience.rows(), prompt_length = experience.prompt_length;
-  const int64_t minibatch = minibatch_rows();
   const int64_t world = share_.comm != nullptr ? share_.comm->size() : 1;
   const int64_t rank = share_.comm != nullptr ? share_.comm->rank() : 0;
   engine_.make_resident({});
@@ -74,10 +71,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
   double token_count = 0;  // response tokens over all minibatches, for the means
   double ptx_batches = 0;
   for (int64_t epoch = 0; epoch < p.ppo_epochs; ++epoch) {
-    const torch::Tensor order = torch::randperm(rows, generator, torch::kLong);
-    for (int64_t begin = 0; begin < rows; begin += minibatch) {
-      const torch::Tensor chosen = minibatch_rows_in_order(order.narrow(0, begin, std::min(minibatch, rows - begin)),
-                                                           t.share_prompts);
+    for (const torch::Tensor& chosen : share_.shuffled_minibatches(rows, generator)) {
       const Experience mb = experience.select(chosen);
       const double mb_tokens = std::max(mb.response_mask.sum().item<double>(), 1.0);
       engine_.zero_grad(policy);

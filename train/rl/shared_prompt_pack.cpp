@@ -3,10 +3,10 @@
 
 #include <ATen/ATen.h>
 
-#include <map>
 #include <vector>
 
 #include "core/error.h"
+#include "src/generate/prompt_batch.h"
 #include "src/model/attention_mask.h"
 
 namespace ferry::rl {
@@ -28,30 +28,20 @@ std::optional<SharedPromptPack> pack_shared_prompts(const torch::Tensor& sequenc
   const auto mask = mask_cpu.accessor<int64_t, 2>();
 
   // Groups of rows with identical prompt columns, in order of first appearance.
-  std::map<std::vector<int64_t>, size_t> group_of;
-  std::vector<std::vector<int64_t>> members;   // group -> its rows
-  std::vector<std::vector<int64_t>> prompts;   // group -> its prompt tokens (padding left out)
-  for (int64_t b = 0; b < rows; ++b) {
-    std::vector<int64_t> key;
-    key.reserve(static_cast<size_t>(2 * p));
-    for (int64_t c = 0; c < p; ++c) {
-      key.push_back(mask[b][c]);
-      key.push_back(mask[b][c] != 0 ? seq[b][c] : 0);
-    }
-    auto [it, added] = group_of.emplace(std::move(key), members.size());
-    if (added) {
-      members.emplace_back();
-      std::vector<int64_t> tokens;
-      for (int64_t c = 0; c < p; ++c) {
-        if (mask[b][c] != 0) tokens.push_back(seq[b][c]);
-      }
-      if (tokens.empty()) return std::nullopt;  // nothing to predict the first response token from
-      prompts.push_back(std::move(tokens));
-    }
-    members[it->second].push_back(b);
-  }
-  const int64_t groups = static_cast<int64_t>(members.size());
+  const SharedPrompts shared = shared_prompts(seq_cpu.narrow(1, 0, p), mask_cpu.narrow(1, 0, p));
+  const int64_t groups = shared.unique_rows.numel();
   if (groups == rows) return std::nullopt;  // nothing shared
+  const auto first_row = shared.unique_rows.accessor<int64_t, 1>();
+  const auto group_of = shared.prefill_row.accessor<int64_t, 1>();
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(groups));  // group -> its rows
+  std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(groups));  // group -> its prompt tokens
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < p; ++c) {
+      if (mask[first_row[g]][c] != 0) prompts[static_cast<size_t>(g)].push_back(seq[first_row[g]][c]);
+    }
+    if (prompts[static_cast<size_t>(g)].empty()) return std::nullopt;  // nothing predicts the first response token
+  }
+  for (int64_t b = 0; b < rows; ++b) members[static_cast<size_t>(group_of[b])].push_back(b);
 
   int64_t shared_width = 0, blocks = 0;  // W: the longest prompt but its last token; K: the largest group
   for (int64_t g = 0; g < groups; ++g) {
