@@ -22,6 +22,7 @@
 #include "train/rl/rl_run_lifecycle.h"
 #include "train/rl/rl_run_state.h"
 #include "train/rl/rl_start.h"
+#include "train/rl/rollout_environment.h"
 #include "train/rl/rollout_judging.h"
 #include "train/rl/rollout_loop.h"
 #include "train/run_engine.h"
@@ -91,14 +92,11 @@ class GrpoRollouts : public rl::RlAlgorithm {
 void run_grpo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const GrpoConfig& g = config.grpo;
-  if (config.rewards.empty()) {
-    throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
-                      "against each prompt's gt_answer), a reward model or a command; see configs/README.md");
-  }
+  const std::vector<RewardConfig> reward_list = rl::grpo_rewards(config);  // before loading anything
   const char* const rows_setting = "grpo.generation_batch_size";
   dist::Communicator* comm = dist::process_communicator(config.distributed);
   (void)rl::rollout_share(g.generation_batch_size, comm, rows_setting);  // before loading anything
-  rl::RlStart start(config, "GRPO", config.rewards);
+  rl::RlStart start(config, "GRPO", reward_list);
   const c10::Device device = start.device;
   const Tokenizer& tokenizer = start.tokenizer;
   const ChatTemplate& chat_template = start.chat_template;
@@ -119,6 +117,9 @@ void run_grpo(const Config& given) {
   options.policy_logprobs = g.num_iterations > 1;  // else the learner's own forward gives the old log-probs
   rl::ExperienceMaker maker(*engine, models, options, tokenizer);
   rl::GrpoLearner learner(config, *engine, models);
+  const std::unique_ptr<rl::RolloutEnvironment> environment =
+      rl::make_rollout_environment(config, tokenizer, chat_template, std::cout);
+  rl::use_episodes(environment.get(), maker, evaluation);
 
   std::cout << "train-grpo: " << prompts.size() << " prompts from " << d.prompt_file << ", " << evaluation.prompts()
             << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "

@@ -34,6 +34,7 @@
 #include "train/rl/rl_run_lifecycle.h"
 #include "train/rl/rl_run_state.h"
 #include "train/rl/rl_start.h"
+#include "train/rl/rollout_environment.h"
 #include "train/rl/rollout_advantages.h"
 #include "train/rl/rollout_judging.h"
 #include "train/rl/rollout_loop.h"
@@ -148,6 +149,9 @@ void run_ppo(const Config& given) {
   const rl::RolloutSettings rollout_settings{p.num_generations, config.train.seed, pad_id, rows_setting};
   rl::ExperienceMaker maker(*engine, models, options, tokenizer);
   rl::HeldOutEvaluation evaluation(config, *engine, models, options, tokenizer, chat_template, "train-ppo");
+  const std::unique_ptr<rl::RolloutEnvironment> environment =
+      rl::make_rollout_environment(config, tokenizer, chat_template, std::cout);
+  rl::use_episodes(environment.get(), maker, evaluation);
 
   std::cout << "train-ppo: " << prompts.size() << " prompts from " << d.prompt_file << ", " << evaluation.prompts()
             << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "

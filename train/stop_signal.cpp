@@ -3,6 +3,7 @@
 
 #include <csignal>
 
+#include "core/child_process.h"
 #include "src/dist/shard_group.h"
 
 namespace ferry {
@@ -13,7 +14,9 @@ struct sigaction g_previous_int, g_previous_term;
 
 void on_signal(int number) {
   if (g_signal != 0) {
-    // Second signal: the user means it. Restore the default action and re-raise.
+    // Second signal: the user means it. Kill the programs Ferry started (environments, reward
+    // commands), restore the default action and re-raise.
+    kill_child_process_groups();
     std::signal(number, SIG_DFL);
     std::raise(number);
     return;

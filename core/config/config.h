@@ -333,13 +333,41 @@ struct RewardConfig {
   template <class V>
   void visit(V& v) {
     v("kind", kind, "verifier (the response against the prompt's gt_answer: 1 or 0), model (a reward model "
-      "folder) or command (an external program answering one number per JSON line)");
+      "folder), command (an external program answering one number per JSON line) or environment (the reward "
+      "rollout.environment gives an episode)");
     v("weight", weight, "weight of this reward in the sum");
     v("match", match, "verifier: exact (normalised answer), numeric (the last number, to 1e-6) or contains");
     v("path", path, "model: the reward model folder (from train-rm)");
     v("command", command, "command: run once by /bin/sh -c; reads {\"prompt\", \"response\", \"gt_answer\"} JSON "
       "lines on stdin, answers one number per line on stdout");
     v("timeout", timeout, "command: seconds to wait for each answer");
+  }
+};
+
+// Multi-turn episodes against an environment program (docs/environments.md): the policy answers,
+// the environment replies (tool results, a new user turn) or ends the episode with a reward.
+// Without `environment`, a rollout is single-turn: one prompt, one completion.
+struct RolloutConfig {
+  std::string environment;
+  int64_t env_workers = 2;
+  double env_timeout = 30.0;
+  int64_t max_turns = 4;
+  int64_t max_total_tokens = 512;
+  ToolCallFormat tool_call_format = ToolCallFormat::auto_;
+
+  template <class V>
+  void visit(V& v) {
+    v("environment", environment, "command (run by /bin/sh -c) of an environment program speaking JSON lines on "
+      "stdin/stdout (docs/environments.md); empty: single-turn rollouts");
+    v("env_workers", env_workers, "environment processes started, each serving many episodes");
+    v("env_timeout", env_timeout, "seconds an environment may take to answer one request; past it the episode ends "
+      "(counted as a timeout) and the process is restarted");
+    v("max_turns", max_turns, "assistant turns per episode at most");
+    v("max_total_tokens", max_total_tokens, "tokens of an episode after its prompt at most (assistant turns and "
+      "environment messages together)");
+    v("tool_call_format", tool_call_format, "how tool calls are parsed from an assistant turn: auto (from the chat "
+      "template), hermes (<tool_call>{...}</tool_call>), llama3 (JSON or <|python_tag|>), mistral ([TOOL_CALLS]) or "
+      "none (the environment gets the raw text)");
   }
 };
 
@@ -461,6 +489,7 @@ struct Config {
   PpoConfig ppo;
   GrpoConfig grpo;
   std::vector<RewardConfig> rewards;
+  RolloutConfig rollout;
   OutputConfig output;
   LoggingConfig logging;
   DistributedConfig distributed;
@@ -481,7 +510,9 @@ struct Config {
     v.section("ppo", ppo);
     v.section("grpo", grpo);
     v.list("rewards", rewards, "PPO/GRPO rewards, summed with their weights: a list of {kind, weight, match, path, "
-           "command, timeout} (PPO without it: the model ppo.reward_model)");
+           "command, timeout} (PPO without it: the model ppo.reward_model; with rollout.environment: the "
+           "environment's reward)");
+    v.section("rollout", rollout);
     v.section("output", output);
     v.section("logging", logging);
     v.section("distributed", distributed);

@@ -23,7 +23,8 @@ enum class AdvantageEstimator { gae, rloo, reinforce_baseline };
 enum class GrpoLoss { grpo, dapo, dr_grpo, bnpo };
 enum class RewardScaling { group, batch, none };
 enum class ImportanceSampling { token, sequence };
-enum class RewardKind { verifier, model, command };
+enum class RewardKind { verifier, model, command, environment };
+enum class ToolCallFormat { auto_, none, hermes, llama3, mistral };
 enum class AnswerMatch { exact, numeric, contains };
 enum class OptimizerState { fp32, int8 };
 enum class MasterWeights { fp32, bf16_kahan };
@@ -67,7 +68,10 @@ FERRY_ENUM_NAMES(RewardScaling, {RewardScaling::group, "group"}, {RewardScaling:
                  {RewardScaling::none, "none"});
 FERRY_ENUM_NAMES(ImportanceSampling, {ImportanceSampling::token, "token"}, {ImportanceSampling::sequence, "sequence"});
 FERRY_ENUM_NAMES(RewardKind, {RewardKind::verifier, "verifier"}, {RewardKind::model, "model"},
-                 {RewardKind::command, "command"});
+                 {RewardKind::command, "command"}, {RewardKind::environment, "environment"});
+FERRY_ENUM_NAMES(ToolCallFormat, {ToolCallFormat::auto_, "auto"}, {ToolCallFormat::none, "none"},
+                 {ToolCallFormat::hermes, "hermes"}, {ToolCallFormat::llama3, "llama3"},
+                 {ToolCallFormat::mistral, "mistral"});
 FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numeric, "numeric"},
                  {AnswerMatch::contains, "contains"});
 

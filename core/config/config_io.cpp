@@ -530,6 +530,16 @@ void validate_config(const Config& c) {
     }
   }
   require(model_rewards <= 1, "rewards: at most one reward of kind model (found " + std::to_string(model_rewards) + ")");
+  const auto& ro = c.rollout;
+  for (size_t i = 0; i < c.rewards.size(); ++i) {
+    require(c.rewards[i].kind != RewardKind::environment || !ro.environment.empty(),
+            "rewards[" + std::to_string(i) + "] is kind environment: set rollout.environment to the environment "
+            "program whose episodes give it (docs/environments.md)");
+  }
+  require(ro.env_workers >= 1, "rollout.env_workers must be >= 1 (got " + to_text(ro.env_workers) + ")");
+  require(ro.env_timeout > 0, "rollout.env_timeout must be > 0 seconds (got " + to_text(ro.env_timeout) + ")");
+  require(ro.max_turns >= 1, "rollout.max_turns must be >= 1 (got " + to_text(ro.max_turns) + ")");
+  require(ro.max_total_tokens >= 1, "rollout.max_total_tokens must be >= 1 (got " + to_text(ro.max_total_tokens) + ")");
   require(!c.output.dir.empty(), "output.dir must not be empty");
   require(c.output.keep_last >= 0, "output.keep_last must be >= 0 (0: keep all)");
   require(c.logging.log_every >= 1, "logging.log_every must be >= 1");

@@ -42,6 +42,7 @@ JinjaChatTemplate::JinjaChatTemplate(const std::vector<HfChatTemplate>& template
   for (const HfChatTemplate& t : templates) {
     sources_.push_back({t.name, t.file, jinja::Template::parse(t.source, t.file),
                         t.source.find("content") != std::string::npos});
+    source_text_ += t.source;
   }
   if (!kwargs.is_null()) {
     FERRY_CHECK(kwargs.is_object(), "chat template keywords must be a JSON object");

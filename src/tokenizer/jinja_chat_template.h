@@ -75,6 +75,8 @@ class JinjaChatTemplate {
   const std::string& end_of_turn() const { return end_of_turn_; }
   // The file the (default) template was read from.
   const std::string& file() const { return sources_.front().file; }
+  // Every template's source, one after the other (what tool-call formats are recognised by).
+  const std::string& source_text() const { return source_text_; }
 
  private:
   struct Source {
@@ -89,6 +91,7 @@ class JinjaChatTemplate {
   std::vector<Source> sources_;  // sources_[0] is the default
   nlohmann::ordered_json globals_;
   std::string end_of_turn_;
+  std::string source_text_;
 };
 
 }  // namespace ferry

@@ -5,10 +5,15 @@
 
 namespace ferry::rl {
 
+torch::Tensor counted_first(const torch::Tensor& mask) {
+  return std::get<1>(mask.gt(0).to(torch::kInt).sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
+}
+
 Advantages generalized_advantages(const torch::Tensor& rewards, const torch::Tensor& values, const torch::Tensor& mask,
                                   double gamma, double lam) {
-  const torch::Tensor m = mask.to(values.scalar_type());
-  const torch::Tensor v = values * m, r = rewards * m;
+  const torch::Tensor order = counted_first(mask);
+  const torch::Tensor m = mask.to(values.scalar_type()).gather(1, order);
+  const torch::Tensor v = values.gather(1, order) * m, r = rewards.gather(1, order) * m;
   const int64_t length = v.size(1);
   std::vector<torch::Tensor> reversed;
   torch::Tensor last = torch::zeros({v.size(0)}, v.options());
@@ -20,7 +25,8 @@ Advantages generalized_advantages(const torch::Tensor& rewards, const torch::Ten
   }
   std::vector<torch::Tensor> forward(reversed.rbegin(), reversed.rend());
   const torch::Tensor advantages = torch::stack(forward, 1);
-  return {advantages * m, (advantages + v) * m};
+  return {torch::zeros_like(advantages).scatter(1, order, advantages * m),
+          torch::zeros_like(advantages).scatter(1, order, (advantages + v) * m)};
 }
 
 }  // namespace ferry::rl

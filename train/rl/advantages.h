@@ -14,7 +14,13 @@ struct Advantages {
 
 // Generalised advantage estimation as TRL's PPOTrainer: values and rewards outside the mask count
 // as 0, so each row's recursion starts after its last response token, exactly as it would on the
-// row alone. delta_t = r_t + gamma V_{t+1} - V_t; A_t = delta_t + gamma lam A_{t+1}.
+// row alone. delta_t = r_t + gamma V_{t+1} - V_t; A_t = delta_t + gamma lam A_{t+1}, where t + 1 is
+// the next counted token: a multi-turn episode's recursion runs over the policy's tokens across
+// turns, stepping over the environment's tokens between them (mask 0), as if they were adjacent.
+// Each row's positions with the counted ones first, in order ((B, T) int64, a permutation per
+// row): gather with it to close the holes of a multi-turn mask, scatter with it to put them back.
+torch::Tensor counted_first(const torch::Tensor& mask);
+
 Advantages generalized_advantages(const torch::Tensor& rewards, const torch::Tensor& values, const torch::Tensor& mask,
                                   double gamma, double lam);
 

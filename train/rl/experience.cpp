@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -16,6 +17,7 @@
 #include "src/model/lora.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/backbone_runner.h"
+#include "train/rl/episode_runner.h"
 #include "train/rl/policy_forward.h"
 #include "train/rl/policy_losses.h"
 
@@ -32,6 +34,7 @@ Experience Experience::select(const torch::Tensor& index) const {
   out.ref_logprobs = pick(ref_logprobs);
   out.values = pick(values);
   out.raw_scores = pick(raw_scores);
+  out.env_rewards = pick(env_rewards);
   out.scores = pick(scores);
   out.ended = pick(ended);
   out.advantages = pick(advantages);
@@ -52,10 +55,16 @@ torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length
 
 torch::Tensor last_response_values(const torch::Tensor& values, int64_t prompt_length,
                                    const torch::Tensor& response_mask) {
-  const torch::Tensor lengths = response_mask.to(values.device()).sum(1).to(torch::kLong);
-  if (!(lengths > 0).all().item<bool>()) throw InternalError("a response without tokens reached the reward model");
-  const torch::Tensor column = prompt_length - 1 + lengths;
-  return values.gather(1, column.unsqueeze(1)).squeeze(1).to(torch::kFloat);
+  // The last counted position (a multi-turn episode's mask has holes where the environment spoke).
+  const torch::Tensor mask = response_mask.to(values.device());
+  // An episode that ended before its first turn (its environment faulted) has none: NaN, so the
+  // row is left out of learning and counted.
+  const torch::Tensor counted = mask.gt(0);
+  const torch::Tensor positions = torch::arange(1, mask.size(1) + 1, torch::TensorOptions().dtype(torch::kLong).device(mask.device()));
+  const torch::Tensor lengths = (counted.to(torch::kLong) * positions).amax(1);
+  const torch::Tensor column = prompt_length - 1 + lengths.clamp_min(1);
+  const torch::Tensor last = values.gather(1, column.unsqueeze(1)).squeeze(1).to(torch::kFloat);
+  return torch::where(lengths.gt(0), last, torch::full_like(last, std::numeric_limits<float>::quiet_NaN()));
 }
 
 int64_t drop_nonfinite_rows(Experience& experience) {
@@ -85,17 +94,8 @@ ExperienceMaker::ExperienceMaker(offload::ParameterEngine& engine, RolloutModels
   FERRY_CHECK(options_.micro_batch_size >= 1, "experience maker: micro-batch size < 1");
 }
 
-Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompts,
-                                 const std::vector<int64_t>& prompt_index, std::vector<at::Generator>& row_generators,
-                                 ExperienceTimings* timings) {
-  FERRY_CHECK(!prompts.empty() && prompts.size() == prompt_index.size(), "experience maker: bad prompt list");
-  FERRY_CHECK(row_generators.size() == prompts.size() || (row_generators.empty() && options_.generate.sampling.greedy),
-              "experience maker: ", row_generators.size(), " generators for ", prompts.size(), " prompts");
-  ExperienceTimings local;
-  ExperienceTimings& t = timings != nullptr ? *timings : local;
-  const double started = monotonic_seconds();
-  engine_.reset_memory_peaks();
-  engine_.make_resident({models_.policy_name});
+Experience ExperienceMaker::generate_responses(const std::vector<const RolloutPrompt*>& prompts,
+                                               std::vector<at::Generator>& row_generators) {
   std::vector<std::vector<int64_t>> ids;
   for (const RolloutPrompt* prompt : prompts) ids.push_back(prompt->ids);
   const PromptBatch batch = left_pad(ids, options_.pad_id);
@@ -113,7 +113,6 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
   out.response_mask = out.attention_mask.narrow(1, out.prompt_length, out.sequences.size(1) - out.prompt_length)
                           .to(torch::kFloat)
                           .contiguous();
-  out.prompt_index = prompt_index;
   std::vector<int64_t> stops = options.eos_token_ids;
   stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   const StopStrings stop_strings(options.stop_strings);
@@ -125,6 +124,24 @@ Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompt
     ended.push_back(completion.stopped ? 1 : 0);
   }
   out.ended = torch::tensor(std::vector<int64_t>(ended.begin(), ended.end()), torch::kLong).to(torch::kBool);
+  return out;
+}
+
+Experience ExperienceMaker::make(const std::vector<const RolloutPrompt*>& prompts,
+                                 const std::vector<int64_t>& prompt_index, std::vector<at::Generator>& row_generators,
+                                 ExperienceTimings* timings) {
+  FERRY_CHECK(!prompts.empty() && prompts.size() == prompt_index.size(), "experience maker: bad prompt list");
+  FERRY_CHECK(row_generators.size() == prompts.size() || (row_generators.empty() && options_.generate.sampling.greedy),
+              "experience maker: ", row_generators.size(), " generators for ", prompts.size(), " prompts");
+  ExperienceTimings local;
+  ExperienceTimings& t = timings != nullptr ? *timings : local;
+  const double started = monotonic_seconds();
+  engine_.reset_memory_peaks();
+  engine_.make_resident({models_.policy_name});
+  Experience out = episodes_ != nullptr
+                       ? episodes_->run(*models_.policy, options_.generate, prompts, row_generators, options_.pad_id, t.episodes)
+                       : generate_responses(prompts, row_generators);
+  out.prompt_index = prompt_index;
   t.generated_tokens += out.response_mask.sum().item<int64_t>();
   t.generate_seconds += monotonic_seconds() - started;
   t.generate_peak_bytes = std::max(t.generate_peak_bytes, engine_.accountant().peak(offload::MemoryTier::device));

@@ -8,12 +8,16 @@
 //                     the policy's log-probs of the sampled tokens from a training-mode forward (what
 //                     PPO's ratio is taken against, not the sampler's), the reference's (the policy
 //                     with its LoRA adapters off, or a frozen model; none when absent), the critic's
-//                     values, and the reward model's score at each response's last token
+//                     values, and the reward model's score at each response's last counted token
 //
 // Layout: `sequences` holds the left-padded prompt (P columns) then the response (R columns, pad
 // after its last token); response position t is sequence column P + t, scored by the logits and
 // values at column P - 1 + t. `response_mask` is 1 on response tokens up to and including the one
 // that ended it (EOS, stop id, or the token completing a stop string), so padding never counts.
+// A multi-turn episode (episode_runner.h) fills the response columns with its turns and the
+// environment's replies between them: `attention_mask` is 1 on all of them (context), while
+// `response_mask` is 1 only on the policy's own tokens (the loss); the reward model scores the
+// last of those.
 // A row whose score, values or log-probs are not finite is dropped and counted, never learned from.
 #pragma once
 
@@ -26,6 +30,7 @@
 
 #include "offload/engine_fwd.h"
 #include "src/generate/generate.h"
+#include "train/rl/episode_tally.h"
 #include "train/rl/prompt_dataset.h"
 
 namespace ferry {
@@ -47,6 +52,8 @@ struct Experience {
   torch::Tensor ref_logprobs;    // (B, R) fp32; undefined without a reference
   torch::Tensor values;          // (B, R) fp32; undefined without a critic
   torch::Tensor raw_scores;      // (B) fp32 reward model score; undefined without a reward model
+  torch::Tensor env_rewards;     // (B) fp32 the environment's reward of each episode (NaN: the episode
+                                 // faulted); undefined without rollout.environment
   torch::Tensor scores;          // (B) fp32 the score learned from (the caller shapes raw_scores)
   torch::Tensor ended;           // (B) bool: ended by EOS / a stop id / a stop string, not by the budget
   torch::Tensor advantages;      // (B, R) fp32, set by the advantage estimator
@@ -92,7 +99,10 @@ struct ExperienceTimings {
   int64_t dropped_rows = 0;      // rows with a non-finite score, value or log-prob
   // The engine's peak device bytes in each phase (its accountant's peaks restart at each phase).
   uint64_t generate_peak_bytes = 0, score_peak_bytes = 0;
+  EpisodeTally episodes;  // multi-turn rollouts (rollout.environment); empty otherwise
 };
+
+class EpisodeRunner;
 
 class ExperienceMaker {
  public:
@@ -106,11 +116,20 @@ class ExperienceMaker {
   // The scoring phase alone, on given sequences (tests compare it with per-sequence runs).
   void score(Experience& experience, ExperienceTimings* timings = nullptr);
 
+  // Multi-turn rollouts: each prompt becomes an episode `runner` runs against its environment
+  // (null: one completion per prompt). The runner must outlive this maker's use of it.
+  void set_episodes(EpisodeRunner* runner) { episodes_ = runner; }
+
  private:
+  // One completion per prompt (single-turn rollouts).
+  Experience generate_responses(const std::vector<const RolloutPrompt*>& prompts,
+                                std::vector<at::Generator>& row_generators);
+
   offload::ParameterEngine& engine_;
   RolloutModels models_;
   ExperienceOptions options_;
   const Tokenizer& tokenizer_;
+  EpisodeRunner* episodes_ = nullptr;
 };
 
 // Rows with a non-finite value where they count (score, advantage, or a masked log-prob, reference

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include "train/rl/advantages.h"
+
 namespace ferry::rl {
 namespace {
 
@@ -58,16 +60,18 @@ torch::Tensor group_mean_baseline(const torch::Tensor& rewards, const torch::Ten
   return (r - s.sum / s.count).to(rewards.scalar_type());
 }
 
-torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& mask, double gamma) {
+torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& given_mask, double gamma) {
   const int64_t length = rewards.size(1);
-  const at::Tensor r = rewards * mask;
+  const torch::Tensor order = counted_first(given_mask);  // over counted tokens only (advantages.h)
+  const torch::Tensor mask = given_mask.gather(1, order);
+  const at::Tensor r = rewards.gather(1, order) * mask;
   at::Tensor out = at::zeros_like(r);
   at::Tensor next = at::zeros({r.size(0)}, r.options());
   for (int64_t t = length - 1; t >= 0; --t) {
     next = r.select(1, t) + gamma * next;
     out.select(1, t).copy_(next);
   }
-  return out * mask;
+  return at::zeros_like(out).scatter(1, order, out * mask);
 }
 
 torch::Tensor consecutive_groups(int64_t rows, int64_t size) {

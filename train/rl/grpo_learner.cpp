@@ -56,7 +56,9 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   rl::GrpoLossScale scale;
   scale.micro_batches_in_rollout = (rows + micro_size - 1) / micro_size;
   scale.rollout_tokens = experience.response_mask.sum().item<double>();
-  scale.max_completion_length = config_.generation.max_new_tokens;
+  // TRL's max_completion_length: a multi-turn episode's budget covers all its turns.
+  scale.max_completion_length =
+      config_.rollout.environment.empty() ? config_.generation.max_new_tokens : config_.rollout.max_total_tokens;
   engine_.make_resident({});
   BackboneRunner runner(engine_, t.gradient_checkpointing, t.logits_chunk);
 

@@ -72,11 +72,14 @@ RolloutPrompt PromptFile::render_prompt(const nlohmann::ordered_json& object, in
   Conversation conversation = prompt_conversation(object);
   check_conversation(conversation, ConversationEnd::user);
   RolloutPrompt prompt;
-  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_, chat_context_from_json(object));
+  prompt.context = chat_context_from_json(object);
+  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_, prompt.context);
+  prompt.source = object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   prompt.text = conversation.back().content;
   prompt.gt_answer = optional_string(object, "gt_answer");
   prompt.kind = optional_string(object, "kind");
   prompt.line = line;
+  prompt.conversation = std::move(conversation);
   return prompt;
 }
 

@@ -26,6 +26,9 @@ namespace ferry::rl {
 
 struct RolloutPrompt {
   std::vector<int64_t> ids;  // the rendered prompt
+  Conversation conversation; // its messages, and what the template saw beside them (tools, ...):
+  ChatContext context;       // an episode's turns are rendered after them
+  std::string source;        // the line as JSON (an environment's `reset` gets it)
   std::string text;          // what was asked: the last user message (given to reward commands)
   std::string gt_answer;     // empty when the line has none
   std::string kind;          // the line's "kind" (task kind, for per-kind accuracy), may be empty

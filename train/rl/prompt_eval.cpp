@@ -17,6 +17,7 @@ std::string PromptEvaluation::summary() const {
   if (with_answer > 0) out << "exact match " << correct << "/" << with_answer << " (" << 100.0 * accuracy() << "%), ";
   out << std::setprecision(4);
   if (!std::isnan(mean_reward)) out << "mean reward " << mean_reward << ", ";
+  if (!std::isnan(mean_env_reward)) out << "mean environment reward " << mean_env_reward << ", ";
   out << std::setprecision(2) << "mean length " << mean_length << " tokens";
   return out.str();
 }
@@ -24,7 +25,7 @@ std::string PromptEvaluation::summary() const {
 PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prompts, int64_t batch_size,
                                   const std::string& end_marker) {
   PromptEvaluation result;
-  double reward_sum = 0.0, length_sum = 0.0;
+  double reward_sum = 0.0, length_sum = 0.0, env_sum = 0.0, env_count = 0.0;
   bool rewarded = false;
   std::vector<at::Generator> greedy;  // the maker decodes greedily: nothing is drawn
   for (size_t begin = 0; begin < prompts.size(); begin += static_cast<size_t>(batch_size)) {
@@ -48,10 +49,16 @@ PromptEvaluation evaluate_prompts(ExperienceMaker& maker, const PromptFile& prom
       rewarded = true;
       reward_sum += experience.raw_scores.to(torch::kDouble).sum().item<double>();
     }
+    if (experience.env_rewards.defined()) {  // episodes whose environment faulted (NaN) are left out
+      const torch::Tensor e = experience.env_rewards.to(torch::kDouble);
+      env_sum += torch::nansum(e).item<double>();
+      env_count += e.isfinite().sum().item<double>();
+    }
   }
   const double n = static_cast<double>(std::max<int64_t>(result.prompts, 1));
   result.mean_reward = rewarded ? reward_sum / n : std::numeric_limits<double>::quiet_NaN();
   result.mean_length = length_sum / n;
+  result.mean_env_reward = env_count > 0 ? env_sum / env_count : std::numeric_limits<double>::quiet_NaN();
   return result;
 }
 

@@ -17,10 +17,11 @@ struct PromptEvaluation {
   int64_t with_answer = 0;  // prompts that have a gt_answer
   int64_t correct = 0;
   double mean_reward = 0.0;  // NaN when there is no reward model
+  double mean_env_reward = 0.0;  // the environment's reward per episode; NaN without an environment
   double mean_length = 0.0;  // response tokens
 
   double accuracy() const { return with_answer > 0 ? static_cast<double>(correct) / with_answer : 0.0; }
-  // "exact match 17/200 (8.5%), mean reward -0.42, mean length 3.1 tokens"
+  // "exact match 17/200 (8.5%), mean reward -0.42, mean environment reward 0.3, mean length 3.1 tokens"
   std::string summary() const;
 };
 

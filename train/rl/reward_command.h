@@ -7,11 +7,11 @@
 // is then left out of learning and counted, like any non-finite reward.
 #pragma once
 
-#include <sys/types.h>
-
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/child_process.h"
 #include "core/error.h"
 
 namespace ferry::rl {
@@ -49,14 +49,12 @@ class RewardCommand {
   // Writes every request and reads every answer; false with `failure` and the request's index on error.
   bool exchange(const std::vector<std::string>& requests, std::vector<double>& answers, std::string& failure,
                 size_t& failed_at);
-  std::string exit_description();
-  void stop();
+  // `failure`, with the program's stderr tail when it wrote any, and the program stopped.
+  bool fail(std::string& failure, std::string what);
 
   std::string command_;
   double timeout_seconds_;
-  pid_t pid_ = -1;
-  int to_child_ = -1, from_child_ = -1;
-  std::string pending_;  // bytes read past the last complete answer line
+  std::unique_ptr<ChildProcess> child_;
 };
 
 }  // namespace ferry::rl

@@ -56,6 +56,7 @@ std::string RewardMix::describe() const {
       case RewardKind::verifier: out += "verifier (" + std::string(enum_name(r.match)) + ")"; break;
       case RewardKind::model: out += "reward model " + r.path; break;
       case RewardKind::command: out += "command `" + r.command + "`"; break;
+      case RewardKind::environment: out += "environment"; break;
     }
     if (r.weight != 1.0) out += detail::concat(" x ", r.weight);
   }
@@ -63,7 +64,7 @@ std::string RewardMix::describe() const {
 }
 
 RewardScores RewardMix::score(const std::vector<std::string>& responses, const std::vector<const RolloutPrompt*>& prompts,
-                              const std::vector<double>& model_scores) {
+                              const std::vector<double>& model_scores, const std::vector<double>& env_rewards) {
   FERRY_CHECK(responses.size() == prompts.size(), "reward mix: ", responses.size(), " responses for ", prompts.size(), " prompts");
   const size_t rows = responses.size();
   RewardScores out;
@@ -97,6 +98,10 @@ RewardScores RewardMix::score(const std::vector<std::string>& responses, const s
         });
         break;
       }
+      case RewardKind::environment:
+        FERRY_CHECK(env_rewards.size() == rows, "reward mix: no environment rewards");
+        values = env_rewards;
+        break;
     }
     double sum = 0, count = 0;
     for (size_t i = 0; i < rows; ++i) {
@@ -113,8 +118,19 @@ RewardScores RewardMix::score(const std::vector<std::string>& responses, const s
   return out;
 }
 
+namespace {
+
+std::vector<RewardConfig> environment_reward() {
+  RewardConfig environment;
+  environment.kind = RewardKind::environment;
+  return {environment};
+}
+
+}  // namespace
+
 std::vector<RewardConfig> ppo_rewards(const Config& config) {
   if (!config.rewards.empty()) return config.rewards;
+  if (!config.rollout.environment.empty()) return environment_reward();
   if (config.ppo.reward_model.empty()) {
     throw ConfigError("ppo.reward_model: PPO needs a reward: a reward model folder (from `ferry train-rm`) in "
                       "ppo.reward_model, or a `rewards:` list (e.g. [{kind: verifier}])");
@@ -123,6 +139,14 @@ std::vector<RewardConfig> ppo_rewards(const Config& config) {
   model.kind = RewardKind::model;
   model.path = config.ppo.reward_model;
   return {model};
+}
+
+std::vector<RewardConfig> grpo_rewards(const Config& config) {
+  if (!config.rewards.empty()) return config.rewards;
+  if (!config.rollout.environment.empty()) return environment_reward();
+  throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
+                    "against each prompt's gt_answer), a reward model, a command, or an environment's "
+                    "(rollout.environment); see configs/README.md");
 }
 
 }  // namespace ferry::rl

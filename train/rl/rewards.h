@@ -1,6 +1,7 @@
 // The rewards of a PPO or GRPO run (`rewards:` in the config): verifier (the response against the
 // prompt's gt_answer, 1 or 0), model (the frozen reward model's score, computed by the experience
-// maker's scoring phase) and command (a program the user writes, reward_command.h), summed with
+// maker's scoring phase), command (a program the user writes, reward_command.h) and environment
+// (what rollout.environment gave each episode; NaN for an episode that faulted), summed with
 // their weights. A verifier has no value for a prompt without gt_answer; as in TRL, a reward with
 // no value is left out of that row's sum. Non-finite model or command scores make the row's sum
 // non-finite, so the stage leaves the response out and counts it.
@@ -47,9 +48,10 @@ class RewardMix {
   // The reward model folder of the `model` reward, or empty.
   std::string model_path() const;
   // Scores each response; `model_scores` holds the reward model's score per response when
-  // model_path() is set (else it is ignored).
+  // model_path() is set (else it is ignored), `env_rewards` the environment's reward per episode
+  // when an environment reward is listed.
   RewardScores score(const std::vector<std::string>& responses, const std::vector<const RolloutPrompt*>& prompts,
-                     const std::vector<double>& model_scores);
+                     const std::vector<double>& model_scores, const std::vector<double>& env_rewards = {});
   // "verifier (exact) x 1 + command `...` x 0.5", for the start-up line.
   std::string describe() const;
 
@@ -60,7 +62,11 @@ class RewardMix {
   std::string prompt_file_, end_marker_;
 };
 
-// The rewards a PPO run learns from: `rewards`, or the model ppo.reward_model when that list is empty.
+// The rewards a PPO run learns from: `rewards`; when that list is empty, the environment's
+// (rollout.environment), else the model ppo.reward_model.
 std::vector<RewardConfig> ppo_rewards(const Config& config);
+// The rewards a GRPO run learns from: `rewards`, or the environment's when that list is empty and
+// rollout.environment is set. Throws ConfigError when there is none.
+std::vector<RewardConfig> grpo_rewards(const Config& config);
 
 }  // namespace ferry::rl

@@ -22,7 +22,12 @@ std::vector<RewardScores::Tally> apply_rewards(RewardMix& rewards, Experience& e
     const torch::Tensor s = experience.raw_scores.to(torch::kDouble).contiguous();
     model_scores.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
   }
-  const RewardScores scored = rewards.score(experience.responses, rows, model_scores);
+  std::vector<double> env_rewards;
+  if (experience.env_rewards.defined()) {
+    const torch::Tensor e = experience.env_rewards.to(torch::kDouble).contiguous();
+    env_rewards.assign(e.data_ptr<double>(), e.data_ptr<double>() + e.numel());
+  }
+  const RewardScores scored = rewards.score(experience.responses, rows, model_scores, env_rewards);
   experience.raw_scores = torch::tensor(scored.total, torch::kDouble).to(torch::kFloat);
   return scored.tallies;
 }
@@ -77,6 +82,8 @@ MetricValues rollout_figures(const Experience& experience, const ExperienceTimin
   values.push_back({"tokens_per_s/generate",
                     static_cast<double>(timings.generated_tokens) / std::max(timings.generate_seconds, 1e-9)});
   values.push_back({"tokens_per_s/score", static_cast<double>(timings.scored_tokens) / std::max(timings.score_seconds, 1e-9)});
+  const MetricValues episodes = timings.episodes.metrics();
+  values.insert(values.end(), episodes.begin(), episodes.end());
   return values;
 }
 
@@ -100,6 +107,10 @@ HeldOutEvaluation::HeldOutEvaluation(const Config& config, offload::ParameterEng
 
 HeldOutEvaluation::~HeldOutEvaluation() = default;
 
+void HeldOutEvaluation::set_episodes(EpisodeRunner* runner) {
+  if (maker_ != nullptr) maker_->set_episodes(runner);
+}
+
 nlohmann::json HeldOutEvaluation::run(const char* when) {
   if (prompts_.empty()) return nullptr;
   const double started = monotonic_seconds();
@@ -109,6 +120,7 @@ nlohmann::json HeldOutEvaluation::run(const char* when) {
   nlohmann::json j{{"prompts", e.prompts}, {"with_answer", e.with_answer}, {"correct", e.correct},
                    {"accuracy", e.accuracy()}, {"mean_length", e.mean_length}};
   if (!std::isnan(e.mean_reward)) j["mean_reward"] = e.mean_reward;
+  if (!std::isnan(e.mean_env_reward)) j["mean_env_reward"] = e.mean_env_reward;
   return j;
 }
 

@@ -55,6 +55,8 @@ class HeldOutEvaluation {
   // Prints "<command>: <when>: <file>: exact match ..." and returns the figures (null without eval prompts).
   nlohmann::json run(const char* when);
   size_t prompts() const { return prompts_.size(); }
+  // Held-out prompts become episodes against the run's environment too (greedy).
+  void set_episodes(EpisodeRunner* runner);
 
  private:
   PromptFile prompts_;
