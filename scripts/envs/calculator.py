@@ -6,11 +6,15 @@ call the tool `calculator` with {"expression": "12 * (3 + 4)"} any number of tim
 answered with a `tool` message holding the result (or the error). An assistant turn without a tool
 call is the final answer: the episode ends with reward 1 when its last number equals gt_answer,
 else 0. A tool call that did not parse ends the episode with reward -0.5 (the penalty is the
-environment's to choose). Run it by hand to try it:
+environment's to choose; `--invalid-reward` sets it). `--reply-as user` gives each result as a user
+message ("Result: 8") instead of a tool message and sends no tool list at reset, for chat templates
+that render neither (the shipped YAML ones; the demo of scripts/agent-learns.sh, whose model learned
+the call format in SFT). Run it by hand to try it:
 
     echo '{"type":"reset","episode":0,"prompt":{"messages":[{"role":"user","content":"2+2?"}],"gt_answer":"4"}}' \
       | python3 scripts/envs/calculator.py
 """
+import argparse
 import ast
 import json
 import operator
@@ -55,6 +59,10 @@ def last_number(text):
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reply-as", choices=["tool", "user"], default="tool")
+    parser.add_argument("--invalid-reward", type=float, default=-0.5)
+    options = parser.parse_args()
     answers = {}  # episode -> gt_answer
     for line in sys.stdin:
         request = json.loads(line)
@@ -62,11 +70,11 @@ def main():
         kind = request["type"]
         if kind == "reset":
             answers[episode] = str(request["prompt"].get("gt_answer", ""))
-            reply = {"tools": TOOLS}
+            reply = {"tools": TOOLS} if options.reply_as == "tool" else {}
         elif kind == "step":
             message = request["message"]
             if request.get("invalid_tool_calls"):
-                reply = {"done": True, "reward": -0.5, "info": {"why": "malformed tool call"}}
+                reply = {"done": True, "reward": options.invalid_reward, "info": {"why": "malformed tool call"}}
             elif message.get("tool_calls"):
                 results = []
                 for call in message["tool_calls"]:
@@ -79,6 +87,8 @@ def main():
                         content = "error: " + str(error)
                     results.append({"role": "tool", "name": function["name"], "tool_call_id": call["id"],
                                     "content": content})
+                if options.reply_as == "user":
+                    results = [{"role": "user", "content": "\n".join("Result: " + r["content"] for r in results)}]
                 reply = {"messages": results}
             else:
                 got, want = last_number(message["content"]), last_number(answers.get(episode, ""))

@@ -6,13 +6,19 @@ The secret is the prompt line's "secret" (else its "gt_answer", else 1 + the epi
 100). The episode ends when a guess is right, with reward 1 - 0.2 x (wrong guesses before it),
 at least 0.2; a turn without a number costs a turn ("Answer with a number."); running out of
 turns gives 0. No tools: it works with any chat template, the shipped ones included.
+`--delay-ms N` waits N ms before every answer, as a slower environment would (scripts/bench-agent.sh).
 """
+import argparse
 import json
 import re
 import sys
+import time
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--delay-ms", type=float, default=0.0)
+    delay = parser.parse_args().delay_ms / 1000.0
     games = {}  # episode -> [secret, wrong guesses]
     for line in sys.stdin:
         request = json.loads(line)
@@ -43,6 +49,8 @@ def main():
         else:  # end: out of turns or tokens
             games.pop(episode, None)
             reply = {"reward": 0.0}
+        if delay > 0:
+            time.sleep(delay)
         print(json.dumps(reply), flush=True)
 
 

@@ -76,6 +76,18 @@ void EnvironmentPool::close(int64_t episode) {
   episode_worker_.erase(found);
 }
 
+double EnvironmentPool::expected_drain_seconds() const {
+  const double now = monotonic_seconds();
+  double longest = 0;
+  for (const Worker& w : workers_) {
+    if (w.pending.empty()) continue;
+    const double waited = now - w.pending.front().since;
+    const double head = waited < mean_answer_seconds_ ? mean_answer_seconds_ - waited : waited;
+    longest = std::max(longest, head + static_cast<double>(w.pending.size() - 1) * mean_answer_seconds_);
+  }
+  return longest;
+}
+
 int64_t EnvironmentPool::in_flight() const {
   int64_t n = static_cast<int64_t>(undeliverable_.size());
   for (const Worker& w : workers_) n += static_cast<int64_t>(w.pending.size());
@@ -124,6 +136,7 @@ std::vector<EnvReply> EnvironmentPool::poll(int timeout_ms) {
         ++w.answers;
         failed_starts_ = 0;
         EnvReply reply{p.episode, EnvFault::none, nullptr, "", now - p.since};
+        mean_answer_seconds_ = answered_++ == 0 ? reply.seconds : 0.8 * mean_answer_seconds_ + 0.2 * reply.seconds;
         reply.body = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (reply.body.is_discarded() || !reply.body.is_object()) {
           reply.fault = EnvFault::malformed;

@@ -61,6 +61,10 @@ class EnvironmentPool {
   void close(int64_t episode);
 
   int64_t in_flight() const;  // requests sent and not yet answered
+  // Seconds until every request sent now is answered, from the mean time an answer has taken (0
+  // before the first): per worker, its oldest request's rest (or, when overdue, as long again as it
+  // has waited) plus the mean for each behind it; the slowest worker's.
+  double expected_drain_seconds() const;
   const std::string& command() const { return command_; }
 
  private:
@@ -90,6 +94,8 @@ class EnvironmentPool {
   std::map<int64_t, Assignment> episode_worker_;
   std::vector<EnvReply> undeliverable_;  // crashes found at send time, delivered by poll
   int64_t failed_starts_ = 0;            // workers in a row that died before answering
+  double mean_answer_seconds_ = 0;       // moving average over answers
+  int64_t answered_ = 0;
 };
 
 }  // namespace ferry::rl

@@ -123,7 +123,11 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
       if (s == Episode::State::ready) ready.push_back(i);
       if (s == Episode::State::resetting || s == Episode::State::waiting || s == Episode::State::ending) ++waiting;
     }
-    if (!ready.empty() && static_cast<int64_t>(ready.size()) >= waiting) {
+    // Generate the ready episodes now when nothing else is coming, or when what is coming would
+    // take longer than a turn takes to generate; else wait for it and generate all together (a
+    // decode step costs about the same for few rows as for many).
+    const bool worth_waiting = turn_seconds_ < 0 || pool_.expected_drain_seconds() < turn_seconds_;
+    if (!ready.empty() && (waiting == 0 || !worth_waiting)) {
       generate_turn(policy, options, episodes, ready, row_generators, pad_id, tally);
       continue;
     }
@@ -201,12 +205,16 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
   turn.row_generators = generators.empty() ? nullptr : &generators;
   const PromptBatch batch = left_pad(contexts, pad_id);
   const double started = monotonic_seconds();
+  const bool environments_working = pool_.in_flight() > 0;
   GenerateResult result;
   {
     torch::NoGradGuard no_grad;
     result = generate(policy, batch.input_ids, batch.attention_mask, turn);
   }
-  tally.generate_seconds += monotonic_seconds() - started;
+  const double took = monotonic_seconds() - started;
+  tally.generate_seconds += took;
+  if (environments_working) tally.generate_overlap_seconds += took;
+  turn_seconds_ = turn_seconds_ < 0 ? took : 0.7 * turn_seconds_ + 0.3 * took;
   const GenerateResult on_host{result.tokens.cpu().contiguous(), result.attention_mask.cpu().contiguous(),
                                result.logprobs.cpu(), result.prompt_length};
   std::vector<int64_t> stops = options.eos_token_ids;

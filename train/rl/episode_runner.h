@@ -10,9 +10,11 @@
 //   end     at rollout.max_turns, or when a turn or a reply would pass rollout.max_total_tokens,
 //           Ferry sends `end` (the environment may still give a reward)
 //
-// Episodes run concurrently: whenever at least as many episodes are ready to generate as are
-// waiting on their environment (or none is waiting), the ready ones generate one turn together,
-// while the environments, separate processes, work on the others. Each episode samples from its
+// Episodes run concurrently: the episodes ready to generate do so together as soon as no other is
+// waiting on its environment, or as soon as the answers still to come would take longer (at the
+// environments' mean answer time) than a turn takes to generate; the environments, separate
+// processes, keep working on the others meanwhile. Answers due sooner are waited for, since a
+// decode step costs about as much for a few rows as for many. Each episode samples from its
 // own generator, and generation is batch-invariant, so an episode's tokens do not depend on which
 // episodes it was generated beside.
 //
@@ -81,6 +83,7 @@ class EpisodeRunner {
   EpisodeSettings settings_;
   std::ostream& log_;
   int64_t next_episode_ = 0;
+  double turn_seconds_ = -1;  // moving average of a turn's generation (-1: none yet)
   std::vector<std::string> noted_;  // kinds of errors already logged
 };
 

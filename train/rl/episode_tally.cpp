@@ -19,6 +19,7 @@ void EpisodeTally::add(const EpisodeTally& o) {
   tokens += o.tokens;
   policy_tokens += o.policy_tokens;
   generate_seconds += o.generate_seconds;
+  generate_overlap_seconds += o.generate_overlap_seconds;
   env_wait_seconds += o.env_wait_seconds;
   env_answer_seconds += o.env_answer_seconds;
   env_requests += o.env_requests;
@@ -40,6 +41,7 @@ MetricValues EpisodeTally::metrics() const {
       {"episode/env_timeout", static_cast<double>(timeout)},
       {"episode/env_malformed", static_cast<double>(malformed)},
       {"time/episode_generate", generate_seconds},
+      {"time/generate_while_env_busy", generate_overlap_seconds},
       {"time/env_wait", env_wait_seconds},
       {"env/answer_ms", env_requests > 0 ? 1000.0 * env_answer_seconds / static_cast<double>(env_requests) : 0.0},
   };

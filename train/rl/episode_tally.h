@@ -21,6 +21,7 @@ struct EpisodeTally {
   int64_t tokens = 0;                // episode tokens after the prompt
   int64_t policy_tokens = 0;         // of which the policy sampled
   double generate_seconds = 0;       // in the model's generate()
+  double generate_overlap_seconds = 0;  // of which with requests at the environments
   double env_wait_seconds = 0;       // with nothing to generate, waiting for environments
   double env_answer_seconds = 0;     // summed over requests: until the environment answered
   int64_t env_requests = 0;
