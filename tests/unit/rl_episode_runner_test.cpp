@@ -120,11 +120,13 @@ std::string decode_with_specials(const std::vector<int64_t>& ids) {
   return out + t.decode(run);
 }
 
-std::vector<RolloutPrompt> write_prompts(const std::string& name, const std::vector<Json>& envs) {
+// One prompt line per environment script; `same_question` lines in a row ask the same question (a
+// GRPO group: their scoring shares the prompt's forward, train.share_prompts).
+std::vector<RolloutPrompt> write_prompts(const std::string& name, const std::vector<Json>& envs, size_t same_question = 1) {
   const fs::path path = scratch() / (name + ".jsonl");
   std::ofstream out(path);
   for (size_t i = 0; i < envs.size(); ++i) {
-    out << Json{{"messages", Json::array({{{"role", "user"}, {"content", "Question " + std::to_string(i)}}})},
+    out << Json{{"messages", Json::array({{{"role", "user"}, {"content", "Question " + std::to_string(i / same_question)}}})},
                 {"env", envs[i]}}
                .dump()
         << "\n";
@@ -253,15 +255,16 @@ TEST(EpisodeRunner, ToolRepliesContinueAsQwenWritesToolResults) {
 }
 
 TEST(EpisodeRunner, ScoringAndGaeEqualANaiveLoopOverEachEpisode) {
-  // Tool results of several lengths after each turn; three turns at most.
+  // Tool results of several lengths after each turn; three turns at most. Episodes 0-2 and 3-5 share
+  // their prompt, so scoring packs each group into one forward (shared_prompt_pack.h).
   std::vector<Json> envs;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     auto result = [&](int turn) {
       return Json{{"messages", Json::array({{{"role", "tool"}, {"name", "f"}, {"content", std::string(static_cast<size_t>(1 + (i + turn) % 4) * 3, 'x')}}})}};
     };
     envs.push_back({{"steps", Json::array({result(1), result(2)})}, {"reward", 0.5 * i}});
   }
-  const std::vector<RolloutPrompt> prompts = write_prompts("score", envs);
+  const std::vector<RolloutPrompt> prompts = write_prompts("score", envs, 3);
   EpisodesRun run = run_episodes(prompts, 2, {.max_turns = 3, .max_total_tokens = 200});
   Experience& e = run.experience;
   const LlamaConfig shape = world().model->config();
@@ -278,8 +281,9 @@ TEST(EpisodeRunner, ScoringAndGaeEqualANaiveLoopOverEachEpisode) {
   models.reference = reference.get();
   models.critic = critic.get();
   ExperienceOptions options;
-  options.micro_batch_size = 2;
+  options.micro_batch_size = 3;
   options.pad_id = 0;
+  options.share_prompts = true;
   options.generate = turn_options(10);
   ExperienceMaker maker(*engine, models, options, *world().tokenizer);
   maker.score(e);
