@@ -298,6 +298,12 @@ struct GrpoConfig {
   ImportanceSampling importance_sampling_level = ImportanceSampling::token;
   bool mask_truncated_completions = false;
   bool use_bias_correction_kl = true;
+  double sapo_temperature_pos = 1.0;
+  double sapo_temperature_neg = 1.05;
+  double vespo_k_pos = 2.0;
+  double vespo_lambda_pos = 3.0;
+  double vespo_k_neg = 3.0;
+  double vespo_lambda_neg = 2.0;
   int64_t num_episodes = 1;
 
   template <class V>
@@ -307,16 +313,25 @@ struct GrpoConfig {
       "learned from in minibatches of train.micro_batch_size x train.grad_accumulation");
     v("num_iterations", num_iterations, "passes over each rollout (old log-probs kept from the rollout)");
     v("epsilon", epsilon, "lower clip of the importance ratio (1 - epsilon)");
-    v("epsilon_high", epsilon_high, "upper clip (1 + epsilon_high; DAPO's clip-higher); 0: epsilon");
+    v("epsilon_high", epsilon_high, "upper clip (1 + epsilon_high; DAPO's clip-higher); 0: epsilon; with cispo the "
+      "largest importance weight (ScaleRL recommends 5)");
     v("beta", beta, "k3 KL penalty against the reference (0: no reference model is loaded)");
     v("loss_type", loss_type, "grpo (mean of per-sequence means), dapo (mean over the step's tokens), dr_grpo "
-      "(sum / (rows x max_new_tokens)) or bnpo (mean over the micro-batch's tokens)");
+      "(sum / (rows x max_new_tokens)), bnpo (mean over the micro-batch's tokens), cispo (clipped importance "
+      "weight x A x log-prob), sapo (a soft sigmoid gate instead of the clip), luspo (per-sequence sums; pair "
+      "with importance_sampling_level sequence) or vespo (a Gamma weight of the sequence ratio x A x log-prob)");
     v("scale_rewards", scale_rewards, "divide advantages by the group's std (group), the rollout's (batch) or not (none)");
     v("importance_sampling_level", importance_sampling_level,
       "token (one ratio per token) or sequence (GSPO: the mean log-ratio of the sequence)");
     v("mask_truncated_completions", mask_truncated_completions,
       "completions that hit generation.max_new_tokens without ending count no token in the loss");
     v("use_bias_correction_kl", use_bias_correction_kl, "multiply the KL term by the importance ratio (TRL's default)");
+    v("sapo_temperature_pos", sapo_temperature_pos, "sapo: the gate's temperature for tokens with a positive advantage");
+    v("sapo_temperature_neg", sapo_temperature_neg, "sapo: the gate's temperature for the others");
+    v("vespo_k_pos", vespo_k_pos, "vespo: the Gamma weight's power for a non-negative advantage (down-weights ratios < 1)");
+    v("vespo_lambda_pos", vespo_lambda_pos, "vespo: its decay for a non-negative advantage (down-weights ratios > 1)");
+    v("vespo_k_neg", vespo_k_neg, "vespo: the power for a negative advantage");
+    v("vespo_lambda_neg", vespo_lambda_neg, "vespo: the decay for a negative advantage");
     v("num_episodes", num_episodes, "passes over the prompt file when train.max_steps is 0 (max_steps counts rollouts)");
   }
 };

@@ -20,7 +20,7 @@ enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
 enum class DpoReference { auto_, precompute, model, lora_off };
 enum class KlEstimator { k1, k2, k3 };
 enum class AdvantageEstimator { gae, rloo, reinforce_baseline };
-enum class GrpoLoss { grpo, dapo, dr_grpo, bnpo };
+enum class GrpoLoss { grpo, dapo, dr_grpo, bnpo, cispo, sapo, luspo, vespo };
 enum class RewardScaling { group, batch, none };
 enum class ImportanceSampling { token, sequence };
 enum class RewardKind { verifier, model, command, environment };
@@ -63,7 +63,8 @@ FERRY_ENUM_NAMES(KlEstimator, {KlEstimator::k1, "k1"}, {KlEstimator::k2, "k2"}, 
 FERRY_ENUM_NAMES(AdvantageEstimator, {AdvantageEstimator::gae, "gae"}, {AdvantageEstimator::rloo, "rloo"},
                  {AdvantageEstimator::reinforce_baseline, "reinforce_baseline"});
 FERRY_ENUM_NAMES(GrpoLoss, {GrpoLoss::grpo, "grpo"}, {GrpoLoss::dapo, "dapo"}, {GrpoLoss::dr_grpo, "dr_grpo"},
-                 {GrpoLoss::bnpo, "bnpo"});
+                 {GrpoLoss::bnpo, "bnpo"}, {GrpoLoss::cispo, "cispo"}, {GrpoLoss::sapo, "sapo"},
+                 {GrpoLoss::luspo, "luspo"}, {GrpoLoss::vespo, "vespo"});
 FERRY_ENUM_NAMES(RewardScaling, {RewardScaling::group, "group"}, {RewardScaling::batch, "batch"},
                  {RewardScaling::none, "none"});
 FERRY_ENUM_NAMES(ImportanceSampling, {ImportanceSampling::token, "token"}, {ImportanceSampling::sequence, "sequence"});

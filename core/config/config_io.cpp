@@ -510,6 +510,10 @@ void validate_config(const Config& c) {
   require(g2.epsilon > 0 && g2.epsilon < 1, "grpo.epsilon must be in (0, 1)");
   require(g2.epsilon_high >= 0, "grpo.epsilon_high must be >= 0 (0: grpo.epsilon)");
   require(g2.beta >= 0, "grpo.beta must be >= 0");
+  require(g2.sapo_temperature_pos > 0 && g2.sapo_temperature_neg > 0,
+          "grpo.sapo_temperature_pos and grpo.sapo_temperature_neg must be > 0");
+  require(g2.vespo_k_pos >= 0 && g2.vespo_k_neg >= 0 && g2.vespo_lambda_pos >= 0 && g2.vespo_lambda_neg >= 0,
+          "grpo.vespo_k_pos, vespo_k_neg, vespo_lambda_pos and vespo_lambda_neg must be >= 0");
   int64_t model_rewards = 0;
   for (size_t i = 0; i < c.rewards.size(); ++i) {
     const RewardConfig& r = c.rewards[i];

@@ -48,6 +48,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from tokenizer_bpe_ref import corpus_text, split_corpus  # noqa: E402
+from rl_grpo_loss_ref import _Accelerator  # noqa: E402  (the same stub accelerator)
 from tokenizer_chat_templates_ref import build_bpe  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("calculator", ROOT / "scripts/envs/calculator.py")
@@ -119,24 +120,6 @@ def tool_loop(tok, prompt_ids, turn1_ids, turn2_ids):
     assert calls == 1 and failures == 0, (calls, failures)
     tool_messages = [m for m in completions[0] if m["role"] == "tool"]
     return tool_mask[0], completion_ids[0], tool_messages
-
-
-class _Accelerator:
-    num_processes = 1
-    process_index = 0
-    sync_gradients = True
-
-    @staticmethod
-    def gather(x):
-        return x
-
-    @staticmethod
-    def gather_for_metrics(x):
-        return x
-
-    @staticmethod
-    def reduce(x, reduction="sum"):
-        return x
 
 
 def trl_loss(loss_type, prompt_ids, completion_ids, tool_mask, old, new):

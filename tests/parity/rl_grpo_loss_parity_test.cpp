@@ -1,5 +1,6 @@
 // GRPO's loss and the critic-free advantages against TRL (rl_grpo_loss_ref.py calls TRL 1.16's own
-// GRPOTrainer._compute_loss on the same float32 tensors): every loss_type x importance_sampling_level,
+// GRPOTrainer._compute_loss on the same float32 tensors): every loss_type (grpo, bnpo, dr_grpo, dapo,
+// cispo, sapo, luspo, vespo) x importance_sampling_level,
 // with and without epsilon_high and beta (with and without the KL's bias correction), loss and
 // gradient within 1e-6; TRL's group advantages for scale_rewards group / batch / none, a group of
 // equal rewards included; and PPO's rloo and reinforce_baseline estimators against the written-out
@@ -35,9 +36,12 @@ TEST(GrpoLossParity, EveryLossTypeLevelClipAndKlMatchesTrl) {
   scale.rollout_tokens = 50;
   scale.max_completion_length = 8;
   int cases = 0;
-  for (const GrpoLoss type : {GrpoLoss::grpo, GrpoLoss::bnpo, GrpoLoss::dr_grpo, GrpoLoss::dapo}) {
+  for (const GrpoLoss type : {GrpoLoss::grpo, GrpoLoss::bnpo, GrpoLoss::dr_grpo, GrpoLoss::dapo, GrpoLoss::cispo,
+                              GrpoLoss::sapo, GrpoLoss::luspo, GrpoLoss::vespo}) {
     for (const ImportanceSampling level : {ImportanceSampling::token, ImportanceSampling::sequence}) {
-      for (const double high : {0.2, 0.28}) {
+      std::vector<double> highs{0.2, 0.28};
+      if (type == GrpoLoss::cispo) highs.push_back(5.0);  // the weight uncapped: its stop-gradient shows
+      for (const double high : highs) {
         for (const double beta : {0.0, 0.04}) {
           for (const bool bias : {true, false}) {
             if (beta == 0.0 && !bias) continue;
@@ -48,12 +52,18 @@ TEST(GrpoLossParity, EveryLossTypeLevelClipAndKlMatchesTrl) {
             s.epsilon_high = high;
             s.beta = beta;
             s.bias_correction_kl = bias;
+            s.sapo_temperature_pos = 0.9;  // as the reference (not TRL's defaults)
+            s.sapo_temperature_neg = 1.2;
+            s.vespo_k_pos = 2.5;
+            s.vespo_lambda_pos = 3.5;
+            s.vespo_k_neg = 2.0;
+            s.vespo_lambda_neg = 1.5;
             const torch::Tensor new_logps = f["new_logps"].clone().requires_grad_(true);
             const rl::GrpoLossTerms terms =
                 rl::grpo_loss(new_logps, f["old_logps"], f["ref_logps"], f["advantages"], f["mask"], s, scale);
             terms.loss.backward();
             const std::string name = std::string(enum_name(type)) + "." + std::string(enum_name(level)) +
-                                     (high == 0.2 ? ".eh0.2" : ".eh0.28") + (beta == 0.0 ? ".beta0" : ".beta0.04") +
+                                     (high == 0.2 ? ".eh0.2" : high == 0.28 ? ".eh0.28" : ".eh5") + (beta == 0.0 ? ".beta0" : ".beta0.04") +
                                      (bias ? "" : ".nobias");
             EXPECT_LT(max_error(terms.loss.detach(), f.want("loss." + name)), 1e-6) << name;
             EXPECT_LT(max_error(new_logps.grad(), f.want("grad." + name)), 1e-6) << name;
@@ -63,7 +73,7 @@ TEST(GrpoLossParity, EveryLossTypeLevelClipAndKlMatchesTrl) {
       }
     }
   }
-  EXPECT_EQ(cases, 48);
+  EXPECT_EQ(cases, 102);
 }
 
 TEST(GrpoLossParity, GroupAdvantagesMatchTrlAndAnEqualGroupGivesZero) {

@@ -33,7 +33,8 @@ inputs.safetensors
 
 expected.safetensors
 
-1. GRPO loss: 48 cases. For loss_type in [grpo, bnpo, dr_grpo, dapo] x importance_sampling_level in [token, sequence]
+1. GRPO loss: 102 cases. For loss_type in [grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo] x
+   importance_sampling_level in [token, sequence]
    x epsilon_high in [None, 0.28] x beta in [0, 0.04] with use_bias_correction_kl = True, plus, for beta 0.04 only,
    the same with use_bias_correction_kl = False. Case name: <loss_type>.<level>.eh<0.2|0.28>.beta<0|0.04>[.nobias]
    (epsilon_high None is written eh0.2: GRPOTrainer.__init__ sets epsilon_high = args.epsilon when it is None),
@@ -50,21 +51,29 @@ expected.safetensors
    num_items_in_batch = tensor(50.0). The entropies the stub returns, 0.5 + 0.01 * arange(B*T).view(B, T), only
    feed the metrics and are not stored.
    The formula, written out by hand in this script (hand_loss) and asserted equal to TRL's loss AND gradient to 1e-6
-   for all 48 cases; with A[b] = advantages[b], m = mask, n_b = sum_t m[b, t], eps_high = 0.2 or 0.28:
+   for all 102 cases; with A[b] = advantages[b], m = mask, n_b = sum_t m[b, t], eps_high = 0.2 or 0.28:
      log_r = new_logps - old_logps
      token level:    r[b, t] = exp(log_r[b, t])
      sequence level: r[b]    = exp(sum_t(log_r[b, t] * m[b, t]) / max(n_b, 1))   (GSPO; one ratio per row, broadcast
                      over t; row 2 gets r = exp(0) = 1)
-     L = -min(r * A, clamp(r, 1 - 0.2, 1 + eps_high) * A)
+     L = -min(r * A, clamp(r, 1 - 0.2, 1 + eps_high) * A)          (grpo, bnpo, dr_grpo, dapo, luspo)
+     cispo: L = -sg(min(r, eps_high)) * A * new   (sg: no gradient; the weight itself is capped at eps_high;
+            cispo also runs with epsilon_high 5.0, ScaleRL's value, where no ratio is capped: case eh5)
+     sapo:  L = -sigmoid(tau * (r - 1)) * 4 / tau * A, tau = 0.9 where A > 0 else 1.2 (sapo_temperature_pos / _neg)
+     vespo: L = -sg(phi) * A * new, phi = exp(lam + k * log_w - lam * exp(log_w)) per row, where
+            log_w = clamp(sum_t clamp(log_r, -20, 20) * m, log 1e-8, 20) (a SUM, at either level) and k, lam =
+            2.5, 3.5 where A >= 0 else 2.0, 1.5 (vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg; not
+            TRL's defaults, so a value not passed through shows); the stub's get_gamma_weights is TRL's own
      if beta != 0: k3 = exp(ref - new) - (ref - new) - 1 (per token; new = new_logps, differentiated);
                    if use_bias_correction_kl: k3 = k3 * r (the SAME r as above: at sequence level the row's sequence
                    ratio, not the per-token one, and not detached, so the KL gradient also flows through r into every
                    token of the row); L = L + beta * k3
      S = sum_{b,t} L[b, t] * m[b, t]   (at sequence level with beta 0, L is one value per row and counts n_b times)
-     grpo:    loss = (1/B) * sum_b (sum_t L[b, t] m[b, t] / max(n_b, 1)) / 2   (row 2 adds 0 but counts in B = 6)
+     grpo, sapo: loss = (1/B) * sum_b (sum_t L[b, t] m[b, t] / max(n_b, 1)) / 2   (row 2 adds 0 but counts in B = 6)
+     luspo:   loss = (1/B) * sum_b sum_t L[b, t] m[b, t] / 2
      bnpo:    loss = S / max(sum m, 1) / 2                               = S / (24 * 2) = S / 48
      dr_grpo: loss = S / (B * max_completion_length) / 2                 = S / (6 * 8 * 2) = S / 96
-     dapo:    loss = S / (num_items_in_batch / num_processes * current_gradient_accumulation_steps
+     dapo, cispo, vespo: loss = S / (num_items_in_batch / num_processes * current_gradient_accumulation_steps
                           / steps_per_generation)                        = S / (50 / 1 * 2 / 4) = S / 25
    (the trailing / 2 is current_gradient_accumulation_steps; dapo instead rescales num_items_in_batch, which spans the
    whole generation batch, to one accumulation window.)
@@ -102,6 +111,7 @@ expected.safetensors
 Every (B, T) expected tensor is +0.0 (not -0.0) at padding and in row 2; every expected value is finite (asserted).
 """
 import collections
+import math
 import pathlib
 import sys
 import types
@@ -123,7 +133,11 @@ GRAD_ACCUM = 2
 STEPS_PER_GENERATION = 4
 NUM_ITEMS_IN_BATCH = 50.0
 NUM_PROCESSES = 1
-LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
+LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"]
+# sapo's gate temperatures and vespo's Gamma weights: not TRL's defaults, so that a value that is
+# not passed through shows.
+SAPO_TEMPERATURE_POS, SAPO_TEMPERATURE_NEG = 0.9, 1.2
+VESPO_K_POS, VESPO_LAMBDA_POS, VESPO_K_NEG, VESPO_LAMBDA_NEG = 2.5, 3.5, 2.0, 1.5
 LEVELS = ["token", "sequence"]
 EPSILON_HIGHS = [None, 0.28]
 BETAS = [0.0, 0.04]
@@ -145,7 +159,8 @@ def all_cases():
     cases = []
     for loss_type in LOSS_TYPES:
         for level in LEVELS:
-            for eh in EPSILON_HIGHS:
+            # cispo caps the weight itself at epsilon_high: 5 (ScaleRL's value) leaves ratios uncapped
+            for eh in EPSILON_HIGHS + ([5.0] if loss_type == "cispo" else []):
                 for beta in BETAS:
                     cases.append((loss_type, level, eh, beta, True))
                     if beta != 0.0:
@@ -185,9 +200,17 @@ def make_stub(new_logps_leaf, entropies, loss_type, level, eh, beta, bias):
         steps_per_generation=STEPS_PER_GENERATION,
         epsilon=EPSILON,
         epsilon_high=eh,
+        sapo_temperature_pos=SAPO_TEMPERATURE_POS,
+        sapo_temperature_neg=SAPO_TEMPERATURE_NEG,
+        vespo_k_pos=VESPO_K_POS,
+        vespo_lambda_pos=VESPO_LAMBDA_POS,
+        vespo_k_neg=VESPO_K_NEG,
+        vespo_lambda_neg=VESPO_LAMBDA_NEG,
     )
+    from trl import GRPOTrainer
     return types.SimpleNamespace(
         args=args,
+        get_gamma_weights=GRPOTrainer.get_gamma_weights,
         _get_per_token_logps_and_entropies=get_logps,
         aux_loss_enabled=False,
         top_entropy_quantile=1.0,
@@ -220,7 +243,20 @@ def hand_loss(new, old, ref, adv, mask, loss_type, level, eh, beta, bias):
     else:
         r = torch.exp((log_ratio * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0))
     a = adv.unsqueeze(1)
-    L = -torch.min(r * a, torch.clamp(r, 1 - EPSILON, 1 + eps_high) * a)
+    if loss_type == "cispo":
+        L = -torch.clamp(r, max=eps_high).detach() * a * new
+    elif loss_type == "sapo":
+        tau = torch.where(a > 0, torch.tensor(SAPO_TEMPERATURE_POS), torch.tensor(SAPO_TEMPERATURE_NEG))
+        L = -torch.sigmoid(tau * (r - 1)) * 4 / tau * a
+    elif loss_type == "vespo":
+        with torch.no_grad():
+            log_w = (torch.clamp(log_ratio, -20, 20) * mask).sum(-1, keepdim=True).clamp(math.log(1e-8), 20)
+            k = torch.where(a >= 0, torch.tensor(VESPO_K_POS), torch.tensor(VESPO_K_NEG))
+            lam = torch.where(a >= 0, torch.tensor(VESPO_LAMBDA_POS), torch.tensor(VESPO_LAMBDA_NEG))
+            phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w))
+        L = -phi * a * new
+    else:
+        L = -torch.min(r * a, torch.clamp(r, 1 - EPSILON, 1 + eps_high) * a)
     if beta != 0.0:
         d = ref - new
         kl = torch.exp(d) - d - 1
@@ -228,13 +264,15 @@ def hand_loss(new, old, ref, adv, mask, loss_type, level, eh, beta, bias):
             kl = kl * r
         L = L + beta * kl
     L = (L * mask).expand(B, T)
-    if loss_type == "grpo":
+    if loss_type in ("grpo", "sapo"):
         return (L.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / GRAD_ACCUM
+    if loss_type == "luspo":
+        return L.sum(-1).mean() / GRAD_ACCUM
     if loss_type == "bnpo":
         return L.sum() / mask.sum().clamp(min=1.0) / GRAD_ACCUM
     if loss_type == "dr_grpo":
         return L.sum() / (B * MAX_COMPLETION_LENGTH) / GRAD_ACCUM
-    if loss_type == "dapo":
+    if loss_type in ("dapo", "cispo", "vespo"):
         return L.sum() / (NUM_ITEMS_IN_BATCH / NUM_PROCESSES * GRAD_ACCUM / STEPS_PER_GENERATION)
     raise ValueError(loss_type)
 

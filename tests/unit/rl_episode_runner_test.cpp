@@ -30,6 +30,7 @@
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/turn_continuation.h"
+#include "tests/support/scratch_dir.h"
 #include "train/rl/advantages.h"
 #include "train/rl/environment_pool.h"
 #include "train/rl/episode_runner.h"
@@ -46,10 +47,11 @@ using Json = nlohmann::ordered_json;
 
 const std::string kScripted = std::string("python3 ") + FERRY_SOURCE_DIR + "/tests/data/scripted_env.py";
 
+// Removed when the process exits, unless a test failed (kept to inspect).
 fs::path scratch() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("ferry_episode_test_" + std::to_string(::getpid()));
-    fs::remove_all(d);
+    const fs::path d = test_support::process_scratch_dir(
+        "ferry_episode_test", [] { return ::testing::UnitTest::GetInstance()->Failed(); });
     fs::create_directories(d);
     return d;
   }();

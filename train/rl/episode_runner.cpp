@@ -123,11 +123,12 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
       if (s == Episode::State::ready) ready.push_back(i);
       if (s == Episode::State::resetting || s == Episode::State::waiting || s == Episode::State::ending) ++waiting;
     }
-    // Generate the ready episodes now when nothing else is coming, or when what is coming would
-    // take longer than a turn takes to generate; else wait for it and generate all together (a
-    // decode step costs about the same for few rows as for many).
-    const bool worth_waiting = turn_seconds_ < 0 || pool_.expected_drain_seconds() < turn_seconds_;
-    if (!ready.empty() && (waiting == 0 || !worth_waiting)) {
+    // Generate the ready episodes now when nothing else is coming, when they are at least as many
+    // as those still waiting, or when what is coming would take longer than a turn takes to
+    // generate; else wait for more answers, so that turns are generated in batches.
+    const bool coming_soon = turn_seconds_ < 0 || pool_.expected_drain_seconds() < turn_seconds_;
+    const bool enough = static_cast<int64_t>(ready.size()) >= waiting;
+    if (!ready.empty() && (waiting == 0 || enough || !coming_soon)) {
       generate_turn(policy, options, episodes, ready, row_generators, pad_id, tally);
       continue;
     }

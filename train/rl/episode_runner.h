@@ -11,10 +11,10 @@
 //           Ferry sends `end` (the environment may still give a reward)
 //
 // Episodes run concurrently: the episodes ready to generate do so together as soon as no other is
-// waiting on its environment, or as soon as the answers still to come would take longer (at the
-// environments' mean answer time) than a turn takes to generate; the environments, separate
-// processes, keep working on the others meanwhile. Answers due sooner are waited for, since a
-// decode step costs about as much for a few rows as for many. Each episode samples from its
+// waiting on its environment, as soon as they are at least as many as those waiting, or as soon as
+// the answers still to come would take longer (at the environments' mean answer time) than a turn
+// takes to generate; the environments, separate processes, keep working on the others meanwhile.
+// Otherwise a few ready episodes wait for more answers, so that turns are generated in batches. Each episode samples from its
 // own generator, and generation is batch-invariant, so an episode's tokens do not depend on which
 // episodes it was generated beside.
 //

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <iostream>
 
 #include "core/error.h"
 #include "offload/engine.h"
@@ -30,6 +31,14 @@ GrpoLearner::GrpoLearner(const Config& config, offload::ParameterEngine& engine,
       models_(std::move(models)),
       share_(config) {
   FERRY_CHECK(models_.policy != nullptr, "GRPO learner needs a policy");
+  // TRL warns about the same pairings: they run, but not as their papers do.
+  const GrpoConfig& g = config.grpo;
+  if (g.loss_type == GrpoLoss::luspo && g.importance_sampling_level != ImportanceSampling::sequence) {
+    std::cout << "note: grpo.loss_type luspo is meant for importance_sampling_level sequence (the LUSPO paper's setup)\n";
+  }
+  if (g.loss_type == GrpoLoss::vespo && g.importance_sampling_level != ImportanceSampling::token) {
+    std::cout << "note: grpo.loss_type vespo weighs whole sequences itself; importance_sampling_level should be token\n";
+  }
 }
 
 int64_t GrpoLearner::minibatch_rows() const { return share_.minibatch_rows; }
@@ -53,6 +62,12 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
   settings.epsilon_high = g.epsilon_high > 0 ? g.epsilon_high : g.epsilon;
   settings.beta = g.beta;
   settings.bias_correction_kl = g.use_bias_correction_kl;
+  settings.sapo_temperature_pos = g.sapo_temperature_pos;
+  settings.sapo_temperature_neg = g.sapo_temperature_neg;
+  settings.vespo_k_pos = g.vespo_k_pos;
+  settings.vespo_lambda_pos = g.vespo_lambda_pos;
+  settings.vespo_k_neg = g.vespo_k_neg;
+  settings.vespo_lambda_neg = g.vespo_lambda_neg;
   rl::GrpoLossScale scale;
   scale.micro_batches_in_rollout = (rows + micro_size - 1) / micro_size;
   scale.rollout_tokens = experience.response_mask.sum().item<double>();

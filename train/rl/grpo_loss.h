@@ -7,6 +7,15 @@
 //   dr_grpo  masked sum / (rows x max_new_tokens), / micro-batches in the step
 //   dapo     masked sum / (the rollout's tokens x micro-batches in the step / micro-batches in the rollout)
 // so the micro-batches of one optimizer step add up to its loss, as under TRL's gradient accumulation.
+// TRL 1.16's other loss types change the per-token term (r the importance ratio, A the advantage):
+//   cispo    -sg(min(r, epsilon_high)) A log pi (MiniMax-M1: the weight is clipped, not the update),
+//            aggregated as dapo
+//   sapo     -sigmoid(tau (r - 1)) 4 / tau A, tau = sapo_temperature_pos when A > 0 else _neg (a soft
+//            gate instead of the clip), aggregated as grpo
+//   luspo    grpo's clipped term, summed per sequence and averaged over sequences, / micro-batches in
+//            the step (GSPO scaled by length; with sequence-level ratios)
+//   vespo    -sg(phi(w)) A log pi with w = exp(clamp(sum_t log r_t)) the sequence ratio and
+//            phi(w) = exp(lambda + k log w - lambda w) (k, lambda by the sign of A), aggregated as dapo
 #pragma once
 
 #include <torch/types.h>
@@ -23,6 +32,8 @@ struct GrpoLossSettings {
   double epsilon_low = 0.2, epsilon_high = 0.2;
   double beta = 0.0;
   bool bias_correction_kl = true;
+  double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;
+  double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
 };
 
 // How this micro-batch's masked sum is scaled (TRL's normalisers; see the file comment).
