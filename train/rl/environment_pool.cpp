@@ -76,13 +76,21 @@ void EnvironmentPool::close(int64_t episode) {
   episode_worker_.erase(found);
 }
 
-double EnvironmentPool::expected_drain_seconds() const {
+bool EnvironmentPool::overdue() const {
+  if (answered_ == 0) return false;
+  const double now = monotonic_seconds();
+  for (const Worker& w : workers_) {
+    if (!w.pending.empty() && now - w.pending.front().since > std::max(2 * mean_answer_seconds_, 0.05)) return true;
+  }
+  return false;
+}
+
+double EnvironmentPool::drain_seconds() const {
   const double now = monotonic_seconds();
   double longest = 0;
   for (const Worker& w : workers_) {
     if (w.pending.empty()) continue;
-    const double waited = now - w.pending.front().since;
-    const double head = waited < mean_answer_seconds_ ? mean_answer_seconds_ - waited : waited;
+    const double head = std::max(mean_answer_seconds_ - (now - w.pending.front().since), 0.0);
     longest = std::max(longest, head + static_cast<double>(w.pending.size() - 1) * mean_answer_seconds_);
   }
   return longest;

@@ -61,10 +61,13 @@ class EnvironmentPool {
   void close(int64_t episode);
 
   int64_t in_flight() const;  // requests sent and not yet answered
-  // Seconds until every request sent now is answered, from the mean time an answer has taken (0
-  // before the first): per worker, its oldest request's rest (or, when overdue, as long again as it
-  // has waited) plus the mean for each behind it; the slowest worker's.
-  double expected_drain_seconds() const;
+  // True when some worker's oldest request has waited more than twice the mean time an answer has
+  // taken (and 50 ms): a slow or hanging environment, which episodes ready to generate should not
+  // wait for.
+  bool overdue() const;
+  // Seconds until every request sent is answered, at the mean time an answer has taken (0 before
+  // the first): the slowest worker's queue.
+  double drain_seconds() const;
   const std::string& command() const { return command_; }
 
  private:

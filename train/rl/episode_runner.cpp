@@ -123,12 +123,11 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
       if (s == Episode::State::ready) ready.push_back(i);
       if (s == Episode::State::resetting || s == Episode::State::waiting || s == Episode::State::ending) ++waiting;
     }
-    // Generate the ready episodes now when nothing else is coming, when they are at least as many
-    // as those still waiting, or when what is coming would take longer than a turn takes to
-    // generate; else wait for more answers, so that turns are generated in batches.
-    const bool coming_soon = turn_seconds_ < 0 || pool_.expected_drain_seconds() < turn_seconds_;
-    const bool enough = static_cast<int64_t>(ready.size()) >= waiting;
-    if (!ready.empty() && (waiting == 0 || enough || !coming_soon)) {
+    // Generate the ready episodes when nothing else is coming, when they are at least as many as
+    // those waiting and the rest are not due within a few milliseconds, or when an environment is
+    // slower than usual; else wait for more answers, so that turns are generated in batches.
+    const bool enough = static_cast<int64_t>(ready.size()) >= waiting && pool_.drain_seconds() > 0.02;
+    if (!ready.empty() && (waiting == 0 || enough || pool_.overdue())) {
       generate_turn(policy, options, episodes, ready, row_generators, pad_id, tally);
       continue;
     }
@@ -215,7 +214,6 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
   const double took = monotonic_seconds() - started;
   tally.generate_seconds += took;
   if (environments_working) tally.generate_overlap_seconds += took;
-  turn_seconds_ = turn_seconds_ < 0 ? took : 0.7 * turn_seconds_ + 0.3 * took;
   const GenerateResult on_host{result.tokens.cpu().contiguous(), result.attention_mask.cpu().contiguous(),
                                result.logprobs.cpu(), result.prompt_length};
   std::vector<int64_t> stops = options.eos_token_ids;

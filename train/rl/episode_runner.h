@@ -11,10 +11,11 @@
 //           Ferry sends `end` (the environment may still give a reward)
 //
 // Episodes run concurrently: the episodes ready to generate do so together as soon as no other is
-// waiting on its environment, as soon as they are at least as many as those waiting, or as soon as
-// the answers still to come would take longer (at the environments' mean answer time) than a turn
-// takes to generate; the environments, separate processes, keep working on the others meanwhile.
-// Otherwise a few ready episodes wait for more answers, so that turns are generated in batches. Each episode samples from its
+// waiting on its environment, as soon as they are at least as many as those waiting (unless the
+// rest are due within 20 ms), or as soon as an environment is slower than usual
+// (EnvironmentPool::overdue); the environments, separate
+// processes, keep working on the others meanwhile. Otherwise a few ready episodes wait for more
+// answers, so that turns are generated in batches. Each episode samples from its
 // own generator, and generation is batch-invariant, so an episode's tokens do not depend on which
 // episodes it was generated beside.
 //
@@ -83,7 +84,6 @@ class EpisodeRunner {
   EpisodeSettings settings_;
   std::ostream& log_;
   int64_t next_episode_ = 0;
-  double turn_seconds_ = -1;  // moving average of a turn's generation (-1: none yet)
   std::vector<std::string> noted_;  // kinds of errors already logged
 };
 
