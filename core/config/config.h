@@ -402,16 +402,27 @@ struct DpoConfig {
   double label_smoothing = 0.0;
   double simpo_gamma = 0.5;
   double cpo_alpha = 0.0;
+  double discopop_tau = 0.05;
+  FDivergence f_divergence_type = FDivergence::reverse_kl;
+  double f_alpha_divergence_coef = 0.5;
   DpoReference reference = DpoReference::auto_;
   std::string reference_model;
 
   template <class V>
   void visit(V& v) {
-    v("loss_type", loss_type, "sigmoid (DPO), robust, hinge, ipo, simpo (reference-free) or orpo (reference-free)");
+    v("loss_type", loss_type, "sigmoid (DPO), robust, hinge, ipo, exo_pair, nca_pair, bco_pair, sppo_hard, aot, "
+      "aot_unpaired, apo_zero, apo_down, discopop, sigmoid_norm, sft (the chosen answers' NLL alone), simpo "
+      "(reference-free) or orpo (reference-free); formulas in configs/README.md");
     v("beta", beta, "strength of the preference term (DPO's beta; IPO's tau; SimPO's and ORPO's beta)");
-    v("label_smoothing", label_smoothing, "sigmoid: conservative DPO's label noise; robust: flip probability in [0, 0.5)");
+    v("label_smoothing", label_smoothing, "sigmoid: conservative DPO's label noise; robust: flip probability in [0, 0.5); "
+      "exo_pair: its epsilon (> 0; the EXO paper uses 1e-3); aot, aot_unpaired: label noise");
     v("simpo_gamma", simpo_gamma, "simpo: target reward margin gamma");
     v("cpo_alpha", cpo_alpha, "simpo: weight of the chosen responses' NLL added to the loss (TRL's CPO-SimPO; 0: pure SimPO)");
+    v("discopop_tau", discopop_tau, "discopop: temperature of the gate between its logistic and exponential parts");
+    v("f_divergence_type", f_divergence_type, "the divergence to the reference the log-ratios measure (f-DPO): "
+      "reverse_kl (DPO's), forward_kl, js_divergence or alpha_divergence; other than reverse_kl only for sigmoid, "
+      "sigmoid_norm, hinge, ipo, exo_pair, robust, discopop and sft");
+    v("f_alpha_divergence_coef", f_alpha_divergence_coef, "alpha_divergence: its alpha");
     v("reference", reference,
       "auto (lora_off with LoRA, else precompute), precompute (reference log-probs once before training), "
       "model (a frozen second model) or lora_off (the policy with its adapters switched off)");

@@ -16,7 +16,11 @@ enum class Stage { any, sft, rm, dpo, ppo, grpo };
 enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
 enum class BaseQuantization { none, nf4, int8, gguf };
-enum class DpoLoss { sigmoid, robust, hinge, ipo, simpo, orpo };
+enum class DpoLoss {
+  sigmoid, robust, hinge, ipo, simpo, orpo, exo_pair, nca_pair, bco_pair, sppo_hard, aot, aot_unpaired,
+  apo_zero, apo_down, discopop, sft, sigmoid_norm
+};
+enum class FDivergence { reverse_kl, forward_kl, js_divergence, alpha_divergence };
 enum class DpoReference { auto_, precompute, model, lora_off };
 enum class KlEstimator { k1, k2, k3 };
 enum class AdvantageEstimator { gae, rloo, reinforce_baseline };
@@ -55,7 +59,13 @@ FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapte
 FERRY_ENUM_NAMES(BaseQuantization, {BaseQuantization::none, "none"}, {BaseQuantization::nf4, "nf4"},
                  {BaseQuantization::int8, "int8"}, {BaseQuantization::gguf, "gguf"});
 FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robust"}, {DpoLoss::hinge, "hinge"},
-                 {DpoLoss::ipo, "ipo"}, {DpoLoss::simpo, "simpo"}, {DpoLoss::orpo, "orpo"});
+                 {DpoLoss::ipo, "ipo"}, {DpoLoss::simpo, "simpo"}, {DpoLoss::orpo, "orpo"},
+                 {DpoLoss::exo_pair, "exo_pair"}, {DpoLoss::nca_pair, "nca_pair"}, {DpoLoss::bco_pair, "bco_pair"},
+                 {DpoLoss::sppo_hard, "sppo_hard"}, {DpoLoss::aot, "aot"}, {DpoLoss::aot_unpaired, "aot_unpaired"},
+                 {DpoLoss::apo_zero, "apo_zero"}, {DpoLoss::apo_down, "apo_down"}, {DpoLoss::discopop, "discopop"},
+                 {DpoLoss::sft, "sft"}, {DpoLoss::sigmoid_norm, "sigmoid_norm"});
+FERRY_ENUM_NAMES(FDivergence, {FDivergence::reverse_kl, "reverse_kl"}, {FDivergence::forward_kl, "forward_kl"},
+                 {FDivergence::js_divergence, "js_divergence"}, {FDivergence::alpha_divergence, "alpha_divergence"});
 FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},
                  {DpoReference::model, "model"}, {DpoReference::lora_off, "lora_off"});
 FERRY_ENUM_NAMES(KlEstimator, {KlEstimator::k1, "k1"}, {KlEstimator::k2, "k2"}, {KlEstimator::k3, "k3"});

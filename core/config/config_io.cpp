@@ -485,6 +485,18 @@ void validate_config(const Config& c) {
   require(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5,
           "dpo.label_smoothing must be in [0, 0.5) (got " + to_text(dpo.label_smoothing) + ")");
   require(dpo.cpo_alpha >= 0, "dpo.cpo_alpha must be >= 0");
+  require(dpo.loss_type != DpoLoss::exo_pair || dpo.label_smoothing > 0,
+          "dpo.loss_type exo_pair needs dpo.label_smoothing > 0 (its epsilon; the EXO paper recommends 1e-3)");
+  require(dpo.discopop_tau > 0, "dpo.discopop_tau must be > 0");
+  {
+    static const std::vector<DpoLoss> f_losses{DpoLoss::sigmoid, DpoLoss::sigmoid_norm, DpoLoss::hinge, DpoLoss::ipo,
+                                               DpoLoss::exo_pair, DpoLoss::robust, DpoLoss::discopop, DpoLoss::sft};
+    require(dpo.f_divergence_type == FDivergence::reverse_kl ||
+                std::find(f_losses.begin(), f_losses.end(), dpo.loss_type) != f_losses.end(),
+            "dpo.f_divergence_type " + to_text(dpo.f_divergence_type) + " only applies to dpo.loss_type sigmoid, "
+            "sigmoid_norm, hinge, ipo, exo_pair, robust, discopop or sft (got " + to_text(dpo.loss_type) +
+            "); use f_divergence_type reverse_kl");
+  }
   const auto& p = c.ppo;
   require(p.rollout_batch_size >= 1 && p.ppo_epochs >= 1 && p.num_episodes >= 1,
           "ppo.rollout_batch_size, ppo.ppo_epochs and ppo.num_episodes must be >= 1");

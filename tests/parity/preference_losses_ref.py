@@ -25,8 +25,15 @@ Usage: preference_losses_ref.py OUTDIR. Writes:
           the method that runs the same fused-LM-head forward and sum as _compute_loss, on trainer.model and
           trainer.ref_model
       loss.sigmoid (beta 0.1), loss.hinge (beta 0.1), loss.ipo (beta 0.5), loss.robust (beta 0.1,
-          label_smoothing 0.1): DPOTrainer.compute_loss(trainer.model, batch), the trainer's beta / loss_types /
-          label_smoothing attributes set to each case in turn (the attributes _compute_loss reads). TRL 1.16's
+          label_smoothing 0.1), and TRL 1.16's other loss types: loss.exo_pair (beta 0.1, label_smoothing 1e-3),
+          loss.nca_pair, loss.bco_pair, loss.sppo_hard, loss.apo_zero, loss.apo_down, loss.sft, loss.sigmoid_norm
+          (beta 0.1), loss.aot and loss.aot_unpaired (beta 0.1, label_smoothing 0.1; sorted over the batch's 3
+          pairs), loss.discopop (beta 0.1, args.discopop_tau 0.07); with f_divergence_type (f-DPO):
+          loss.sigmoid.forward_kl, loss.sigmoid.js_divergence, loss.sigmoid.alpha_divergence (alpha 0.5),
+          loss.ipo.alpha_divergence1.5 (beta 0.5, alpha 1.5), loss.hinge.forward_kl, loss.discopop.js_divergence,
+          loss.sigmoid_norm.forward_kl: DPOTrainer.compute_loss(trainer.model, batch), the trainer's beta /
+          loss_types / label_smoothing / f_divergence_type / f_alpha_divergence_coef attributes set to each case
+          in turn (the attributes _compute_loss reads). TRL 1.16's
           "ipo" divides each completion's log-ratio by its completion length before the difference; its
           "sigmoid" ignores label_smoothing.
       dpo.rewards_chosen, dpo.rewards_rejected, dpo.rewards_margins, dpo.rewards_accuracies, dpo.logps_chosen,
@@ -204,11 +211,33 @@ def main() -> int:
             expected["dpo." + key] = scalar(logged[metric][0])
 
         dpo.model.zero_grad(set_to_none=True)
-        for key, beta, loss_type, smoothing in (("hinge", 0.1, "hinge", 0.0), ("ipo", 0.5, "ipo", 0.0),
-                                                ("robust", 0.1, "robust", 0.1)):
+        dpo.args.discopop_tau = 0.07  # not the default 0.05, so that a value not passed through shows
+        for key, beta, loss_type, smoothing, divergence, alpha in (
+                ("hinge", 0.1, "hinge", 0.0, "reverse_kl", 0.5), ("ipo", 0.5, "ipo", 0.0, "reverse_kl", 0.5),
+                ("robust", 0.1, "robust", 0.1, "reverse_kl", 0.5),
+                ("exo_pair", 0.1, "exo_pair", 1e-3, "reverse_kl", 0.5),
+                ("nca_pair", 0.1, "nca_pair", 0.0, "reverse_kl", 0.5),
+                ("bco_pair", 0.1, "bco_pair", 0.0, "reverse_kl", 0.5),
+                ("sppo_hard", 0.1, "sppo_hard", 0.0, "reverse_kl", 0.5),
+                ("aot", 0.1, "aot", 0.1, "reverse_kl", 0.5),
+                ("aot_unpaired", 0.1, "aot_unpaired", 0.1, "reverse_kl", 0.5),
+                ("apo_zero", 0.1, "apo_zero", 0.0, "reverse_kl", 0.5),
+                ("apo_down", 0.1, "apo_down", 0.0, "reverse_kl", 0.5),
+                ("discopop", 0.1, "discopop", 0.0, "reverse_kl", 0.5),
+                ("sft", 0.1, "sft", 0.0, "reverse_kl", 0.5),
+                ("sigmoid_norm", 0.1, "sigmoid_norm", 0.0, "reverse_kl", 0.5),
+                ("sigmoid.forward_kl", 0.1, "sigmoid", 0.0, "forward_kl", 0.5),
+                ("sigmoid.js_divergence", 0.1, "sigmoid", 0.0, "js_divergence", 0.5),
+                ("sigmoid.alpha_divergence", 0.1, "sigmoid", 0.0, "alpha_divergence", 0.5),
+                ("ipo.alpha_divergence1.5", 0.5, "ipo", 0.0, "alpha_divergence", 1.5),
+                ("hinge.forward_kl", 0.1, "hinge", 0.0, "forward_kl", 0.5),
+                ("discopop.js_divergence", 0.1, "discopop", 0.0, "js_divergence", 0.5),
+                ("sigmoid_norm.forward_kl", 0.1, "sigmoid_norm", 0.0, "forward_kl", 0.5)):
             dpo.beta, dpo.loss_types, dpo.loss_weights, dpo.label_smoothing = beta, [loss_type], [1.0], smoothing
+            dpo.f_divergence_type, dpo.f_alpha_divergence_coef = divergence, alpha
             with torch.no_grad():
                 expected["loss." + key] = scalar(dpo.compute_loss(dpo.model, dpo_inputs()))
+        dpo.f_divergence_type = "reverse_kl"
 
         conservative = types.SimpleNamespace(alpha=0.0, beta=0.1, label_smoothing=0.1, loss_type="sigmoid",
                                              accelerator=types.SimpleNamespace(device=torch.device("cpu")))

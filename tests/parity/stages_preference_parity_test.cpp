@@ -75,11 +75,15 @@ struct DpoModels {
   }
 };
 
-DpoConfig dpo(DpoLoss type, double beta, double label_smoothing = 0.0) {
+DpoConfig dpo(DpoLoss type, double beta, double label_smoothing = 0.0,
+              FDivergence divergence = FDivergence::reverse_kl, double alpha = 0.5) {
   DpoConfig c;
   c.loss_type = type;
   c.beta = beta;
   c.label_smoothing = label_smoothing;
+  c.discopop_tau = 0.07;  // as the reference (not the default)
+  c.f_divergence_type = divergence;
+  c.f_alpha_divergence_coef = alpha;
   return c;
 }
 
@@ -111,6 +115,19 @@ TEST(PreferenceParity, EveryDpoLossTypeMatchesTrl) {
       {"loss.robust", dpo(DpoLoss::robust, 0.1, 0.1)},    {"loss.hinge", dpo(DpoLoss::hinge, 0.1)},
       {"loss.ipo", dpo(DpoLoss::ipo, 0.5)},               {"loss.simpo", simpo},
       {"loss.simpo_cpo", simpo_cpo},                      {"loss.orpo", dpo(DpoLoss::orpo, 0.1)},
+      {"loss.exo_pair", dpo(DpoLoss::exo_pair, 0.1, 1e-3)}, {"loss.nca_pair", dpo(DpoLoss::nca_pair, 0.1)},
+      {"loss.bco_pair", dpo(DpoLoss::bco_pair, 0.1)},     {"loss.sppo_hard", dpo(DpoLoss::sppo_hard, 0.1)},
+      {"loss.aot", dpo(DpoLoss::aot, 0.1, 0.1)},          {"loss.aot_unpaired", dpo(DpoLoss::aot_unpaired, 0.1, 0.1)},
+      {"loss.apo_zero", dpo(DpoLoss::apo_zero, 0.1)},     {"loss.apo_down", dpo(DpoLoss::apo_down, 0.1)},
+      {"loss.discopop", dpo(DpoLoss::discopop, 0.1)},     {"loss.sft", dpo(DpoLoss::sft, 0.1)},
+      {"loss.sigmoid_norm", dpo(DpoLoss::sigmoid_norm, 0.1)},
+      {"loss.sigmoid.forward_kl", dpo(DpoLoss::sigmoid, 0.1, 0.0, FDivergence::forward_kl)},
+      {"loss.sigmoid.js_divergence", dpo(DpoLoss::sigmoid, 0.1, 0.0, FDivergence::js_divergence)},
+      {"loss.sigmoid.alpha_divergence", dpo(DpoLoss::sigmoid, 0.1, 0.0, FDivergence::alpha_divergence, 0.5)},
+      {"loss.ipo.alpha_divergence1.5", dpo(DpoLoss::ipo, 0.5, 0.0, FDivergence::alpha_divergence, 1.5)},
+      {"loss.hinge.forward_kl", dpo(DpoLoss::hinge, 0.1, 0.0, FDivergence::forward_kl)},
+      {"loss.discopop.js_divergence", dpo(DpoLoss::discopop, 0.1, 0.0, FDivergence::js_divergence)},
+      {"loss.sigmoid_norm.forward_kl", dpo(DpoLoss::sigmoid_norm, 0.1, 0.0, FDivergence::forward_kl)},
   };
   for (const auto& [key, settings] : cases) {
     torch::NoGradGuard no_grad;

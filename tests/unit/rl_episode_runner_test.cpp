@@ -66,10 +66,16 @@ struct World {
   LlamaForCausalLM model{nullptr};
   int64_t im_end = 0;
 
-  World() {
-    folder = scratch() / "model";
+  // `positions` > 0: the model's max_position_embeddings set to it (a model whose positions run out).
+  explicit World(int64_t positions = 0) {
+    folder = scratch() / (positions > 0 ? "model" + std::to_string(positions) : "model");
     fs::copy(std::string(FERRY_FIXTURES_DIR) + "/generate_chat_template/qwen25_no_tools", folder,
              fs::copy_options::recursive);
+    if (positions > 0) {
+      Json config = Json::parse(read_file((folder / "config.json").string()));
+      config["max_position_embeddings"] = positions;
+      std::ofstream(folder / "config.json") << config.dump(1);
+    }
     fs::copy_file(std::string(FERRY_SOURCE_DIR) + "/configs/templates/jinja/qwen2.5/Qwen2.5-7B-Instruct.jinja",
                   folder / "chat_template.jinja");
     tokenizer = std::make_unique<Tokenizer>(folder.string());
@@ -155,15 +161,15 @@ struct EpisodesRun {
 };
 
 EpisodesRun run_episodes(const std::vector<RolloutPrompt>& prompts, int64_t workers, EpisodeSettings settings,
-                 int64_t max_new_tokens = 10, double timeout = 20) {
+                         int64_t max_new_tokens = 10, double timeout = 20, World& w = world(), int64_t first_row = 0) {
   EnvironmentPool pool(kScripted, workers, timeout);
   std::ostringstream log;
-  EpisodeRunner runner(pool, *world().tokenizer, world().tmpl, settings, log);
+  EpisodeRunner runner(pool, *w.tokenizer, w.tmpl, settings, log);
   std::vector<const RolloutPrompt*> rows;
   for (const RolloutPrompt& p : prompts) rows.push_back(&p);
-  std::vector<at::Generator> generators = rollout_row_generators(7, 0, 0, static_cast<int64_t>(rows.size()));
+  std::vector<at::Generator> generators = rollout_row_generators(7, 0, first_row, static_cast<int64_t>(rows.size()));
   EpisodesRun out;
-  out.experience = runner.run(*world().model, turn_options(max_new_tokens), rows, generators, 0, out.tally);
+  out.experience = runner.run(*w.model, turn_options(max_new_tokens), rows, generators, 0, out.tally);
   return out;
 }
 
@@ -423,6 +429,41 @@ TEST(EpisodeRunner, LimitsAndFaultsEndEpisodesAsDocumented) {
   if (row_of(small.experience, 0).turns.front().back() != world().im_end) {
     EXPECT_EQ(end["reason"], "max_total_tokens");
     EXPECT_EQ(small.tally.truncated, 1);
+  }
+}
+
+TEST(EpisodeRunner, EpisodesAtDifferentLengthsShareAModelWithFewPositions) {
+  // A model with 28 positions past the prompt: an episode far into its conversation and one at
+  // its start cannot share a left-padded batch with their budgets. The runner groups them by
+  // length; each keeps the tokens it gets alone, and none passes the positions.
+  const int64_t prompt_length = static_cast<int64_t>(
+      world().tmpl.render_prompt({{ChatRole::user, "Q0"}}, *world().tokenizer).size());
+  const int64_t positions = prompt_length + 28;
+  static World short_world(positions);
+  std::vector<Json> envs;
+  for (int i = 0; i < 6; ++i) {
+    envs.push_back({{"steps", Json::array({{{"messages", Json::array({user("on")})}}, {{"messages", Json::array({user("go")})}}})},
+                    {"sleep_ms", 40 * (i % 3)}});
+  }
+  const EpisodeSettings settings{.max_turns = 3, .max_total_tokens = 60};
+  std::ostringstream log;
+  const std::vector<RolloutPrompt> prompts = [&] {
+    const fs::path path = scratch() / "short.jsonl";
+    std::ofstream out(path);
+    for (size_t i = 0; i < envs.size(); ++i) {
+      out << Json{{"messages", Json::array({user("Q" + std::to_string(i))})}, {"env", envs[i]}}.dump() << "\n";
+    }
+    out.close();
+    return PromptFile(path.string(), *short_world.tokenizer, short_world.tmpl, {}, log).load_all();
+  }();
+  const EpisodesRun together = run_episodes(prompts, 3, settings, 10, 20, short_world);
+  EXPECT_GE(together.tally.turns, 9) << "too few turns to reach the positions' end";
+  for (int64_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE("episode " + std::to_string(i));
+    const Row got = row_of(together.experience, i);
+    EXPECT_LE(static_cast<int64_t>(got.ids.size()), positions);
+    const EpisodesRun alone = run_episodes({prompts[static_cast<size_t>(i)]}, 1, settings, 10, 20, short_world, i);
+    EXPECT_EQ(got.ids, row_of(alone.experience, 0).ids);
   }
 }
 

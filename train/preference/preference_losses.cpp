@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "src/data/token_batch.h"
 
@@ -22,6 +24,22 @@ torch::Tensor smoothed_logistic(const torch::Tensor& x, double smoothing) {
 torch::Tensor chosen_nll(const SequenceLogps& chosen) {
   const torch::Tensor nll = -chosen.sum.sum() / chosen.tokens.sum().clamp_min(1.0);
   return nll.expand_as(chosen.sum);
+}
+
+// What a log-ratio log(pi / pi_ref) scores under the f-divergence the loss regularises with (f-DPO:
+// f'(pi / pi_ref)); the reverse KL, DPO's own, is the log-ratio itself.
+torch::Tensor divergence_score(const torch::Tensor& log_ratio, const DpoConfig& s) {
+  switch (s.f_divergence_type) {
+    case FDivergence::reverse_kl: return log_ratio;
+    case FDivergence::forward_kl: return 1.0 - at::exp(-log_ratio);
+    case FDivergence::js_divergence: return std::log(2.0) + at::log_sigmoid(log_ratio);
+    case FDivergence::alpha_divergence: {
+      const double a = s.f_alpha_divergence_coef;
+      if (std::abs(a - 1.0) < 1e-6) return log_ratio;  // the limit: log t
+      return (at::exp(((a - 1.0) * log_ratio).clamp_max(80.0)) - 1.0) / (a - 1.0);
+    }
+  }
+  return log_ratio;
 }
 
 }  // namespace
@@ -46,7 +64,9 @@ MetricValues reward_pair_metrics(const torch::Tensor& chosen, const torch::Tenso
           {"rewards/gap", sum_of(chosen - rejected)}};
 }
 
-bool uses_reference(DpoLoss loss) { return loss != DpoLoss::simpo && loss != DpoLoss::orpo; }
+bool uses_reference(DpoLoss loss) {
+  return loss != DpoLoss::simpo && loss != DpoLoss::orpo && loss != DpoLoss::sft;
+}
 
 PreferenceLosses preference_losses(const DpoConfig& s, const PreferenceLogps& logps) {
   const double beta = s.beta, smoothing = s.label_smoothing;
@@ -58,6 +78,8 @@ PreferenceLosses preference_losses(const DpoConfig& s, const PreferenceLogps& lo
       const torch::Tensor z = chosen_mean - rejected_mean - s.simpo_gamma / beta;
       out.losses = smoothed_logistic(beta * z, smoothing);
       if (s.cpo_alpha > 0) out.losses = out.losses + s.cpo_alpha * chosen_nll(logps.chosen);
+    } else if (s.loss_type == DpoLoss::sft) {  // the chosen answers' NLL alone
+      out.losses = chosen_nll(logps.chosen);
     } else {  // orpo
       // log(1 − e^ℓ) for ℓ < 0, stably: log(−expm1(ℓ)).
       auto log_odds = [](const torch::Tensor& l) { return l - at::log(-at::expm1(l)); };
@@ -73,7 +95,13 @@ PreferenceLosses preference_losses(const DpoConfig& s, const PreferenceLogps& lo
               "dpo loss ", enum_name(s.loss_type), " without reference log-probs");
   const torch::Tensor chosen_ratio = logps.chosen.sum - logps.reference_chosen.to(logps.chosen.sum.options());
   const torch::Tensor rejected_ratio = logps.rejected.sum - logps.reference_rejected.to(logps.rejected.sum.options());
-  const torch::Tensor delta = chosen_ratio - rejected_ratio;
+  const torch::Tensor chosen_score = divergence_score(chosen_ratio, s);
+  const torch::Tensor rejected_score = divergence_score(rejected_ratio, s);
+  const torch::Tensor delta = chosen_score - rejected_score;
+  // −(1−ε) log σ(βx) − ε log σ(−βx) of each row's x
+  auto smoothed = [&](const torch::Tensor& x) {
+    return -at::log_sigmoid(beta * x) * (1.0 - smoothing) - at::log_sigmoid(-beta * x) * smoothing;
+  };
   switch (s.loss_type) {
     case DpoLoss::sigmoid:
       out.losses = smoothed_logistic(beta * delta, smoothing);
@@ -86,9 +114,53 @@ PreferenceLosses preference_losses(const DpoConfig& s, const PreferenceLogps& lo
       out.losses = at::relu(1.0 - beta * delta);
       break;
     case DpoLoss::ipo: {
-      const torch::Tensor normalised = chosen_ratio / logps.chosen.tokens.clamp_min(1.0) -
-                                       rejected_ratio / logps.rejected.tokens.clamp_min(1.0);
+      const torch::Tensor normalised = chosen_score / logps.chosen.tokens.clamp_min(1.0) -
+                                       rejected_score / logps.rejected.tokens.clamp_min(1.0);
       out.losses = (normalised - 1.0 / (2.0 * beta)).pow(2);
+      break;
+    }
+    case DpoLoss::exo_pair: {  // KL(softmax over the pair of beta x score || [1 − ε, ε])
+      const torch::Tensor x = beta * delta;
+      out.losses = at::sigmoid(x) * (at::log_sigmoid(x) - std::log1p(-smoothing)) +
+                   at::sigmoid(-x) * (at::log_sigmoid(-x) - std::log(smoothing));
+      break;
+    }
+    case DpoLoss::nca_pair:
+      out.losses = -at::log_sigmoid(beta * chosen_ratio) - 0.5 * at::log_sigmoid(-beta * chosen_ratio) -
+                   0.5 * at::log_sigmoid(-beta * rejected_ratio);
+      break;
+    case DpoLoss::bco_pair:
+      out.losses = -at::log_sigmoid(beta * chosen_ratio) - at::log_sigmoid(-beta * rejected_ratio);
+      break;
+    case DpoLoss::sppo_hard:
+      out.losses = (chosen_ratio - 0.5 / beta).pow(2) + (rejected_ratio + 0.5 / beta).pow(2);
+      break;
+    case DpoLoss::aot: {  // the policy's and the reference's margins, each sorted over the micro-batch
+      const torch::Tensor policy_margin = std::get<0>((logps.chosen.sum - logps.rejected.sum).sort(0));
+      const torch::Tensor reference_margin = std::get<0>(
+          (logps.reference_chosen - logps.reference_rejected).to(policy_margin.options()).sort(0));
+      out.losses = smoothed(policy_margin - reference_margin);
+      break;
+    }
+    case DpoLoss::aot_unpaired:  // the chosen and the rejected log-ratios, each sorted
+      out.losses = smoothed(std::get<0>(chosen_ratio.sort(0)) - std::get<0>(rejected_ratio.sort(0)));
+      break;
+    case DpoLoss::apo_zero:
+      out.losses = (1.0 - at::sigmoid(beta * chosen_ratio)) + at::sigmoid(beta * rejected_ratio);
+      break;
+    case DpoLoss::apo_down:
+      out.losses = at::sigmoid(beta * chosen_ratio) + (1.0 - at::sigmoid(beta * (chosen_ratio - rejected_ratio)));
+      break;
+    case DpoLoss::discopop: {  // logistic and exponential parts, gated by the margin
+      const torch::Tensor x = beta * delta;
+      const torch::Tensor gate = at::sigmoid(x / s.discopop_tau);
+      out.losses = -at::log_sigmoid(x) * (1.0 - gate) + at::exp(-x) * gate;
+      break;
+    }
+    case DpoLoss::sigmoid_norm: {
+      const torch::Tensor normalised = chosen_score / logps.chosen.tokens.clamp_min(1.0) -
+                                       rejected_score / logps.rejected.tokens.clamp_min(1.0);
+      out.losses = -at::log_sigmoid(beta * normalised);
       break;
     }
     default:

@@ -14,6 +14,20 @@
 //                  −(1−ε) log σ(βz) − ε log σ(−βz), plus cpo_alpha · NLL(chosen) (TRL's CPO)
 //     orpo         reference-free: NLL'(chosen) − β log σ(log odds(ℓ_c) − log odds(ℓ_r)), with
 //                  log odds(ℓ) = ℓ − log(1 − e^ℓ) (TRL's ORPO)
+//     exo_pair     σ(βδ)(log σ(βδ) − log(1−ε)) + σ(−βδ)(log σ(−βδ) − log ε)   (EXO; ε > 0)
+//     nca_pair     −log σ(βρ_c) − ½ log σ(−βρ_c) − ½ log σ(−βρ_r)
+//     bco_pair     −log σ(βρ_c) − log σ(−βρ_r)
+//     sppo_hard    (ρ_c − 1/(2β))² + (ρ_r + 1/(2β))²
+//     aot          δ' = sort(log π_c − log π_r) − sort(log π_ref,c − log π_ref,r), each sorted over
+//                  the micro-batch; −(1−ε) log σ(βδ') − ε log σ(−βδ')
+//     aot_unpaired the same with δ' = sort(ρ_c) − sort(ρ_r)
+//     apo_zero     (1 − σ(βρ_c)) + σ(βρ_r);   apo_down  σ(βρ_c) + (1 − σ(β(ρ_c − ρ_r)))
+//     discopop     with x = βδ and g = σ(x/τ): −log σ(x)(1 − g) + e^{−x} g
+//     sigmoid_norm −log σ(β(ρ_c/n_c − ρ_r/n_r))
+//     sft          NLL(chosen) alone (no reference)
+//   f_divergence_type replaces ρ by f'(π/π_ref) in δ for sigmoid, robust, hinge, ipo, exo_pair,
+//   discopop and sigmoid_norm: forward_kl 1 − e^{−ρ}, js_divergence log 2 + log σ(ρ),
+//   alpha_divergence (e^{(α−1)ρ} − 1)/(α − 1) (exponent clamped at 80); reverse_kl, DPO's, is ρ.
 //   NLL(chosen) is the token mean over the micro-batch's chosen responses, as TRL's CPO computes it;
 //   NLL'(chosen) takes every token of the chosen sequences after the first, prompt included, as
 //   TRL's ORPO does. Either is added to every pair's loss so that the pairs' mean equals TRL's loss.
@@ -54,7 +68,7 @@ struct PreferenceLosses {
   torch::Tensor chosen_rewards, rejected_rewards;  // (B), detached
 };
 
-// Whether the loss compares against a reference model (all but simpo and orpo).
+// Whether the loss compares against a reference model (all but simpo, orpo and sft).
 bool uses_reference(DpoLoss loss);
 
 PreferenceLosses preference_losses(const DpoConfig& settings, const PreferenceLogps& logps);

@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <limits>
 
@@ -115,6 +116,7 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
     pool_.send(e.id, Json{{"type", "reset"}, {"prompt", prompt.is_discarded() ? Json(prompts[i]->text) : prompt}});
   }
   tally.episodes += static_cast<int64_t>(episodes.size());
+  positions_ = policy.config().max_position_embeddings;
   while (true) {
     std::vector<size_t> ready;
     int64_t waiting = 0;
@@ -185,6 +187,42 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
 void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
                                   std::vector<Episode>& episodes, const std::vector<size_t>& ready,
                                   std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
+  // Left padding makes a batch need its longest context plus its largest budget in positions; each
+  // episode alone fits (its budget is bounded by the positions left), so episodes are grouped,
+  // longest context first, into batches that fit. Generation is batch-invariant: the grouping
+  // changes no token.
+  const int64_t positions = policy.config().max_position_embeddings;
+  auto context_length = [&](size_t i) {
+    return static_cast<int64_t>(episodes[i].prompt_ids.size() + episodes[i].tokens.size());
+  };
+  std::vector<size_t> order = ready;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return context_length(a) > context_length(b); });
+  std::vector<size_t> group;
+  int64_t longest = 0, largest = 0;
+  for (size_t i : order) {
+    const int64_t context = context_length(i), budget = turn_budget(episodes[i], options, positions);
+    if (!group.empty() && std::max(longest, context) + std::max(largest, budget) > positions) {
+      generate_batch(policy, options, episodes, group, row_generators, pad_id, tally);
+      group.clear();
+      longest = largest = 0;
+    }
+    group.push_back(i);
+    longest = std::max(longest, context);
+    largest = std::max(largest, budget);
+  }
+  if (!group.empty()) generate_batch(policy, options, episodes, group, row_generators, pad_id, tally);
+}
+
+int64_t EpisodeRunner::turn_budget(const Episode& e, const GenerateOptions& options, int64_t positions) const {
+  const auto used = static_cast<int64_t>(e.tokens.size());
+  const int64_t room = positions - static_cast<int64_t>(e.prompt_ids.size()) - used;
+  return std::max<int64_t>(std::min({options.max_new_tokens, settings_.max_total_tokens - used, room}), 1);
+}
+
+void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
+                                   std::vector<Episode>& episodes, const std::vector<size_t>& ready,
+                                   std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
+  const int64_t positions = policy.config().max_position_embeddings;
   std::vector<std::vector<int64_t>> contexts;
   std::vector<at::Generator> generators;
   std::vector<int64_t> budgets;
@@ -195,9 +233,7 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
     ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
     contexts.push_back(std::move(ids));
     if (!row_generators.empty()) generators.push_back(row_generators[e.row]);
-    const int64_t budget = std::min<int64_t>(options.max_new_tokens,
-                                             settings_.max_total_tokens - static_cast<int64_t>(e.tokens.size()));
-    budgets.push_back(std::max<int64_t>(budget, 1));
+    budgets.push_back(turn_budget(e, options, positions));
     most = std::max(most, budgets.back());
   }
   GenerateOptions turn = options;
@@ -298,6 +334,10 @@ void EpisodeRunner::on_reply(Episode& e, const EnvReply& reply, const GenerateOp
       }
       check_conversation(e.conversation, ConversationEnd::user);
       e.prompt_ids = chat_template_.render_prompt(e.conversation, tokenizer_, e.context);
+      if (static_cast<int64_t>(e.prompt_ids.size()) >= positions_) {
+        throw InputError(detail::concat("the prompt after reset has ", e.prompt_ids.size(),
+                                        " tokens, no room left in the model's ", positions_, " positions"));
+      }
     } catch (const InputError& ex) {
       return fault(EnvFault::malformed, std::string("reset: ") + ex.what());
     }
@@ -341,8 +381,9 @@ void EpisodeRunner::on_reply(Episode& e, const EnvReply& reply, const GenerateOp
   } catch (const InputError& ex) {
     return fault(EnvFault::malformed, std::string("step: ") + ex.what());
   }
-  if (static_cast<int64_t>(e.tokens.size() + continuation.size()) >= settings_.max_total_tokens) {
-    ++tally.truncated;  // no room for the reply and an answer to it
+  const auto after = static_cast<int64_t>(e.tokens.size() + continuation.size());
+  if (after >= settings_.max_total_tokens || static_cast<int64_t>(e.prompt_ids.size()) + after >= positions_) {
+    ++tally.truncated;  // no room for the reply and an answer to it (in the budget or the model's positions)
     e.state = Episode::State::ending;
     pool_.send(e.id, Json{{"type", "end"}, {"reason", "max_total_tokens"}});
     return;

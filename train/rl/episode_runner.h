@@ -74,6 +74,12 @@ class EpisodeRunner {
   void generate_turn(LlamaForCausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
                      const std::vector<size_t>& ready, std::vector<at::Generator>& row_generators, int64_t pad_id,
                      EpisodeTally& tally);
+  void generate_batch(LlamaForCausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
+                      const std::vector<size_t>& ready, std::vector<at::Generator>& row_generators, int64_t pad_id,
+                      EpisodeTally& tally);
+  // Tokens the episode's next turn may take: generation.max_new_tokens, what max_total_tokens and
+  // the model's positions leave.
+  int64_t turn_budget(const Episode& episode, const GenerateOptions& options, int64_t positions) const;
   void on_reply(Episode& episode, const EnvReply& reply, const GenerateOptions& options, EpisodeTally& tally);
   void finish(Episode& episode);
   void note(const std::string& kind, const std::string& message);
@@ -84,6 +90,7 @@ class EpisodeRunner {
   EpisodeSettings settings_;
   std::ostream& log_;
   int64_t next_episode_ = 0;
+  int64_t positions_ = 0;  // the policy's max_position_embeddings, during run()
   std::vector<std::string> noted_;  // kinds of errors already logged
 };
 
