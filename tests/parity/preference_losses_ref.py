@@ -31,7 +31,8 @@ Usage: preference_losses_ref.py OUTDIR. Writes:
           pairs), loss.discopop (beta 0.1, args.discopop_tau 0.07); with f_divergence_type (f-DPO):
           loss.sigmoid.forward_kl, loss.sigmoid.js_divergence, loss.sigmoid.alpha_divergence (alpha 0.5),
           loss.ipo.alpha_divergence1.5 (beta 0.5, alpha 1.5), loss.hinge.forward_kl, loss.discopop.js_divergence,
-          loss.sigmoid_norm.forward_kl: DPOTrainer.compute_loss(trainer.model, batch), the trainer's beta /
+          loss.sigmoid_norm.forward_kl, loss.sigmoid_norm.js_divergence (per token, so js's log 2 does not cancel):
+          DPOTrainer.compute_loss(trainer.model, batch), the trainer's beta /
           loss_types / label_smoothing / f_divergence_type / f_alpha_divergence_coef attributes set to each case
           in turn (the attributes _compute_loss reads). TRL 1.16's
           "ipo" divides each completion's log-ratio by its completion length before the difference; its
@@ -232,7 +233,8 @@ def main() -> int:
                 ("ipo.alpha_divergence1.5", 0.5, "ipo", 0.0, "alpha_divergence", 1.5),
                 ("hinge.forward_kl", 0.1, "hinge", 0.0, "forward_kl", 0.5),
                 ("discopop.js_divergence", 0.1, "discopop", 0.0, "js_divergence", 0.5),
-                ("sigmoid_norm.forward_kl", 0.1, "sigmoid_norm", 0.0, "forward_kl", 0.5)):
+                ("sigmoid_norm.forward_kl", 0.1, "sigmoid_norm", 0.0, "forward_kl", 0.5),
+                ("sigmoid_norm.js_divergence", 0.1, "sigmoid_norm", 0.0, "js_divergence", 0.5)):
             dpo.beta, dpo.loss_types, dpo.loss_weights, dpo.label_smoothing = beta, [loss_type], [1.0], smoothing
             dpo.f_divergence_type, dpo.f_alpha_divergence_coef = divergence, alpha
             with torch.no_grad():

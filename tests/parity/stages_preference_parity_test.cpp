@@ -128,6 +128,7 @@ TEST(PreferenceParity, EveryDpoLossTypeMatchesTrl) {
       {"loss.hinge.forward_kl", dpo(DpoLoss::hinge, 0.1, 0.0, FDivergence::forward_kl)},
       {"loss.discopop.js_divergence", dpo(DpoLoss::discopop, 0.1, 0.0, FDivergence::js_divergence)},
       {"loss.sigmoid_norm.forward_kl", dpo(DpoLoss::sigmoid_norm, 0.1, 0.0, FDivergence::forward_kl)},
+      {"loss.sigmoid_norm.js_divergence", dpo(DpoLoss::sigmoid_norm, 0.1, 0.0, FDivergence::js_divergence)},
   };
   for (const auto& [key, settings] : cases) {
     torch::NoGradGuard no_grad;
