@@ -32,11 +32,11 @@ if [[ $mode == all ]]; then
   cmake --build "$build" -j "$jobs"
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
 else
-  # The torch-free code (ferry_base: core, config; ferry_kernels_cpu; ferry_jinja) under its unit
+  # The torch-free code (ferry_base: core (child processes too), config; ferry_kernels_cpu; ferry_jinja) under its unit
   # tests, and the config parser's and Jinja renderer's fuzz corpora and regressions. The other
   # parsers link libtorch modules; they run sanitized under scripts/fuzz.sh.
   targets=(config_test text_test fuzz_config fuzz_jinja)
-  for src in "$root"/tests/unit/{kernels,jinja}_*_test.cpp; do targets+=("$(basename "$src" .cpp)"); done
+  for src in "$root"/tests/unit/{kernels,jinja,core}_*_test.cpp; do targets+=("$(basename "$src" .cpp)"); done
   cmake --build "$build" -j "$jobs" $(printf -- '--target %s ' "${targets[@]}")
   names=$(printf '%s|' "${targets[@]}" | sed 's/fuzz_\(config\|jinja\)/fuzz_replay_\1/g; s/|$//')
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "^($names)([.]|$)"
