@@ -125,11 +125,11 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
       if (s == Episode::State::ready) ready.push_back(i);
       if (s == Episode::State::resetting || s == Episode::State::waiting || s == Episode::State::ending) ++waiting;
     }
-    // Generate the ready episodes when nothing else is coming, when they are at least as many as
-    // those waiting and the rest are not due within a few milliseconds, or when an environment is
-    // slower than usual; else wait for more answers, so that turns are generated in batches.
-    const bool enough = static_cast<int64_t>(ready.size()) >= waiting && pool_.drain_seconds() > 0.02;
-    if (!ready.empty() && (waiting == 0 || enough || pool_.overdue())) {
+    // Generate the ready episodes when nothing else is coming, when the answers still due would
+    // take longer (at the environments' mean answer time) than a turn takes to generate, or when
+    // an environment is slower than usual; else wait for the answers and generate all together.
+    const bool due_later = turn_seconds_ >= 0 && pool_.drain_seconds() >= turn_seconds_;
+    if (!ready.empty() && (waiting == 0 || due_later || pool_.overdue())) {
       generate_turn(policy, options, episodes, ready, row_generators, pad_id, tally);
       continue;
     }
@@ -250,6 +250,7 @@ void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateO
   const double took = monotonic_seconds() - started;
   tally.generate_seconds += took;
   if (environments_working) tally.generate_overlap_seconds += took;
+  turn_seconds_ = turn_seconds_ < 0 ? took : 0.7 * turn_seconds_ + 0.3 * took;
   const GenerateResult on_host{result.tokens.cpu().contiguous(), result.attention_mask.cpu().contiguous(),
                                result.logprobs.cpu(), result.prompt_length};
   std::vector<int64_t> stops = options.eos_token_ids;

@@ -11,13 +11,12 @@
 //           Ferry sends `end` (the environment may still give a reward)
 //
 // Episodes run concurrently: the episodes ready to generate do so together as soon as no other is
-// waiting on its environment, as soon as they are at least as many as those waiting (unless the
-// rest are due within 20 ms), or as soon as an environment is slower than usual
-// (EnvironmentPool::overdue); the environments, separate
-// processes, keep working on the others meanwhile. Otherwise a few ready episodes wait for more
-// answers, so that turns are generated in batches. Each episode samples from its
-// own generator, and generation is batch-invariant, so an episode's tokens do not depend on which
-// episodes it was generated beside.
+// waiting on its environment, as soon as the answers still due would take longer (at the
+// environments' mean answer time) than a turn takes to generate, or as soon as an environment is
+// slower than usual (EnvironmentPool::overdue); the environments, separate processes, keep working
+// on the others meanwhile. Answers due sooner are waited for, so that turns are generated in
+// batches. Each episode samples from its own generator, and generation is batch-invariant, so an
+// episode's tokens do not depend on which episodes it was generated beside.
 //
 // The result is an Experience layout: the left-padded prompt (as the reset left it), then the
 // episode's tokens: every assistant turn (response_mask 1: the only tokens with loss) and every
@@ -91,6 +90,7 @@ class EpisodeRunner {
   std::ostream& log_;
   int64_t next_episode_ = 0;
   int64_t positions_ = 0;  // the policy's max_position_embeddings, during run()
+  double turn_seconds_ = -1;  // moving average of a batch's turn generation (-1: none yet)
   std::vector<std::string> noted_;  // kinds of errors already logged
 };
 
