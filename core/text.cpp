@@ -57,6 +57,10 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string shorten(std::string_view text, size_t limit) {
+  return text.size() <= limit ? std::string(text) : std::string(text.substr(0, limit)) + "...";
+}
+
 std::string trim(std::string_view s) {
   size_t begin = 0, end = s.size();
   while (begin < end && std::isspace(static_cast<unsigned char>(s[begin]))) ++begin;

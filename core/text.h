@@ -19,5 +19,7 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string trim(std::string_view s);
+// `text`, or its first `limit` bytes and "..." when longer (for quoting input in error messages).
+std::string shorten(std::string_view text, size_t limit);
 
 }  // namespace ferry

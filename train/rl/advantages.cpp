@@ -9,6 +9,12 @@ torch::Tensor counted_first(const torch::Tensor& mask) {
   return std::get<1>(mask.gt(0).to(torch::kInt).sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
 }
 
+torch::Tensor counted_lengths(const torch::Tensor& mask) {
+  const torch::Tensor columns =
+      torch::arange(1, mask.size(1) + 1, torch::TensorOptions().dtype(torch::kLong).device(mask.device()));
+  return (mask.gt(0).to(torch::kLong) * columns).amax(1);
+}
+
 Advantages generalized_advantages(const torch::Tensor& rewards, const torch::Tensor& values, const torch::Tensor& mask,
                                   double gamma, double lam) {
   const torch::Tensor order = counted_first(mask);

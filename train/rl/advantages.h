@@ -20,6 +20,9 @@ struct Advantages {
 // Each row's positions with the counted ones first, in order ((B, T) int64, a permutation per
 // row): gather with it to close the holes of a multi-turn mask, scatter with it to put them back.
 torch::Tensor counted_first(const torch::Tensor& mask);
+// Each row's columns up to and including its last counted one ((B) int64; 0 for a row with none):
+// the last counted token is at column lengths - 1, wherever the mask has holes.
+torch::Tensor counted_lengths(const torch::Tensor& mask);
 
 Advantages generalized_advantages(const torch::Tensor& rewards, const torch::Tensor& values, const torch::Tensor& mask,
                                   double gamma, double lam);

@@ -8,14 +8,6 @@
 #include "src/metrics/metrics_clock.h"
 
 namespace ferry::rl {
-namespace {
-
-std::string shorten(const std::string& text, size_t limit = 120) {
-  return text.size() <= limit ? text : text.substr(0, limit) + "...";
-}
-
-}  // namespace
-
 const char* env_fault_name(EnvFault fault) {
   switch (fault) {
     case EnvFault::none: return "none";
@@ -148,11 +140,11 @@ std::vector<EnvReply> EnvironmentPool::poll(int timeout_ms) {
         reply.body = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (reply.body.is_discarded() || !reply.body.is_object()) {
           reply.fault = EnvFault::malformed;
-          reply.error = "answered '" + shorten(trim(line)) + "', not a JSON object";
+          reply.error = "answered '" + shorten(trim(line), 120) + "', not a JSON object";
           reply.body = nullptr;
         } else if (reply.body.contains("error")) {
           reply.fault = EnvFault::malformed;
-          reply.error = "answered an error: " + shorten(reply.body["error"].dump());
+          reply.error = "answered an error: " + shorten(reply.body["error"].dump(), 120);
         } else if (reply.body.contains("episode") && reply.body["episode"] != nlohmann::ordered_json(p.episode)) {
           reply.fault = EnvFault::malformed;
           reply.error = "answered for episode " + reply.body["episode"].dump() + " when episode " +

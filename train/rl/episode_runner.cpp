@@ -117,6 +117,8 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
   }
   tally.episodes += static_cast<int64_t>(episodes.size());
   positions_ = policy.config().max_position_embeddings;
+  end_ids_ = options.eos_token_ids;
+  end_ids_.insert(end_ids_.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   while (true) {
     std::vector<size_t> ready;
     int64_t waiting = 0;
@@ -142,7 +144,7 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
       FERRY_CHECK(found != by_id.end(), "environment answer for an unknown episode ", reply.episode);
       ++tally.env_requests;
       tally.env_answer_seconds += reply.seconds;
-      on_reply(episodes[found->second], reply, options, tally);
+      on_reply(episodes[found->second], reply, tally);
     }
   }
 
@@ -191,7 +193,6 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
   // episode alone fits (its budget is bounded by the positions left), so episodes are grouped,
   // longest context first, into batches that fit. Generation is batch-invariant: the grouping
   // changes no token.
-  const int64_t positions = policy.config().max_position_embeddings;
   auto context_length = [&](size_t i) {
     return static_cast<int64_t>(episodes[i].prompt_ids.size() + episodes[i].tokens.size());
   };
@@ -200,8 +201,8 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
   std::vector<size_t> group;
   int64_t longest = 0, largest = 0;
   for (size_t i : order) {
-    const int64_t context = context_length(i), budget = turn_budget(episodes[i], options, positions);
-    if (!group.empty() && std::max(longest, context) + std::max(largest, budget) > positions) {
+    const int64_t context = context_length(i), budget = turn_budget(episodes[i], options);
+    if (!group.empty() && std::max(longest, context) + std::max(largest, budget) > positions_) {
       generate_batch(policy, options, episodes, group, row_generators, pad_id, tally);
       group.clear();
       longest = largest = 0;
@@ -213,16 +214,15 @@ void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOp
   if (!group.empty()) generate_batch(policy, options, episodes, group, row_generators, pad_id, tally);
 }
 
-int64_t EpisodeRunner::turn_budget(const Episode& e, const GenerateOptions& options, int64_t positions) const {
+int64_t EpisodeRunner::turn_budget(const Episode& e, const GenerateOptions& options) const {
   const auto used = static_cast<int64_t>(e.tokens.size());
-  const int64_t room = positions - static_cast<int64_t>(e.prompt_ids.size()) - used;
+  const int64_t room = positions_ - static_cast<int64_t>(e.prompt_ids.size()) - used;
   return std::max<int64_t>(std::min({options.max_new_tokens, settings_.max_total_tokens - used, room}), 1);
 }
 
 void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
                                    std::vector<Episode>& episodes, const std::vector<size_t>& ready,
                                    std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
-  const int64_t positions = policy.config().max_position_embeddings;
   std::vector<std::vector<int64_t>> contexts;
   std::vector<at::Generator> generators;
   std::vector<int64_t> budgets;
@@ -233,7 +233,7 @@ void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateO
     ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
     contexts.push_back(std::move(ids));
     if (!row_generators.empty()) generators.push_back(row_generators[e.row]);
-    budgets.push_back(turn_budget(e, options, positions));
+    budgets.push_back(turn_budget(e, options));
     most = std::max(most, budgets.back());
   }
   GenerateOptions turn = options;
@@ -253,13 +253,11 @@ void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateO
   turn_seconds_ = turn_seconds_ < 0 ? took : 0.7 * turn_seconds_ + 0.3 * took;
   const GenerateResult on_host{result.tokens.cpu().contiguous(), result.attention_mask.cpu().contiguous(),
                                result.logprobs.cpu(), result.prompt_length};
-  std::vector<int64_t> stops = options.eos_token_ids;
-  stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   const StopStrings stop_strings(options.stop_strings);
   for (size_t k = 0; k < ready.size(); ++k) {
     Episode& e = episodes[ready[k]];
     const int64_t row = static_cast<int64_t>(k);
-    Completion completion = completion_of(on_host, row, tokenizer_, stops, stop_strings);
+    Completion completion = completion_of(on_host, row, tokenizer_, end_ids_, stop_strings);
     // The turn's tokens as sampled, the end-of-turn id included, cut to this episode's budget.
     const int64_t width = on_host.tokens.size(1) - on_host.prompt_length;
     const auto tokens = on_host.tokens.accessor<int64_t, 2>();
@@ -301,7 +299,7 @@ void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateO
   }
 }
 
-void EpisodeRunner::on_reply(Episode& e, const EnvReply& reply, const GenerateOptions& options, EpisodeTally& tally) {
+void EpisodeRunner::on_reply(Episode& e, const EnvReply& reply, EpisodeTally& tally) {
   const Episode::State state = e.state;
   auto fault = [&](EnvFault kind, const std::string& error) {
     e.faulted = true;
@@ -376,9 +374,7 @@ void EpisodeRunner::on_reply(Episode& e, const EnvReply& reply, const GenerateOp
     if (reply_messages.empty()) {
       throw InputError("a step answer needs \"messages\" (tool results or a user turn) or \"done\": true");
     }
-    std::vector<int64_t> end_ids = options.eos_token_ids;
-    end_ids.insert(end_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
-    continuation = turn_continuation_ids(chat_template_, tokenizer_, reply_messages, e.context, end_ids);
+    continuation = turn_continuation_ids(chat_template_, tokenizer_, reply_messages, e.context, end_ids_);
   } catch (const InputError& ex) {
     return fault(EnvFault::malformed, std::string("step: ") + ex.what());
   }

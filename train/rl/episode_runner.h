@@ -78,8 +78,8 @@ class EpisodeRunner {
                       EpisodeTally& tally);
   // Tokens the episode's next turn may take: generation.max_new_tokens, what max_total_tokens and
   // the model's positions leave.
-  int64_t turn_budget(const Episode& episode, const GenerateOptions& options, int64_t positions) const;
-  void on_reply(Episode& episode, const EnvReply& reply, const GenerateOptions& options, EpisodeTally& tally);
+  int64_t turn_budget(const Episode& episode, const GenerateOptions& options) const;
+  void on_reply(Episode& episode, const EnvReply& reply, EpisodeTally& tally);
   void finish(Episode& episode);
   void note(const std::string& kind, const std::string& message);
 
@@ -89,7 +89,8 @@ class EpisodeRunner {
   EpisodeSettings settings_;
   std::ostream& log_;
   int64_t next_episode_ = 0;
-  int64_t positions_ = 0;  // the policy's max_position_embeddings, during run()
+  int64_t positions_ = 0;         // the policy's max_position_embeddings, during run()
+  std::vector<int64_t> end_ids_;  // the ids that end a turn (EOS and stop ids), during run()
   double turn_seconds_ = -1;  // moving average of a batch's turn generation (-1: none yet)
   std::vector<std::string> noted_;  // kinds of errors already logged
 };

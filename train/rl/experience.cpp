@@ -17,6 +17,7 @@
 #include "src/model/lora.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/backbone_runner.h"
+#include "train/rl/advantages.h"
 #include "train/rl/episode_runner.h"
 #include "train/rl/policy_forward.h"
 #include "train/rl/policy_losses.h"
@@ -56,12 +57,9 @@ torch::Tensor response_values(const torch::Tensor& values, int64_t prompt_length
 torch::Tensor last_response_values(const torch::Tensor& values, int64_t prompt_length,
                                    const torch::Tensor& response_mask) {
   // The last counted position (a multi-turn episode's mask has holes where the environment spoke).
-  const torch::Tensor mask = response_mask.to(values.device());
   // An episode that ended before its first turn (its environment faulted) has none: NaN, so the
   // row is left out of learning and counted.
-  const torch::Tensor counted = mask.gt(0);
-  const torch::Tensor positions = torch::arange(1, mask.size(1) + 1, torch::TensorOptions().dtype(torch::kLong).device(mask.device()));
-  const torch::Tensor lengths = (counted.to(torch::kLong) * positions).amax(1);
+  const torch::Tensor lengths = counted_lengths(response_mask.to(values.device()));
   const torch::Tensor column = prompt_length - 1 + lengths.clamp_min(1);
   const torch::Tensor last = values.gather(1, column.unsqueeze(1)).squeeze(1).to(torch::kFloat);
   return torch::where(lengths.gt(0), last, torch::full_like(last, std::numeric_limits<float>::quiet_NaN()));

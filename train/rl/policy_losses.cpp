@@ -2,6 +2,7 @@
 #include "train/rl/policy_losses.h"
 
 #include "core/error.h"
+#include "train/rl/advantages.h"
 
 namespace ferry::rl {
 
@@ -22,8 +23,7 @@ torch::Tensor token_rewards(const torch::Tensor& kl, const torch::Tensor& scores
   const torch::Tensor m = mask.to(kl.scalar_type());
   torch::Tensor rewards = -kl_coef * kl * m;
   // Each row's last counted token (a multi-turn episode's mask has holes).
-  const torch::Tensor positions = torch::arange(1, m.size(1) + 1, torch::TensorOptions().dtype(torch::kLong).device(m.device()));
-  const torch::Tensor last = ((m.gt(0).to(torch::kLong) * positions).amax(1) - 1).clamp_min(0);
+  const torch::Tensor last = (counted_lengths(m) - 1).clamp_min(0);
   const torch::Tensor has_tokens = m.sum(1).gt(0).to(kl.scalar_type());
   return rewards.scatter_add(1, last.unsqueeze(1), (scores.to(kl.scalar_type()) * has_tokens).unsqueeze(1));
 }

@@ -20,10 +20,6 @@ bool parse_answer(const std::string& line, double& out) {
   return end == text.c_str() + text.size();
 }
 
-std::string shorten(const std::string& text, size_t limit = 80) {
-  return text.size() <= limit ? text : text.substr(0, limit) + "...";
-}
-
 }  // namespace
 
 RewardCommand::RewardCommand(std::string command, double timeout_seconds)
@@ -60,7 +56,7 @@ bool RewardCommand::exchange(const std::vector<std::string>& requests, std::vect
     if (child_->pop_line(line)) {
       double value = 0;
       if (!parse_answer(line, value)) {
-        return fail(failure, "answered '" + shorten(line) + "', not a number; it must print one number per input line");
+        return fail(failure, "answered '" + shorten(line, 80) + "', not a number; it must print one number per input line");
       }
       answers.push_back(value);
       deadline = Clock::now() + timeout;
