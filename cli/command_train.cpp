@@ -1,4 +1,4 @@
-// `ferry train-sft|train-rm|train-dpo|train-ppo|train-grpo --config F [--set k=v ...]`.
+// `ferry train-sft|train-rm|train-dpo|train-kto|train-ppo|train-grpo --config F [--set k=v ...]`.
 #include <CLI/CLI.hpp>
 
 #include <memory>

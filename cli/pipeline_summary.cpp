@@ -29,6 +29,9 @@ std::string stage_figure(const StageOutcome& s) {
   if (s.command == "train-dpo" && f.contains("eval_rewards/accuracies")) {
     add("held-out reward accuracy " + percent(number(f, "eval_rewards/accuracies")));
   }
+  if (s.command == "train-kto" && f.contains("eval_rewards/margins")) {
+    add("held-out reward margin " + fixed(number(f, "eval_rewards/margins"), 4));
+  }
   if (f.contains("rollouts")) {
     add(std::to_string(f.at("rollouts").get<int64_t>()) + " rollouts" +
         (f.contains("kl_coef") ? ", KL coef " + fixed(number(f, "kl_coef"), 4) : std::string()));

@@ -2,13 +2,9 @@
 #include "stages/dpo.h"
 
 #include <iostream>
-#include <optional>
+#include <sstream>
 
 #include "core/error.h"
-#include "src/data/token_batch.h"
-#include "src/io/hf_checkpoint.h"
-#include "src/model/lora.h"
-#include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
@@ -18,7 +14,7 @@
 #include "train/model_setup.h"
 #include "train/preference/preference_batches.h"
 #include "train/preference/preference_losses.h"
-#include "train/preference/reference_logps_cache.h"
+#include "train/preference/reference_model.h"
 #include "train/run_engine.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
@@ -28,79 +24,23 @@ namespace fs = std::filesystem;
 namespace ferry {
 
 ReferenceSource resolve_reference(const Config& config) {
-  if (!uses_reference(config.dpo.loss_type)) return ReferenceSource::none;
-  const bool lora = config.lora.rank > 0;
-  switch (config.dpo.reference) {
-    case DpoReference::auto_:
-      if (!lora) return ReferenceSource::precomputed;
-      return config.dpo.reference_model.empty() ? ReferenceSource::lora_off : ReferenceSource::model;
-    case DpoReference::precompute:
-      if (lora && !config.dpo.reference_model.empty()) {
-        throw ConfigError("dpo.reference precompute with LoRA takes the policy's base weights as the reference; "
-                          "for another reference folder (dpo.reference_model) use dpo.reference model");
-      }
-      return ReferenceSource::precomputed;
-    case DpoReference::model:
-      return ReferenceSource::model;
-    case DpoReference::lora_off:
-      if (!lora) {
-        throw ConfigError("dpo.reference lora_off: without LoRA (lora.rank 0) the policy is no reference; use "
-                          "dpo.reference precompute or model, or set lora.rank");
-      }
-      if (!config.dpo.reference_model.empty()) {
-        throw ConfigError("dpo.reference_model is set, but dpo.reference lora_off takes the policy's base weights as "
-                          "the reference; use dpo.reference model or precompute, or clear dpo.reference_model");
-      }
-      return ReferenceSource::lora_off;
-  }
-  throw InternalError("unhandled dpo.reference");
+  return resolve_reference_source(config.dpo.reference, config.dpo.reference_model, uses_reference(config.dpo.loss_type),
+                                  config.lora.rank > 0, "dpo");
 }
 
-// The label log-probs of every row of the batch (2B); with every_token_rows b > 0 also, from the
-// same forward, those of the first b rows (the chosen answers) over every real token, prompt
-// included (ORPO's NLL).
-struct BatchLogps {
-  SequenceLogps labels, every_token;
-};
-BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& model,
-                       const MicroBatch& batch, int64_t every_token_rows) {
-  const int64_t columns = batch.at("labels").size(1) - 1;
-  const torch::Tensor targets = batch.at("labels").narrow(1, 1, columns);  // (2B, T-1)
-  torch::Tensor every_token;                                               // (b, T-1)
-  if (every_token_rows > 0) {
-    const torch::Tensor ids = batch.at("input_ids").narrow(0, 0, every_token_rows);
-    every_token = ids.masked_fill(batch.at("attention_mask").narrow(0, 0, every_token_rows).eq(0), kIgnoreLabel)
-                      .narrow(1, 1, columns);
+namespace {
+
+std::string loss_names(const DpoConfig& s) {
+  std::ostringstream names;
+  for (size_t k = 0; k < s.loss_type.size(); ++k) {
+    if (k > 0) names << " + ";
+    if (!s.loss_weights.empty()) names << s.loss_weights[k] << " x ";
+    names << enum_name(s.loss_type[k]);
   }
-  const c10::Device device = model.head_weight().device();
-  const torch::Tensor flat = targets.reshape({-1}).to(device);
-  const torch::Tensor flat_every = every_token.defined() ? every_token.reshape({-1}).to(device) : torch::Tensor();
-  const int64_t chunk = runner.logits_chunk();
-  const torch::Tensor all = runner.causal_lm_head(
-      name, model, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0, columns,
-      [=](const torch::Tensor& hidden, const torch::Tensor& weight) {
-        const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
-        const torch::Tensor lp = kernels::lm_head_tokens(h, weight, flat, 1.0, chunk, false).logprobs;
-        if (!flat_every.defined()) return lp;
-        const torch::Tensor chosen = h.narrow(0, 0, flat_every.size(0));
-        return torch::cat({lp, kernels::lm_head_tokens(chosen, weight, flat_every, 1.0, chunk, false).logprobs});
-      });
-  BatchLogps out;
-  out.labels = sequence_logps(all.narrow(0, 0, flat.size(0)).view(targets.sizes()), targets);
-  if (every_token.defined()) {
-    out.every_token = sequence_logps(all.narrow(0, flat.size(0), flat_every.size(0)).view(every_token.sizes()),
-                                     every_token);
-  }
-  return out;
+  return names.str();
 }
 
-torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
-                              bool adapters_off, BackboneRunner& runner) {
-  torch::NoGradGuard no_grad;
-  std::optional<LoraDisabled> base_only;
-  if (adapters_off) base_only.emplace(*model.model);
-  return batch_logps(runner, model_name, model, batch, 0).labels.sum;  // (2B)
-}
+}  // namespace
 
 DpoObjective::DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name,
                            LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
@@ -117,65 +57,32 @@ LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
   // The reference first, so that no autograd graph is alive while it runs.
   torch::Tensor reference;  // (2B)
   if (source_ == ReferenceSource::precomputed) reference = batch.at("reference_logps");
-  if (source_ == ReferenceSource::model) reference = reference_logps(batch, reference_name_, *reference_, false, runner);
-  if (source_ == ReferenceSource::lora_off) reference = reference_logps(batch, policy_name_, policy_, true, runner);
+  const double ld_alpha = settings_.ld_alpha;
+  if (source_ == ReferenceSource::model) {
+    reference = reference_logps(batch, reference_name_, *reference_, false, runner, ld_alpha);
+  }
+  if (source_ == ReferenceSource::lora_off) reference = reference_logps(batch, policy_name_, policy_, true, runner, ld_alpha);
   const int64_t b = batch.loss_weight;
   // TRL's ORPO trains the NLL on the whole chosen sequence, prompt included.
-  const BatchLogps policy = batch_logps(runner, policy_name_, policy_, batch, settings_.loss_type == DpoLoss::orpo ? b : 0);
+  const bool orpo = settings_.has_loss(DpoLoss::orpo);
+  const BatchLogps policy = batch_logps(runner, policy_name_, policy_, batch, orpo ? b : 0, ld_alpha);
   const SequenceLogps& all = policy.labels;
+  auto rows = [&](int64_t start) {
+    return SequenceLogps{all.sum.narrow(0, start, b), all.tokens.narrow(0, start, b),
+                         all.plain_sum.defined() ? all.plain_sum.narrow(0, start, b) : torch::Tensor()};
+  };
   PreferenceLogps logps;
-  logps.chosen = {all.sum.narrow(0, 0, b), all.tokens.narrow(0, 0, b)};
-  logps.rejected = {all.sum.narrow(0, b, b), all.tokens.narrow(0, b, b)};
+  logps.chosen = rows(0);
+  logps.rejected = rows(b);
   if (reference.defined()) {
     reference = reference.to(all.sum.device(), torch::kFloat);
     logps.reference_chosen = reference.narrow(0, 0, b);
     logps.reference_rejected = reference.narrow(0, b, b);
   }
-  if (settings_.loss_type == DpoLoss::orpo) logps.chosen_sequence = policy.every_token;
+  if (orpo) logps.chosen_sequence = policy.every_token;
   const PreferenceLosses losses = preference_losses(settings_, logps);
   return {losses.losses.sum(), preference_metrics(losses, logps)};
 }
-
-namespace {
-
-// dpo.reference precompute: every pair's reference log-probs, from the cache or computed now —
-// before the trainer resumes anything, while the live policy still holds model.path's weights. A
-// separate dpo.reference_model is loaded into the policy for the computation, and model.path's
-// weights are put back after.
-void precompute_reference(const Config& config, offload::ParameterEngine& engine, const std::string& name,
-                          LlamaForCausalLMImpl& model, PreferenceSplit& data, int64_t pad_id) {
-  const std::string& other = config.dpo.reference_model;
-  auto load_into_policy = [&](const fs::path& folder) {
-    engine.with_weights(name, offload::ParameterEngine::WeightAccess::write, [&] {
-      LoadStateOptions options;
-      options.source = folder.string();
-      load_state(model, io::load_hf_weights(folder), options);
-    });
-  };
-  // What the cached values depend on besides the pairs.
-  const std::string identity =
-      !other.empty()              ? model_folder_identity(other)
-      : !config.model.path.empty() ? model_folder_identity(config.model.path)
-                                   : "model.config " + config.model.config + ", train.seed " + std::to_string(config.train.seed);
-  BackboneRunner runner(engine, /*activation_checkpointing=*/false, config.train.logits_chunk);
-  bool swapped = false;
-  model.eval();
-  fill_reference_logps(
-      data.train, data.eval, fs::path(config.output.dir) / "reference_logps.safetensors", identity,
-      config.train.micro_batch_size, pad_id,
-      [&](const MicroBatch& batch) {
-        if (!other.empty() && !swapped) {  // only when the cache cannot serve
-          load_into_policy(other);
-          swapped = true;
-        }
-        return reference_logps(batch, name, model, /*adapters_off=*/true, runner);
-      },
-      std::cout);
-  if (swapped) load_into_policy(config.model.path);
-  model.train();
-}
-
-}  // namespace
 
 void run_dpo(const Config& given) {
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
@@ -188,21 +95,12 @@ void run_dpo(const Config& given) {
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
   LlamaForCausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
-  const fs::path reference_folder = config.dpo.reference_model.empty() ? fs::path(config.model.path)
-                                                                        : fs::path(config.dpo.reference_model);
-  if (reference == ReferenceSource::model && reference_folder.empty()) {
-    throw ConfigError("dpo.reference_model: a model started from model.config has no folder to load the reference "
-                      "from; set dpo.reference_model, or use dpo.reference precompute");
-  }
+  const fs::path reference_from = reference_folder(reference, config, config.dpo.reference_model, "dpo");
 
   PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-dpo", std::cout);
   std::cout << "train-dpo: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
-            << "train-dpo: " << data.eval.size() << " eval pairs; loss " << enum_name(config.dpo.loss_type)
-            << " (beta " << config.dpo.beta << "); reference: "
-            << (reference == ReferenceSource::none         ? "none (reference-free loss)"
-                : reference == ReferenceSource::lora_off   ? "the policy with its LoRA adapters off"
-                : reference == ReferenceSource::model      ? "a frozen model from " + reference_folder.string()
-                                                           : "log-probs precomputed before training")
+            << "train-dpo: " << data.eval.size() << " eval pairs; loss " << loss_names(config.dpo) << " (beta "
+            << config.dpo.beta << "); reference: " << describe_reference(reference, reference_from)
             << "; model " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
             << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, config);
@@ -212,15 +110,14 @@ void run_dpo(const Config& given) {
   engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
   LlamaForCausalLM frozen{nullptr};
-  if (reference == ReferenceSource::model) {
-    frozen = causal_lm_from_pretrained(reference_folder, dtype, c10::kCPU);
-    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
-    engine->add_model(reference_name, offload::group_parameters(*frozen, false), /*trainable=*/false);
-    frozen->to(device);
-  }
+  if (reference == ReferenceSource::model) frozen = load_frozen_reference(reference_from, *engine, reference_name, dtype, device);
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
-  if (reference == ReferenceSource::precomputed) precompute_reference(config, *engine, name, *model, data, pad_id);
+  if (reference == ReferenceSource::precomputed) {
+    const std::string ld = config.dpo.ld_alpha < 1 ? "dpo.ld_alpha " + std::to_string(config.dpo.ld_alpha) : "";
+    precompute_reference(config, config.dpo.reference_model, ld, *engine, name, *model, data.train, data.eval, pad_id,
+                         config.dpo.ld_alpha);
+  }
 
   PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
                                PreferenceBatchSource::Options::from_config(config, pad_id));

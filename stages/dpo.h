@@ -1,7 +1,8 @@
 // Direct preference optimisation and its family (`ferry train-dpo`): a causal LM learns from
 // preference pairs without a reward model. Losses (dpo.loss_type, train/preference/preference_losses.h):
-// sigmoid (DPO, label_smoothing: conservative DPO), robust, hinge, ipo, and the reference-free
-// simpo and orpo — as TRL defines them, averaged over the pairs of an optimizer step.
+// the DPO family of TRL 1.16 (sigmoid, ipo, hinge, ..., combined with weights as MPO, with LD-DPO's
+// length weighting and f-DPO's divergences) and the reference-free simpo and orpo — as TRL defines
+// them, averaged over the pairs of an optimizer step.
 //
 // The reference model (dpo.reference) costs no second copy of the weights where it can:
 //   lora_off    the policy itself with its LoRA adapters switched off (auto's choice with LoRA,
@@ -18,12 +19,12 @@
 
 #include "core/config/config.h"
 #include "src/model/llama_heads.h"
+#include "train/preference/reference_model.h"
 #include "train/training_task.h"
 
 namespace ferry {
 
 // The reference a run uses, resolved from dpo.reference, dpo.loss_type and LoRA.
-enum class ReferenceSource { none, precomputed, model, lora_off };
 ReferenceSource resolve_reference(const Config& config);
 
 // Summed pair losses of the DPO family; extra values as TRL logs them (rewards/chosen, ...).
@@ -41,11 +42,6 @@ class DpoObjective : public TrainingObjective {
   LlamaForCausalLMImpl& policy_;
   LlamaForCausalLMImpl* reference_;
 };
-
-// Summed log-probs of each row's labelled tokens (2B) under `model` without gradients, with its
-// LoRA adapters off when `adapters_off` (the reference of every mode but precompute's cache).
-torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
-                              bool adapters_off, BackboneRunner& runner);
 
 void run_dpo(const Config& config);
 

@@ -9,6 +9,7 @@
 #include "src/io/model_path.h"
 #include "stages/dpo.h"
 #include "stages/grpo.h"
+#include "stages/kto.h"
 #include "stages/ppo.h"
 #include "stages/rm.h"
 #include "stages/sft.h"
@@ -21,6 +22,7 @@ const std::vector<StageInfo>& all_stages() {
       {Stage::sft, "train-sft", "supervised fine-tuning", run_sft, true},
       {Stage::rm, "train-rm", "reward-model training", run_rm, true},
       {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo, true},
+      {Stage::kto, "train-kto", "KTO (Kahneman-Tversky optimisation) from unpaired examples", run_kto, true},
       {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo, false},
       {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo, false},
   };
@@ -50,6 +52,9 @@ Config with_model_folders(const Config& config) {
   if (!resolved.model.path.empty()) resolved.model.path = io::resolve_model_path(resolved.model.path).string();
   if (!resolved.dpo.reference_model.empty()) {
     resolved.dpo.reference_model = io::resolve_model_path(resolved.dpo.reference_model).string();
+  }
+  if (!resolved.kto.reference_model.empty()) {
+    resolved.kto.reference_model = io::resolve_model_path(resolved.kto.reference_model).string();
   }
   return resolved;
 }

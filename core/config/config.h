@@ -397,32 +397,68 @@ struct RmConfig {
 };
 
 struct DpoConfig {
-  DpoLoss loss_type = DpoLoss::sigmoid;
+  std::vector<DpoLoss> loss_type{DpoLoss::sigmoid};
+  std::vector<double> loss_weights;
   double beta = 0.1;
   double label_smoothing = 0.0;
   double simpo_gamma = 0.5;
   double cpo_alpha = 0.0;
   double discopop_tau = 0.05;
+  double ld_alpha = 1.0;
   FDivergence f_divergence_type = FDivergence::reverse_kl;
   double f_alpha_divergence_coef = 0.5;
   DpoReference reference = DpoReference::auto_;
   std::string reference_model;
 
+  bool has_loss(DpoLoss loss) const {
+    for (DpoLoss l : loss_type) {
+      if (l == loss) return true;
+    }
+    return false;
+  }
+
   template <class V>
   void visit(V& v) {
     v("loss_type", loss_type, "sigmoid (DPO), robust, hinge, ipo, exo_pair, nca_pair, bco_pair, sppo_hard, aot, "
       "aot_unpaired, apo_zero, apo_down, discopop, sigmoid_norm, sft (the chosen answers' NLL alone), simpo "
-      "(reference-free) or orpo (reference-free); formulas in configs/README.md");
+      "(reference-free) or orpo (reference-free); a list such as [sigmoid, bco_pair, sft] adds the losses with "
+      "dpo.loss_weights (MPO; simpo and orpo only alone); formulas in configs/README.md");
+    v("loss_weights", loss_weights, "one weight per dpo.loss_type entry (empty: 1 each), e.g. [0.8, 0.2, 1.0]");
     v("beta", beta, "strength of the preference term (DPO's beta; IPO's tau; SimPO's and ORPO's beta)");
     v("label_smoothing", label_smoothing, "sigmoid: conservative DPO's label noise; robust: flip probability in [0, 0.5); "
       "exo_pair: its epsilon (> 0; the EXO paper uses 1e-3); aot, aot_unpaired: label noise");
     v("simpo_gamma", simpo_gamma, "simpo: target reward margin gamma");
     v("cpo_alpha", cpo_alpha, "simpo: weight of the chosen responses' NLL added to the loss (TRL's CPO-SimPO; 0: pure SimPO)");
     v("discopop_tau", discopop_tau, "discopop: temperature of the gate between its logistic and exponential parts");
+    v("ld_alpha", ld_alpha, "LD-DPO: weight in [0, 1] of the log-probs of a response's tokens past the shorter "
+      "response of its pair, for the policy and the reference (1: plain DPO; 0: only the shared length counts)");
     v("f_divergence_type", f_divergence_type, "the divergence to the reference the log-ratios measure (f-DPO): "
       "reverse_kl (DPO's), forward_kl, js_divergence or alpha_divergence; other than reverse_kl only for sigmoid, "
       "sigmoid_norm, hinge, ipo, exo_pair, robust, discopop and sft");
     v("f_alpha_divergence_coef", f_alpha_divergence_coef, "alpha_divergence: its alpha");
+    v("reference", reference,
+      "auto (lora_off with LoRA, else precompute), precompute (reference log-probs once before training), "
+      "model (a frozen second model) or lora_off (the policy with its adapters switched off)");
+    v("reference_model", reference_model, "reference model folder for precompute/model (empty: model.path)");
+  }
+};
+
+struct KtoConfig {
+  KtoLoss loss_type = KtoLoss::kto;
+  double beta = 0.1;
+  double desirable_weight = 1.0;
+  double undesirable_weight = 1.0;
+  DpoReference reference = DpoReference::auto_;
+  std::string reference_model;
+
+  template <class V>
+  void visit(V& v) {
+    v("loss_type", loss_type, "kto (KTO, with the KL estimate from mismatched pairs) or apo_zero_unpaired (APO-zero "
+      "for unpaired data, no KL term); formulas in configs/README.md");
+    v("beta", beta, "strength of the log-ratio in the sigmoid (KTO's beta)");
+    v("desirable_weight", desirable_weight, "weight of the desirable (label true) examples' losses");
+    v("undesirable_weight", undesirable_weight, "weight of the undesirable (label false) examples' losses; KTO's "
+      "paper keeps desirable_weight x desirable count / (undesirable_weight x undesirable count) in [1, 4/3]");
     v("reference", reference,
       "auto (lora_off with LoRA, else precompute), precompute (reference log-probs once before training), "
       "model (a frozen second model) or lora_off (the policy with its adapters switched off)");
@@ -512,6 +548,7 @@ struct Config {
   GenerationConfig generation;
   RmConfig rm;
   DpoConfig dpo;
+  KtoConfig kto;
   PpoConfig ppo;
   GrpoConfig grpo;
   std::vector<RewardConfig> rewards;
@@ -523,7 +560,7 @@ struct Config {
 
   template <class V>
   void visit(V& v) {
-    v("stage", stage, "the command this file is for: any, sft, rm, dpo, ppo, grpo");
+    v("stage", stage, "the command this file is for: any, sft, rm, dpo, kto, ppo, grpo");
     v.section("model", model);
     v.section("tokenizer", tokenizer);
     v.section("data", data);
@@ -533,6 +570,7 @@ struct Config {
     v.section("generation", generation);
     v.section("rm", rm);
     v.section("dpo", dpo);
+    v.section("kto", kto);
     v.section("ppo", ppo);
     v.section("grpo", grpo);
     v.list("rewards", rewards, "PPO/GRPO rewards, summed with their weights: a list of {kind, weight, match, path, "

@@ -12,7 +12,7 @@ enum class Precision { fp32, bf16, fp16 };
 enum class Device { auto_, cpu, cuda };
 enum class LrSchedule { cosine, linear, constant };
 enum class OffloadPolicy { none, optimizer, params, auto_ };
-enum class Stage { any, sft, rm, dpo, ppo, grpo };
+enum class Stage { any, sft, rm, dpo, ppo, grpo, kto };
 enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
 enum class BaseQuantization { none, nf4, int8, gguf };
@@ -20,6 +20,7 @@ enum class DpoLoss {
   sigmoid, robust, hinge, ipo, simpo, orpo, exo_pair, nca_pair, bco_pair, sppo_hard, aot, aot_unpaired,
   apo_zero, apo_down, discopop, sft, sigmoid_norm
 };
+enum class KtoLoss { kto, apo_zero_unpaired };
 enum class FDivergence { reverse_kl, forward_kl, js_divergence, alpha_divergence };
 enum class DpoReference { auto_, precompute, model, lora_off };
 enum class KlEstimator { k1, k2, k3 };
@@ -52,7 +53,7 @@ FERRY_ENUM_NAMES(LrSchedule, {LrSchedule::cosine, "cosine"}, {LrSchedule::linear
 FERRY_ENUM_NAMES(OffloadPolicy, {OffloadPolicy::none, "none"}, {OffloadPolicy::optimizer, "optimizer"},
                  {OffloadPolicy::params, "params"}, {OffloadPolicy::auto_, "auto"});
 FERRY_ENUM_NAMES(Stage, {Stage::any, "any"}, {Stage::sft, "sft"}, {Stage::rm, "rm"}, {Stage::dpo, "dpo"},
-                 {Stage::ppo, "ppo"}, {Stage::grpo, "grpo"});
+                 {Stage::ppo, "ppo"}, {Stage::grpo, "grpo"}, {Stage::kto, "kto"});
 FERRY_ENUM_NAMES(ProgressMode, {ProgressMode::auto_, "auto"}, {ProgressMode::always, "always"},
                  {ProgressMode::never, "never"});
 FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapter, "adapter"});
@@ -64,6 +65,7 @@ FERRY_ENUM_NAMES(DpoLoss, {DpoLoss::sigmoid, "sigmoid"}, {DpoLoss::robust, "robu
                  {DpoLoss::sppo_hard, "sppo_hard"}, {DpoLoss::aot, "aot"}, {DpoLoss::aot_unpaired, "aot_unpaired"},
                  {DpoLoss::apo_zero, "apo_zero"}, {DpoLoss::apo_down, "apo_down"}, {DpoLoss::discopop, "discopop"},
                  {DpoLoss::sft, "sft"}, {DpoLoss::sigmoid_norm, "sigmoid_norm"});
+FERRY_ENUM_NAMES(KtoLoss, {KtoLoss::kto, "kto"}, {KtoLoss::apo_zero_unpaired, "apo_zero_unpaired"});
 FERRY_ENUM_NAMES(FDivergence, {FDivergence::reverse_kl, "reverse_kl"}, {FDivergence::forward_kl, "forward_kl"},
                  {FDivergence::js_divergence, "js_divergence"}, {FDivergence::alpha_divergence, "alpha_divergence"});
 FERRY_ENUM_NAMES(DpoReference, {DpoReference::auto_, "auto"}, {DpoReference::precompute, "precompute"},

@@ -145,6 +145,44 @@ void parse_value(const YAML::Node& n, E& out, const std::string& where, const st
   throw ConfigError(where + ": " + key + ": expected one of " + join(names, ", ") + ", got " + got + hint);
 }
 
+// One value or a list of them: `loss_type: sigmoid` or `loss_type: [sigmoid, sft]`.
+template <class E>
+void parse_value(const YAML::Node& n, std::vector<E>& out, const std::string& where, const std::string& key)
+  requires std::is_enum_v<E>
+{
+  std::vector<E> items;
+  if (n.IsSequence()) {
+    for (const auto& item : n) {
+      E value{};
+      parse_value(item, value, where, key);
+      items.push_back(value);
+    }
+  } else {
+    E value{};
+    parse_value(n, value, where, key);
+    items.push_back(value);
+  }
+  if (items.empty()) type_error(where, key, "a value or a non-empty list of values", n);
+  out = std::move(items);
+}
+
+void parse_value(const YAML::Node& n, std::vector<double>& out, const std::string& where, const std::string& key) {
+  if (n.IsNull()) { out.clear(); return; }
+  if (n.IsSequence()) {
+    std::vector<double> items;
+    for (const auto& item : n) {
+      double value = 0;
+      if (!item.IsScalar() || !parse_number(item.Scalar(), value) || !std::isfinite(value)) {
+        type_error(where, key, "a list of numbers, e.g. [0.8, 0.2]", n);
+      }
+      items.push_back(value);
+    }
+    out = std::move(items);
+    return;
+  }
+  type_error(where, key, "a list of numbers, e.g. [0.8, 0.2]", n);
+}
+
 // --- value printing ---------------------------------------------------------------------------
 std::string to_text(bool v) { return v ? "true" : "false"; }
 std::string to_text(int64_t v) { return std::to_string(v); }
@@ -158,6 +196,16 @@ std::string to_text(double v) {
 std::string to_text(const ByteSize& v) { return format_byte_size(v.bytes); }
 template <class E>
 std::string to_text(E v) requires std::is_enum_v<E> { return std::string(enum_name(v)); }
+// A list as YAML's flow form; a one-item list of enum values as the value alone.
+template <class T>
+std::string to_text(const std::vector<T>& items) {
+  if constexpr (std::is_enum_v<T>) {
+    if (items.size() == 1) return to_text(items.front());
+  }
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i > 0 ? ", " : "") + to_text(items[i]);
+  return s + "]";
+}
 
 // --- visitors -----------------------------------------------------------------------------------
 
@@ -238,6 +286,11 @@ class Reader {
   std::vector<std::string> names_;
 };
 
+template <class T>
+constexpr bool is_enum_list = false;
+template <class E>
+constexpr bool is_enum_list<std::vector<E>> = std::is_enum_v<E>;
+
 // Emits every key with its description as a YAML comment.
 class Writer {
  public:
@@ -250,6 +303,18 @@ class Writer {
       out_ << YAML::Flow << YAML::BeginSeq;
       for (const auto& item : field) out_ << item;
       out_ << YAML::EndSeq;
+    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+      out_ << YAML::Flow << YAML::BeginSeq;
+      for (double item : field) out_ << to_text(item);
+      out_ << YAML::EndSeq;
+    } else if constexpr (is_enum_list<T>) {
+      if (field.size() == 1) {
+        out_ << to_text(field.front());
+      } else {
+        out_ << YAML::Flow << YAML::BeginSeq;
+        for (auto item : field) out_ << to_text(item);
+        out_ << YAML::EndSeq;
+      }
     } else if constexpr (std::is_same_v<T, std::string>) {
       out_ << YAML::DoubleQuoted << field;
     } else if constexpr (std::is_same_v<T, KeywordMap>) {
@@ -485,18 +550,34 @@ void validate_config(const Config& c) {
   require(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5,
           "dpo.label_smoothing must be in [0, 0.5) (got " + to_text(dpo.label_smoothing) + ")");
   require(dpo.cpo_alpha >= 0, "dpo.cpo_alpha must be >= 0");
-  require(dpo.loss_type != DpoLoss::exo_pair || dpo.label_smoothing > 0,
+  require(!dpo.has_loss(DpoLoss::exo_pair) || dpo.label_smoothing > 0,
           "dpo.loss_type exo_pair needs dpo.label_smoothing > 0 (its epsilon; the EXO paper recommends 1e-3)");
   require(dpo.discopop_tau > 0, "dpo.discopop_tau must be > 0");
+  require(dpo.loss_weights.empty() || dpo.loss_weights.size() == dpo.loss_type.size(),
+          "dpo.loss_weights has " + std::to_string(dpo.loss_weights.size()) + " weights for " +
+              std::to_string(dpo.loss_type.size()) + " losses in dpo.loss_type " + to_text(dpo.loss_type) +
+              ": give one weight per loss, or none (1 each)");
+  require(dpo.loss_type.size() == 1 || (!dpo.has_loss(DpoLoss::simpo) && !dpo.has_loss(DpoLoss::orpo)),
+          "dpo.loss_type " + to_text(dpo.loss_type) + ": simpo and orpo are reference-free trainers of their own "
+          "(TRL's CPO and ORPO) and cannot be combined with other losses; use one of them alone");
+  require(dpo.ld_alpha >= 0 && dpo.ld_alpha <= 1, "dpo.ld_alpha must be in [0, 1] (got " + to_text(dpo.ld_alpha) +
+                                                      "; 1: plain DPO)");
+  require(dpo.ld_alpha == 1 || (!dpo.has_loss(DpoLoss::simpo) && !dpo.has_loss(DpoLoss::orpo)),
+          "dpo.ld_alpha weights the log-ratios to the reference; simpo and orpo have none: set dpo.ld_alpha=1");
   {
     static const std::vector<DpoLoss> f_losses{DpoLoss::sigmoid, DpoLoss::sigmoid_norm, DpoLoss::hinge, DpoLoss::ipo,
                                                DpoLoss::exo_pair, DpoLoss::robust, DpoLoss::discopop, DpoLoss::sft};
-    require(dpo.f_divergence_type == FDivergence::reverse_kl ||
-                std::find(f_losses.begin(), f_losses.end(), dpo.loss_type) != f_losses.end(),
+    bool all_f = true;
+    for (DpoLoss l : dpo.loss_type) all_f = all_f && std::find(f_losses.begin(), f_losses.end(), l) != f_losses.end();
+    require(dpo.f_divergence_type == FDivergence::reverse_kl || all_f,
             "dpo.f_divergence_type " + to_text(dpo.f_divergence_type) + " only applies to dpo.loss_type sigmoid, "
             "sigmoid_norm, hinge, ipo, exo_pair, robust, discopop or sft (got " + to_text(dpo.loss_type) +
             "); use f_divergence_type reverse_kl");
   }
+  const auto& kto = c.kto;
+  require(kto.beta > 0, "kto.beta must be > 0 (got " + to_text(kto.beta) + ")");
+  require(kto.desirable_weight > 0 && kto.undesirable_weight > 0,
+          "kto.desirable_weight and kto.undesirable_weight must be > 0");
   const auto& p = c.ppo;
   require(p.rollout_batch_size >= 1 && p.ppo_epochs >= 1 && p.num_episodes >= 1,
           "ppo.rollout_batch_size, ppo.ppo_epochs and ppo.num_episodes must be >= 1");

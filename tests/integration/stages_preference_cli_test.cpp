@@ -54,6 +54,7 @@ class PreferenceCli : public ::testing::Test {
   }
   static std::string rm_run(const std::string& name) { return short_run("train-rm", "configs/demo-rm.yaml", name); }
   static std::string dpo_run(const std::string& name) { return short_run("train-dpo", "configs/demo-dpo.yaml", name); }
+  static std::string kto_run(const std::string& name) { return short_run("train-kto", "configs/demo-kto.yaml", name); }
 };
 
 // The values of `key` logged in metrics.jsonl, in order.
@@ -284,6 +285,79 @@ TEST_F(PreferenceCli, BadPairsAreSkippedAndCountedOrRejected) {
   const std::string logged_stats((std::istreambuf_iterator<char>(stats)), std::istreambuf_iterator<char>());
   EXPECT_CONTAINS(logged_stats, "\"identical\": 1");
   EXPECT_CONTAINS(logged_stats, "\"no_room\": 1");
+}
+
+// train-kto from the demo's preference pairs (split into unpaired examples): every offload policy
+// and the three references give `none`'s / each other's losses, the precomputed reference (KL rows
+// included) is cached and read back on resume, and unpaired lines train too.
+TEST_F(PreferenceCli, KtoTrainsLikeNoneUnderEveryOffloadPolicyAndReference) {
+  const Result none = run_ferry(kto_run("kto_none"));
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_CONTAINS(none.output, "48 examples (24 desirable, 24 undesirable; 48 split from preference pairs)");
+  EXPECT_CONTAINS(none.output, "micro-batches of 4 examples with their KL rows");
+  const std::vector<double> reference = logged(base_dir() / "kto_none" / "metrics.jsonl", "loss");
+  ASSERT_EQ(reference.size(), 4u);
+  EXPECT_EQ(logged(base_dir() / "kto_none" / "metrics.jsonl", "kl").size(), 4u);
+  for (const std::string policy : {"optimizer", "params"}) {
+    const Result r = run_ferry(kto_run("kto_" + policy) + " --set offload.policy=" + policy);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_same_losses(logged(base_dir() / ("kto_" + policy) / "metrics.jsonl", "loss"), reference, policy);
+  }
+  const Result model = run_ferry(kto_run("kto_model") + " --set kto.reference=model");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  expect_same_losses(logged(base_dir() / "kto_model" / "metrics.jsonl", "loss"), reference, "kto.reference model");
+  const Result resumed = run_ferry(kto_run("kto_none") + " --set train.max_steps=6 --set train.resume=auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_CONTAINS(resumed.output, "reference log-probs: read from");
+  // With LoRA the reference is the policy with its adapters off; apo_zero_unpaired runs without KL rows.
+  const Result lora = run_ferry(kto_run("kto_lora") + " --set lora.rank=4 --set kto.loss_type=apo_zero_unpaired");
+  ASSERT_EQ(lora.exit_code, 0) << lora.output;
+  EXPECT_CONTAINS(lora.output, "the policy with its LoRA adapters off");
+
+  // Unpaired lines, messages and text.
+  const fs::path data = base_dir() / "unpaired.jsonl";
+  {
+    std::ofstream out(data);
+    for (int i = 0; i < 12; ++i) {
+      out << R"({"prompt": [{"role": "user", "content": "sort: 3 1 )" << i << R"("}], "completion": "1 3 )" << i
+          << R"(", "label": )" << (i % 3 != 0 ? "true" : "false") << "}\n";
+    }
+  }
+  const Result unpaired = run_ferry(kto_run("kto_unpaired") + " --set data.train_file=" + data.string());
+  ASSERT_EQ(unpaired.exit_code, 0) << unpaired.output;
+  EXPECT_CONTAINS(unpaired.output, "12 examples (8 desirable, 4 undesirable)");
+}
+
+TEST_F(PreferenceCli, KtoAndDpoRejectWhatTheyCannotUse) {
+  const Result single = run_ferry(kto_run("kto_bad") + " --set train.micro_batch_size=1");
+  EXPECT_EQ(single.exit_code, 2) << single.output;
+  EXPECT_CONTAINS(single.output, "train.micro_batch_size: KTO estimates its KL term");
+  const fs::path data = base_dir() / "no_label.jsonl";
+  std::ofstream(data) << R"({"prompt": "Q", "completion": "A", "label": true})" << "\n"
+                      << R"({"prompt": "Q", "completion": "B"})" << "\n";
+  const Result no_label = run_ferry(kto_run("kto_bad") + " --set data.train_file=" + data.string());
+  EXPECT_EQ(no_label.exit_code, 2) << no_label.output;
+  EXPECT_CONTAINS(no_label.output, data.string() + ":2");
+  const Result weights = run_ferry(dpo_run("dpo_bad") + " --set dpo.loss_type=[sigmoid,sft] --set dpo.loss_weights=[1]");
+  EXPECT_EQ(weights.exit_code, 2) << weights.output;
+  EXPECT_CONTAINS(weights.output, "dpo.loss_weights has 1 weights for 2 losses");
+  const Result simpo = run_ferry(dpo_run("dpo_bad") + " --set dpo.loss_type=[simpo,sft]");
+  EXPECT_EQ(simpo.exit_code, 2) << simpo.output;
+  EXPECT_CONTAINS(simpo.output, "cannot be combined");
+}
+
+// MPO (several DPO losses with weights) and LD-DPO run as a user writes them, and the weights count.
+TEST_F(PreferenceCli, CombinedDpoLossesAndLengthWeightingRun) {
+  const std::string mpo = " --set dpo.loss_type=[sigmoid,bco_pair,sft] --set dpo.loss_weights=[0.8,0.2,1.0]";
+  const Result r = run_ferry(dpo_run("dpo_mpo") + mpo + " --set dpo.ld_alpha=0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "loss 0.8 x sigmoid + 0.2 x bco_pair + 1 x sft");
+  EXPECT_EQ(logged(base_dir() / "dpo_mpo" / "metrics.jsonl", "loss").size(), 4u);
+  const Result twice = run_ferry(dpo_run("dpo_mpo2") + " --set dpo.loss_type=[sigmoid,bco_pair,sft] "
+                                 "--set dpo.loss_weights=[1.6,0.4,2.0] --set dpo.ld_alpha=0.5");
+  ASSERT_EQ(twice.exit_code, 0) << twice.output;
+  const double first = logged(base_dir() / "dpo_mpo" / "metrics.jsonl", "loss")[0];
+  EXPECT_NEAR(logged(base_dir() / "dpo_mpo2" / "metrics.jsonl", "loss")[0], 2 * first, 1e-5);
 }
 
 }  // namespace

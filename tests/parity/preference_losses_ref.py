@@ -34,7 +34,11 @@ Usage: preference_losses_ref.py OUTDIR. Writes:
           loss.sigmoid_norm.forward_kl, loss.sigmoid_norm.js_divergence (per token, so js's log 2 does not cancel):
           DPOTrainer.compute_loss(trainer.model, batch), the trainer's beta /
           loss_types / label_smoothing / f_divergence_type / f_alpha_divergence_coef attributes set to each case
-          in turn (the attributes _compute_loss reads). TRL 1.16's
+          in turn (the attributes _compute_loss reads). Combined losses (MPO) and LD-DPO (the trainer's
+          loss_types / loss_weights / ld_alpha attributes): loss.mpo ([sigmoid, bco_pair, sft] weighted [0.8, 0.2,
+          1.0], beta 0.1), loss.sigmoid.ld0.5 (ld_alpha 0.5), loss.ipo.ld0.5 (beta 0.5), loss.mpo.ld0.3 ([sigmoid,
+          sft] weighted [1.0, 0.5], ld_alpha 0.3: the sft part is not length-weighted), loss.apo_zero.ld0 (ld_alpha
+          0: only the shared length counts). TRL 1.16's
           "ipo" divides each completion's log-ratio by its completion length before the difference; its
           "sigmoid" ignores label_smoothing.
       dpo.rewards_chosen, dpo.rewards_rejected, dpo.rewards_margins, dpo.rewards_accuracies, dpo.logps_chosen,
@@ -240,6 +244,18 @@ def main() -> int:
             with torch.no_grad():
                 expected["loss." + key] = scalar(dpo.compute_loss(dpo.model, dpo_inputs()))
         dpo.f_divergence_type = "reverse_kl"
+        # MPO (several loss types with weights) and LD-DPO (ld_alpha), through the same compute_loss.
+        for key, beta, loss_types, weights, ld_alpha in (
+                ("mpo", 0.1, ["sigmoid", "bco_pair", "sft"], [0.8, 0.2, 1.0], None),
+                ("sigmoid.ld0.5", 0.1, ["sigmoid"], [1.0], 0.5),
+                ("ipo.ld0.5", 0.5, ["ipo"], [1.0], 0.5),
+                ("mpo.ld0.3", 0.1, ["sigmoid", "sft"], [1.0, 0.5], 0.3),
+                ("apo_zero.ld0", 0.1, ["apo_zero"], [1.0], 0.0)):
+            dpo.beta, dpo.loss_types, dpo.loss_weights, dpo.label_smoothing = beta, loss_types, weights, 0.0
+            dpo.ld_alpha = ld_alpha
+            with torch.no_grad():
+                expected["loss." + key] = scalar(dpo.compute_loss(dpo.model, dpo_inputs()))
+        dpo.ld_alpha = None
 
         conservative = types.SimpleNamespace(alpha=0.0, beta=0.1, label_smoothing=0.1, loss_type="sigmoid",
                                              accelerator=types.SimpleNamespace(device=torch.device("cpu")))

@@ -78,7 +78,7 @@ struct DpoModels {
 DpoConfig dpo(DpoLoss type, double beta, double label_smoothing = 0.0,
               FDivergence divergence = FDivergence::reverse_kl, double alpha = 0.5) {
   DpoConfig c;
-  c.loss_type = type;
+  c.loss_type = {type};
   c.beta = beta;
   c.label_smoothing = label_smoothing;
   c.discopop_tau = 0.07;  // as the reference (not the default)
@@ -110,7 +110,7 @@ TEST(PreferenceParity, EveryDpoLossTypeMatchesTrl) {
   simpo.simpo_gamma = 0.5;
   DpoConfig simpo_cpo = simpo;
   simpo_cpo.cpo_alpha = 1.0;
-  const std::vector<std::pair<std::string, DpoConfig>> cases{
+  std::vector<std::pair<std::string, DpoConfig>> cases{
       {"loss.sigmoid", dpo(DpoLoss::sigmoid, 0.1)},       {"loss.sigmoid_ls", dpo(DpoLoss::sigmoid, 0.1, 0.1)},
       {"loss.robust", dpo(DpoLoss::robust, 0.1, 0.1)},    {"loss.hinge", dpo(DpoLoss::hinge, 0.1)},
       {"loss.ipo", dpo(DpoLoss::ipo, 0.5)},               {"loss.simpo", simpo},
@@ -130,6 +130,20 @@ TEST(PreferenceParity, EveryDpoLossTypeMatchesTrl) {
       {"loss.sigmoid_norm.forward_kl", dpo(DpoLoss::sigmoid_norm, 0.1, 0.0, FDivergence::forward_kl)},
       {"loss.sigmoid_norm.js_divergence", dpo(DpoLoss::sigmoid_norm, 0.1, 0.0, FDivergence::js_divergence)},
   };
+  auto combined = [](std::vector<DpoLoss> types, std::vector<double> weights, double beta, double ld_alpha) {
+    DpoConfig c = dpo(types.front(), beta);
+    c.loss_type = std::move(types);
+    c.loss_weights = std::move(weights);
+    c.ld_alpha = ld_alpha;
+    return c;
+  };
+  cases.insert(cases.end(), {
+      {"loss.mpo", combined({DpoLoss::sigmoid, DpoLoss::bco_pair, DpoLoss::sft}, {0.8, 0.2, 1.0}, 0.1, 1.0)},
+      {"loss.sigmoid.ld0.5", combined({DpoLoss::sigmoid}, {}, 0.1, 0.5)},
+      {"loss.ipo.ld0.5", combined({DpoLoss::ipo}, {}, 0.5, 0.5)},
+      {"loss.mpo.ld0.3", combined({DpoLoss::sigmoid, DpoLoss::sft}, {1.0, 0.5}, 0.1, 0.3)},
+      {"loss.apo_zero.ld0", combined({DpoLoss::apo_zero}, {}, 0.1, 0.0)},
+  });
   for (const auto& [key, settings] : cases) {
     torch::NoGradGuard no_grad;
     const double got = models.loss(settings, batch).first.item<double>();

@@ -25,6 +25,9 @@
 //     discopop     with x = βδ and g = σ(x/τ): −log σ(x)(1 − g) + e^{−x} g
 //     sigmoid_norm −log σ(β(ρ_c/n_c − ρ_r/n_r))
 //     sft          NLL(chosen) alone (no reference)
+//   A list of loss types adds their losses, each times its dpo.loss_weights entry (MPO).
+//   ld_alpha < 1 (LD-DPO) replaces log π(y|x) and log π_ref(y|x) by the sum over the first
+//   min(n_c, n_r) response tokens plus ld_alpha times the sum over the rest; NLL terms keep every token.
 //   f_divergence_type replaces ρ by f'(π/π_ref) in δ for sigmoid, robust, hinge, ipo, exo_pair,
 //   discopop and sigmoid_norm: forward_kl 1 − e^{−ρ}, js_divergence log 2 + log σ(ρ),
 //   alpha_divergence (e^{(α−1)ρ} − 1)/(α − 1) (exponent clamped at 80); reverse_kl, DPO's, is ρ.
@@ -36,6 +39,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "core/config/config.h"
 #include "src/metrics/metrics_row.h"
 
@@ -43,8 +48,9 @@ namespace ferry {
 
 // Per-row log-probs of the label tokens.
 struct SequenceLogps {
-  torch::Tensor sum;     // (N) fp32, differentiable: Σ log p(label)
+  torch::Tensor sum;     // (N) fp32, differentiable: Σ log p(label) (LD-DPO's weighted sum with dpo.ld_alpha < 1)
   torch::Tensor tokens;  // (N) fp32: labelled tokens
+  torch::Tensor plain_sum;  // (N): Σ log p(label) at weight 1 when `sum` is weighted; undefined otherwise
 };
 // token_logps (N, T-1): the log-prob of each shifted label labels[:, 1:] (0 at kIgnoreLabel, as
 // BackboneRunner::token_logprobs gives them); targets: those labels (N, T-1).
@@ -68,8 +74,14 @@ struct PreferenceLosses {
   torch::Tensor chosen_rewards, rejected_rewards;  // (B), detached
 };
 
-// Whether the loss compares against a reference model (all but simpo, orpo and sft).
+// Whether the loss compares against a reference model (all but simpo, orpo and sft); for a list, any.
 bool uses_reference(DpoLoss loss);
+bool uses_reference(const std::vector<DpoLoss>& losses);
+
+// LD-DPO (dpo.ld_alpha): the per-row sums of a pair batch's token log-probs (2B, T-1), chosen rows
+// first, with the response tokens past the shorter response of each pair weighted by `alpha`
+// (targets: the labels, kIgnoreLabel off the response).
+torch::Tensor length_desensitised_sums(const torch::Tensor& token_logps, const torch::Tensor& targets, double alpha);
 
 PreferenceLosses preference_losses(const DpoConfig& settings, const PreferenceLogps& logps);
 

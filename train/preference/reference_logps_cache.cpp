@@ -91,7 +91,7 @@ std::string model_folder_identity(const fs::path& folder) {
 bool fill_reference_logps(std::vector<PreferencePair>& train, std::vector<PreferencePair>& eval,
                           const fs::path& cache_file, const std::string& reference_identity, int64_t batch_size,
                           int64_t pad_id, const std::function<torch::Tensor(const MicroBatch&)>& compute,
-                          std::ostream& log) {
+                          std::ostream& log, const std::string& unit) {
   const std::string fingerprint = fingerprint_of(reference_identity, train, eval);
   if (fs::exists(cache_file)) {
     try {
@@ -104,7 +104,7 @@ bool fill_reference_logps(std::vector<PreferencePair>& train, std::vector<Prefer
         return true;
       }
       log << "reference log-probs: " << cache_file.string()
-          << " was made for other pairs or another reference model; computing them again\n";
+          << " was made for other " << unit << " or another reference model; computing them again\n";
     } catch (const Error& e) {
       log << "reference log-probs: " << cache_file.string() << " cannot be used (" << e.what()
           << "); computing them again\n";
@@ -116,7 +116,7 @@ bool fill_reference_logps(std::vector<PreferencePair>& train, std::vector<Prefer
   if (!eval.empty()) tables["eval"] = table_of(eval);
   fs::create_directories(cache_file.parent_path());
   io::save_safetensors(cache_file, tables, {{"fingerprint", fingerprint}});
-  log << "reference log-probs: " << train.size() << " + " << eval.size() << " pairs computed once, cached in "
+  log << "reference log-probs: " << train.size() << " + " << eval.size() << " " << unit << " computed once, cached in "
       << cache_file.string() << "\n";
   return false;
 }

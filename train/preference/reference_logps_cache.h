@@ -26,10 +26,12 @@ std::string model_folder_identity(const std::filesystem::path& folder);
 // Fills reference_chosen_logps / reference_rejected_logps of every pair in `train` and `eval`:
 // from `cache_file` when its fingerprint (of `reference_identity` and the pairs) matches, else with
 // `compute` (a collated micro-batch of `batch_size` pairs -> (2B) summed log-probs, chosen rows
-// first), then written to `cache_file` atomically. Returns true when the cache was used.
+// first), then written to `cache_file` atomically. Returns true when the cache was used. `unit`
+// names the pairs in the log ("pairs"; KTO's "examples with their KL rows").
 bool fill_reference_logps(std::vector<PreferencePair>& train, std::vector<PreferencePair>& eval,
                           const std::filesystem::path& cache_file, const std::string& reference_identity,
                           int64_t batch_size, int64_t pad_id,
-                          const std::function<torch::Tensor(const MicroBatch&)>& compute, std::ostream& log);
+                          const std::function<torch::Tensor(const MicroBatch&)>& compute, std::ostream& log,
+                          const std::string& unit = "pairs");
 
 }  // namespace ferry

@@ -1,0 +1,123 @@
+// Loading and tokenising unpaired preference examples (see unpaired_dataset.h).
+#include "src/data/unpaired_dataset.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+#include "core/error.h"
+#include "src/data/conversation_json.h"
+#include "src/data/preference_dataset.h"
+#include "src/tokenizer/chat_template.h"
+
+namespace ferry {
+
+std::string UnpairedDatasetStats::summary() const {
+  std::string s = std::to_string(examples()) + " examples (" + std::to_string(desirable) + " desirable, " +
+                  std::to_string(undesirable) + " undesirable";
+  if (from_pairs > 0) s += "; " + std::to_string(from_pairs) + " split from preference pairs";
+  s += "), " + std::to_string(truncated) + " with a truncated completion; bad examples skipped: " +
+       std::to_string(empty_completion) + " empty completion, " + std::to_string(no_room) +
+       " prompt leaving no room under data.max_length";
+  if (jsonl.skipped > 0) {
+    s += "; " + std::to_string(jsonl.skipped) + " malformed lines skipped (first: " + jsonl.first_skipped_error + ")";
+  }
+  return s;
+}
+
+namespace {
+
+constexpr size_t kUnpairBlock = 1000;  // TRL's unpair_preference_dataset: datasets.map's batch size
+
+bool is_pair_line(const nlohmann::ordered_json& object) {
+  return object.contains("chosen") || object.contains("rejected");
+}
+
+}  // namespace
+
+UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& tokenizer,
+                                      const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
+                                      int64_t max_samples) {
+  UnpairedDataset dataset;
+  auto& stats = dataset.stats;
+  std::optional<bool> pairs_file;  // decided by the first line
+  // A pair line's two sides, held until its block of lines is complete.
+  std::vector<UnpairedExample> block_chosen, block_rejected;
+  auto full = [&] { return max_samples > 0 && stats.examples() >= max_samples; };
+  auto keep = [&](UnpairedExample example, bool from_pair) {
+    if (full()) return;
+    ++(example.desirable ? stats.desirable : stats.undesirable);
+    if (from_pair) ++stats.from_pairs;
+    dataset.examples.push_back(std::move(example));
+  };
+  auto flush_block = [&] {
+    for (auto* side : {&block_chosen, &block_rejected}) {
+      for (auto& example : *side) keep(std::move(example), true);
+      side->clear();
+    }
+  };
+  size_t block_lines = 0;
+  // A bad example is counted under its reason when skipped, or stops the run (read_jsonl adds file:line).
+  auto bad = [&](int64_t& counter, const std::string& what) {
+    if (!skip_bad_lines) throw InputError(what + " (fix or remove the line, or set data.skip_bad_lines: true)");
+    ++counter;
+  };
+  // prompt + completion, or nullopt (counted) when it cannot be trained on.
+  auto tokenize = [&](const Conversation& prompt, const Conversation& completion, const ChatContext& context,
+                      int64_t line, const char* side) -> std::optional<TokenizedSample> {
+    if (empty_response(completion)) {
+      bad(stats.empty_completion, std::string("bad example: the ") + side + " is empty");
+      return std::nullopt;
+    }
+    bool cut = false;
+    auto sample = tokenize_response(prompt, completion, context, tokenizer, chat_template, max_length, &cut);
+    if (!sample) {
+      bad(stats.no_room, "bad example: the prompt alone fills data.max_length (" + std::to_string(max_length) +
+                             " tokens), leaving no room for a completion; raise data.max_length");
+      return std::nullopt;
+    }
+    if (cut) ++stats.truncated;
+    sample->line = line;
+    return sample;
+  };
+
+  int64_t pair_lines = 0;  // max_samples counts examples: a pair line holds two
+  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::ordered_json& object) {
+    if (full() || (max_samples > 0 && 2 * pair_lines >= max_samples)) return;
+    const bool pair = is_pair_line(object);
+    if (!pairs_file) pairs_file = pair;
+    if (pair != *pairs_file) {
+      throw InputError(std::string("this line is ") + (pair ? "a preference pair" : "an unpaired example") +
+                       " but the file's first line was " + (pair ? "an unpaired example" : "a preference pair") +
+                       "; keep one kind per file (unpaired: {\"prompt\", \"completion\", \"label\"})");
+    }
+    if (pair) {
+      ++pair_lines;
+      const PreferenceMessages messages = preference_messages_from_json(object);
+      auto chosen = tokenize(messages.prompt, messages.chosen, messages.context, line, "chosen response");
+      auto rejected = tokenize(messages.prompt, messages.rejected, messages.context, line, "rejected response");
+      if (chosen) block_chosen.push_back({std::move(*chosen), true});
+      if (rejected) block_rejected.push_back({std::move(*rejected), false});
+      if (++block_lines == kUnpairBlock) {
+        flush_block();
+        block_lines = 0;
+      }
+      return;
+    }
+    if (!object.contains("prompt") || !object.contains("completion") || !object.contains("label")) {
+      throw InputError("an unpaired example needs \"prompt\", \"completion\" and \"label\" (true for a desirable "
+                       "completion, false for an undesirable one), or a preference pair's \"chosen\" and \"rejected\"");
+    }
+    const auto& label = object.at("label");
+    if (!label.is_boolean()) throw InputError("field \"label\" must be true or false, got " + label.dump());
+    const Conversation prompt = messages_or_text(object, "prompt", ChatRole::user);
+    const Conversation completion = messages_or_text(object, "completion", ChatRole::assistant);
+    if (auto sample = tokenize(prompt, completion, chat_context_from_json(object), line, "completion")) {
+      keep({std::move(*sample), label.get<bool>()}, false);
+    }
+  });
+  flush_block();
+  return dataset;
+}
+
+}  // namespace ferry
