@@ -9,11 +9,12 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
 #include "src/tokenizer/tokenizer.h"
+#include "stages/online_dpo.h"
 #include "train/backbone_runner.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/preference/preference_batches.h"
-#include "train/preference/preference_losses.h"
+#include "train/preference_losses.h"
 #include "train/preference/reference_model.h"
 #include "train/run_engine.h"
 #include "train/run_to_the_end.h"
@@ -85,6 +86,7 @@ LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
 }
 
 void run_dpo(const Config& given) {
+  if (given.dpo.online) return run_online_dpo(given);
   Config config = given;  // offload.policy auto may choose a smaller micro-batch (make_run_engine)
   const ReferenceSource reference = resolve_reference(config);
   const c10::Device device = training_device(config.train.device);

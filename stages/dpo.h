@@ -1,5 +1,5 @@
 // Direct preference optimisation and its family (`ferry train-dpo`): a causal LM learns from
-// preference pairs without a reward model. Losses (dpo.loss_type, train/preference/preference_losses.h):
+// preference pairs without a reward model. Losses (dpo.loss_type, train/preference_losses.h):
 // the DPO family of TRL 1.16 (sigmoid, ipo, hinge, ..., combined with weights as MPO, with LD-DPO's
 // length weighting and f-DPO's divergences) and the reference-free simpo and orpo — as TRL defines
 // them, averaged over the pairs of an optimizer step.
@@ -11,7 +11,8 @@
 //               output.dir/reference_logps.safetensors (auto's choice without LoRA; reused on
 //               resume when its fingerprint — pairs, reference folder — matches)
 //   model       a frozen second model (dpo.reference_model or model.path) in the engine
-// simpo and orpo use no reference. final/ is a causal LM as train-sft writes it.
+// simpo and orpo use no reference. final/ is a causal LM as train-sft writes it. With dpo.online
+// the run is online DPO instead (stages/online_dpo.h): pairs sampled from the policy as it learns.
 #pragma once
 
 #include <optional>

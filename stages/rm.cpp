@@ -12,7 +12,7 @@
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/preference/preference_batches.h"
-#include "train/preference/preference_losses.h"
+#include "train/preference_losses.h"
 #include "train/run_engine.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"

@@ -409,6 +409,8 @@ struct DpoConfig {
   double f_alpha_divergence_coef = 0.5;
   DpoReference reference = DpoReference::auto_;
   std::string reference_model;
+  bool online = false;
+  double missing_eos_penalty = 0.0;
 
   bool has_loss(DpoLoss loss) const {
     for (DpoLoss l : loss_type) {
@@ -440,6 +442,11 @@ struct DpoConfig {
       "auto (lora_off with LoRA, else precompute), precompute (reference log-probs once before training), "
       "model (a frozen second model) or lora_off (the policy with its adapters switched off)");
     v("reference_model", reference_model, "reference model folder for precompute/model (empty: model.path)");
+    v("online", online, "online DPO (TRL's OnlineDPOTrainer): each step samples two answers to each prompt of "
+      "data.prompt_file from the policy, ranks them with `rewards:` and learns from the pair; reference: lora_off "
+      "or model");
+    v("missing_eos_penalty", missing_eos_penalty, "online: subtracted from the reward of an answer that hit "
+      "generation.max_new_tokens before its end (TRL's missing_eos_penalty; 0: none)");
   }
 };
 

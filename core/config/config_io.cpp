@@ -574,6 +574,13 @@ void validate_config(const Config& c) {
             "sigmoid_norm, hinge, ipo, exo_pair, robust, discopop or sft (got " + to_text(dpo.loss_type) +
             "); use f_divergence_type reverse_kl");
   }
+  require(!dpo.online || !dpo.has_loss(DpoLoss::orpo),
+          "dpo.online: orpo's NLL runs over the whole chosen sequence, which online DPO does not score; use another "
+          "dpo.loss_type (sigmoid, as TRL's OnlineDPOTrainer)");
+  require(!dpo.online || dpo.reference != DpoReference::precompute,
+          "dpo.online: the answers are sampled during training, so their reference log-probs cannot be precomputed; "
+          "use dpo.reference auto, model or lora_off");
+  require(dpo.missing_eos_penalty >= 0, "dpo.missing_eos_penalty must be >= 0");
   const auto& kto = c.kto;
   require(kto.beta > 0, "kto.beta must be > 0 (got " + to_text(kto.beta) + ")");
   require(kto.desirable_weight > 0 && kto.undesirable_weight > 0,

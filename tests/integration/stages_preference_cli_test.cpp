@@ -360,4 +360,39 @@ TEST_F(PreferenceCli, CombinedDpoLossesAndLengthWeightingRun) {
   EXPECT_NEAR(logged(base_dir() / "dpo_mpo2" / "metrics.jsonl", "loss")[0], 2 * first, 1e-5);
 }
 
+// Online DPO (dpo.online) as a user runs it: two answers per prompt ranked by the verifier, every
+// offload policy gives `none`'s losses, the LoRA-off reference, resume, and what it refuses.
+TEST_F(PreferenceCli, OnlineDpoTrainsFromItsOwnAnswers) {
+  auto online = [&](const std::string& name) {
+    return "train-dpo --config configs/demo-online-dpo.yaml --set model.path=" + sft_model() +
+           " --set output.dir=" + (base_dir() / name).string() +
+           " --set data.eval_file= --set train.micro_batch_size=4 --set train.max_steps=3 --set train.save_every=2"
+           " --set generation.max_new_tokens=8 --set train.device=cpu --set logging.progress=never";
+  };
+  const Result none = run_ferry(online("odpo_none"));
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_CONTAINS(none.output, "train-dpo: online;");
+  EXPECT_CONTAINS(none.output, "reference: a frozen model from");
+  const std::vector<double> losses = logged(base_dir() / "odpo_none" / "metrics.jsonl", "loss");
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_NEAR(losses[0], std::log(2.0), 1e-5) << "the first step's policy is its reference";
+  EXPECT_EQ(logged(base_dir() / "odpo_none" / "metrics.jsonl", "objective/scores_margin").size(), 3u);
+  const Result params = run_ferry(online("odpo_params") + " --set offload.policy=params");
+  ASSERT_EQ(params.exit_code, 0) << params.output;
+  expect_same_losses(logged(base_dir() / "odpo_params" / "metrics.jsonl", "loss"), losses, "params", 1e-5);
+  const Result resumed = run_ferry(online("odpo_none") + " --set train.max_steps=4 --set train.resume=auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_CONTAINS(resumed.output, "resumed from");
+  const Result lora = run_ferry(online("odpo_lora") + " --set lora.rank=4");
+  ASSERT_EQ(lora.exit_code, 0) << lora.output;
+  EXPECT_CONTAINS(lora.output, "the policy with its LoRA adapters off");
+
+  const Result precompute = run_ferry(online("odpo_bad") + " --set dpo.reference=precompute");
+  EXPECT_EQ(precompute.exit_code, 2) << precompute.output;
+  EXPECT_CONTAINS(precompute.output, "cannot be precomputed");
+  const Result no_rewards = run_ferry(online("odpo_bad") + " --set rewards=[]");
+  EXPECT_EQ(no_rewards.exit_code, 2) << no_rewards.output;
+  EXPECT_CONTAINS(no_rewards.output, "rewards: online DPO learns from rewards you list");
+}
+
 }  // namespace

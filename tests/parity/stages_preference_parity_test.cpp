@@ -18,7 +18,7 @@
 #include "stages/dpo.h"
 #include "stages/rm.h"
 #include "train/backbone_runner.h"
-#include "train/preference/preference_losses.h"
+#include "train/preference_losses.h"
 #include "train/preference/reference_logps_cache.h"
 
 namespace ferry {

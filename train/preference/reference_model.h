@@ -20,7 +20,7 @@
 #include "core/config/config.h"
 #include "src/data/preference_dataset.h"
 #include "src/model/llama_heads.h"
-#include "train/preference/preference_losses.h"
+#include "train/preference_losses.h"
 #include "train/training_task.h"
 
 namespace ferry {

@@ -156,7 +156,8 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
   torch::NoGradGuard no_grad;
   BackboneRunner runner(engine_, /*activation_checkpointing=*/false, options_.logits_chunk);
   const SamplingOptions& sampling = options_.generate.sampling;
-  const double temperature = policy_temperature(sampling.greedy, sampling.temperature);
+  const double temperature = options_.scoring_temperature > 0 ? options_.scoring_temperature
+                                                              : policy_temperature(sampling.greedy, sampling.temperature);
   const int64_t rows = experience.rows(), p = experience.prompt_length;
   std::vector<torch::Tensor> logprobs, ref_logprobs, values, scores;
   for (int64_t begin = 0; begin < rows; begin += options_.micro_batch_size) {

@@ -89,6 +89,9 @@ struct ExperienceOptions {
   int64_t pad_id = 0;
   bool policy_logprobs = true;  // false: the scoring phase skips the policy (held-out evaluation)
   bool share_prompts = true;    // train.share_prompts: rows of one prompt share its scoring forward
+  // > 0: the temperature the scoring phase's log-probs are taken at (online DPO: 1, as TRL's);
+  // 0: the sampling temperature (PPO's and GRPO's ratios and KL, as TRL's).
+  double scoring_temperature = 0;
 };
 
 // Wall time and tokens of each phase, for the metrics.

@@ -141,10 +141,10 @@ std::vector<RewardConfig> ppo_rewards(const Config& config) {
   return {model};
 }
 
-std::vector<RewardConfig> grpo_rewards(const Config& config) {
+std::vector<RewardConfig> grpo_rewards(const Config& config, const std::string& stage) {
   if (!config.rewards.empty()) return config.rewards;
   if (!config.rollout.environment.empty()) return environment_reward();
-  throw ConfigError("rewards: GRPO learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
+  throw ConfigError("rewards: " + stage + " learns from rewards you list, e.g. rewards: [{kind: verifier}] (the answer "
                     "against each prompt's gt_answer), a reward model, a command, or an environment's "
                     "(rollout.environment); see configs/README.md");
 }

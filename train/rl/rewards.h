@@ -65,8 +65,8 @@ class RewardMix {
 // The rewards a PPO run learns from: `rewards`; when that list is empty, the environment's
 // (rollout.environment), else the model ppo.reward_model.
 std::vector<RewardConfig> ppo_rewards(const Config& config);
-// The rewards a GRPO run learns from: `rewards`, or the environment's when that list is empty and
-// rollout.environment is set. Throws ConfigError when there is none.
-std::vector<RewardConfig> grpo_rewards(const Config& config);
+// The rewards a GRPO (or online DPO: `stage`) run learns from: `rewards`, or the environment's when
+// that list is empty and rollout.environment is set. Throws ConfigError when there is none.
+std::vector<RewardConfig> grpo_rewards(const Config& config, const std::string& stage = "GRPO");
 
 }  // namespace ferry::rl

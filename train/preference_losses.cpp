@@ -1,5 +1,5 @@
 // Reward-model and DPO-family losses (see preference_losses.h).
-#include "train/preference/preference_losses.h"
+#include "train/preference_losses.h"
 
 #include <ATen/ATen.h>
 
