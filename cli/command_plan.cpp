@@ -119,6 +119,40 @@ void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory
       << (host_budget > 0 ? format_bytes_approx(host_budget) : std::string("unlimited")) << ")\n";
 }
 
+// train-distill's frozen teacher shares the device with the student: under none and optimizer its
+// weights stay there whole; under params and auto a group of it is paged in at a time (two with
+// the prefetch). What it holds comes off the device budget the student is planned within.
+void reserve_teacher(const Config& config, offload::PlannerRequest& request, std::ostream& out) {
+  const std::string& folder = config.distill.teacher_model;
+  if (folder.empty()) return;
+  const std::filesystem::path json = io::resolve_model_path(folder) / "config.json";
+  if (!std::filesystem::exists(json)) {
+    out << "teacher: " << folder << ": no config.json to size it by; the plan below counts the student alone\n";
+    return;
+  }
+  const LlamaConfig teacher = io::read_hf_config(json);
+  const uint64_t bytes = config.train.precision == Precision::fp32 ? 4 : 2;
+  const uint64_t weights = static_cast<uint64_t>(teacher.num_parameters()) * bytes;
+  const uint64_t table = static_cast<uint64_t>(teacher.vocab_size * teacher.hidden_size) * bytes;
+  const uint64_t tables = teacher.tie_word_embeddings ? table : 2 * table;
+  const uint64_t layer = (weights - std::min(weights, tables)) / static_cast<uint64_t>(std::max<int64_t>(teacher.num_hidden_layers, 1));
+  const OffloadPolicy policy = config.offload.policy;
+  const bool whole = policy == OffloadPolicy::none || policy == OffloadPolicy::optimizer;
+  const uint64_t held = whole ? weights : std::min(weights, 2 * std::max(table, layer));
+  out << "teacher: " << folder << ": " << teacher.num_hidden_layers << " layers, hidden " << teacher.hidden_size
+      << ", " << millions(teacher.num_parameters()) << " parameters, " << format_bytes_approx(weights)
+      << " of frozen weights (no gradients or optimizer state); "
+      << (whole ? "under " + std::string(enum_name(policy)) + " it stays on the device whole"
+                : "paged a group at a time (two with the prefetch, up to " + format_bytes_approx(held) + ")")
+      << ": the student is planned within the device budget less " << format_bytes_approx(held) << "\n";
+  if (held >= request.device_budget) {
+    throw UserError("the teacher (" + folder + ") alone holds " + format_bytes_approx(held) + " of the " +
+                    format_bytes_approx(request.device_budget) + " device budget under offload.policy " +
+                    std::string(enum_name(policy)) + "; use offload.policy params or auto, or a larger budget");
+  }
+  request.device_budget -= held;
+}
+
 void run_plan(const PlanArgs& args) {
   const Config config = resolve_config(args.config);
   const std::filesystem::path config_json = model_config_path(config);
@@ -180,6 +214,7 @@ void run_plan(const PlanArgs& args) {
       << (config.offload.host_memory.bytes > 0 ? "offload.host_memory"
                                                : "offload.host_memory is 0: what /proc/meminfo says is available, less 10%")
       << ")\n";
+  if (config.stage == Stage::distill) reserve_teacher(config, request, out);
   if (config.stage == Stage::ppo) {
     out << "note: this plans one model of this shape; PPO holds up to four (actor, critic, reference, reward)\n";
   } else if (config.stage == Stage::grpo) {

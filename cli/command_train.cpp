@@ -1,4 +1,4 @@
-// `ferry train-sft|train-rm|train-dpo|train-kto|train-ppo|train-grpo --config F [--set k=v ...]`.
+// `ferry train-sft|train-rm|train-dpo|train-kto|train-distill|train-ppo|train-grpo --config F [--set k=v ...]`.
 #include <CLI/CLI.hpp>
 
 #include <memory>

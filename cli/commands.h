@@ -14,7 +14,7 @@ struct CommandExit {
   int code = 1;
 };
 
-void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, train-kto, train-ppo, train-grpo
+void add_train_commands(CLI::App& app);     // train-sft, train-rm, train-dpo, train-kto, train-distill, train-ppo, train-grpo
 void add_pipeline_command(CLI::App& app);   // pipeline
 void add_generate_command(CLI::App& app);   // generate
 void add_eval_command(CLI::App& app);       // eval

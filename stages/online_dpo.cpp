@@ -110,8 +110,6 @@ void run_online_dpo(const Config& given) {
   const std::vector<RewardConfig> reward_list = rl::grpo_rewards(config, "online DPO");  // before loading anything
   const ReferenceSource source = resolve_reference_source(settings.reference, settings.reference_model,
                                                           /*needs_reference=*/true, config.lora.rank > 0, "dpo");
-  FERRY_CHECK(source != ReferenceSource::precomputed || settings.reference == DpoReference::auto_,
-              "dpo.reference precompute is refused for online DPO by the config check");
   const char* const rows_setting = "train.micro_batch_size x train.grad_accumulation";
   dist::Communicator* comm = dist::process_communicator(config.distributed);
   rl::RlStart start(config, "online DPO", reward_list);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "src/dist/communicator.h"
 #include "src/io/model_path.h"
+#include "stages/distill.h"
 #include "stages/dpo.h"
 #include "stages/grpo.h"
 #include "stages/kto.h"
@@ -23,6 +24,7 @@ const std::vector<StageInfo>& all_stages() {
       {Stage::rm, "train-rm", "reward-model training", run_rm, true},
       {Stage::dpo, "train-dpo", "direct preference optimisation", run_dpo, true},
       {Stage::kto, "train-kto", "KTO (Kahneman-Tversky optimisation) from unpaired examples", run_kto, true},
+      {Stage::distill, "train-distill", "on-policy distillation (GKD) from a paged teacher", run_distill, true},
       {Stage::ppo, "train-ppo", "PPO from a reward model", run_ppo, false},
       {Stage::grpo, "train-grpo", "GRPO (group-relative policy optimisation)", run_grpo, false},
   };
@@ -52,6 +54,9 @@ Config with_model_folders(const Config& config) {
   if (!resolved.model.path.empty()) resolved.model.path = io::resolve_model_path(resolved.model.path).string();
   if (!resolved.dpo.reference_model.empty()) {
     resolved.dpo.reference_model = io::resolve_model_path(resolved.dpo.reference_model).string();
+  }
+  if (!resolved.distill.teacher_model.empty()) {
+    resolved.distill.teacher_model = io::resolve_model_path(resolved.distill.teacher_model).string();
   }
   if (!resolved.kto.reference_model.empty()) {
     resolved.kto.reference_model = io::resolve_model_path(resolved.kto.reference_model).string();

@@ -1,4 +1,4 @@
-// The table of training stages (sft, rm, dpo, kto, ppo, grpo) that `ferry train-*` and `ferry pipeline`
+// The table of training stages (sft, rm, dpo, kto, distill, ppo, grpo) that `ferry train-*` and `ferry pipeline`
 // dispatch to. A stage is one function from a resolved Config to a finished run in output.dir; the
 // shared loop (train) and the offload engine (offload/) do the rest. Adding a stage means
 // writing stages/<name>.cpp and listing its function in stage_registry.cpp.

@@ -473,6 +473,25 @@ struct KtoConfig {
   }
 };
 
+struct DistillConfig {
+  std::string teacher_model;
+  double beta = 0.5;
+  double lmbda = 0.5;
+  double temperature = 1.0;
+
+  template <class V>
+  void visit(V& v) {
+    v("teacher_model", teacher_model, "the teacher's folder (a Hugging Face causal LM, a .gguf file or ollama:NAME): "
+      "frozen, paged by the engine beside the student; it must share the student's tokenizer");
+    v("beta", beta, "the generalised Jensen-Shannon divergence's interpolation: 0 KL(teacher || student), 1 "
+      "KL(student || teacher), between: the JSD with mixture beta teacher + (1 - beta) student (TRL GKD's beta)");
+    v("lmbda", lmbda, "the share of micro-batches whose answers the student samples itself (on-policy); the others "
+      "train on data.train_file's answers (TRL GKD's lmbda)");
+    v("temperature", temperature, "softmax temperature of both distributions in the divergence (sampling uses "
+      "generation.temperature)");
+  }
+};
+
 struct OutputConfig {
   std::string dir = "runs/ferry";
   int64_t keep_last = 2;
@@ -556,6 +575,7 @@ struct Config {
   RmConfig rm;
   DpoConfig dpo;
   KtoConfig kto;
+  DistillConfig distill;
   PpoConfig ppo;
   GrpoConfig grpo;
   std::vector<RewardConfig> rewards;
@@ -567,7 +587,7 @@ struct Config {
 
   template <class V>
   void visit(V& v) {
-    v("stage", stage, "the command this file is for: any, sft, rm, dpo, kto, ppo, grpo");
+    v("stage", stage, "the command this file is for: any, sft, rm, dpo, kto, distill, ppo, grpo");
     v.section("model", model);
     v.section("tokenizer", tokenizer);
     v.section("data", data);
@@ -578,6 +598,7 @@ struct Config {
     v.section("rm", rm);
     v.section("dpo", dpo);
     v.section("kto", kto);
+    v.section("distill", distill);
     v.section("ppo", ppo);
     v.section("grpo", grpo);
     v.list("rewards", rewards, "PPO/GRPO rewards, summed with their weights: a list of {kind, weight, match, path, "

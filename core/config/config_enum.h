@@ -12,7 +12,7 @@ enum class Precision { fp32, bf16, fp16 };
 enum class Device { auto_, cpu, cuda };
 enum class LrSchedule { cosine, linear, constant };
 enum class OffloadPolicy { none, optimizer, params, auto_ };
-enum class Stage { any, sft, rm, dpo, ppo, grpo, kto };
+enum class Stage { any, sft, rm, dpo, ppo, grpo, kto, distill };
 enum class ProgressMode { auto_, always, never };
 enum class LoraExport { merged, adapter };
 enum class BaseQuantization { none, nf4, int8, gguf };
@@ -53,7 +53,8 @@ FERRY_ENUM_NAMES(LrSchedule, {LrSchedule::cosine, "cosine"}, {LrSchedule::linear
 FERRY_ENUM_NAMES(OffloadPolicy, {OffloadPolicy::none, "none"}, {OffloadPolicy::optimizer, "optimizer"},
                  {OffloadPolicy::params, "params"}, {OffloadPolicy::auto_, "auto"});
 FERRY_ENUM_NAMES(Stage, {Stage::any, "any"}, {Stage::sft, "sft"}, {Stage::rm, "rm"}, {Stage::dpo, "dpo"},
-                 {Stage::ppo, "ppo"}, {Stage::grpo, "grpo"}, {Stage::kto, "kto"});
+                 {Stage::ppo, "ppo"}, {Stage::grpo, "grpo"}, {Stage::kto, "kto"},
+                 {Stage::distill, "distill"});
 FERRY_ENUM_NAMES(ProgressMode, {ProgressMode::auto_, "auto"}, {ProgressMode::always, "always"},
                  {ProgressMode::never, "never"});
 FERRY_ENUM_NAMES(LoraExport, {LoraExport::merged, "merged"}, {LoraExport::adapter, "adapter"});

@@ -581,6 +581,9 @@ void validate_config(const Config& c) {
           "dpo.online: the answers are sampled during training, so their reference log-probs cannot be precomputed; "
           "use dpo.reference auto, model or lora_off");
   require(dpo.missing_eos_penalty >= 0, "dpo.missing_eos_penalty must be >= 0");
+  require(c.distill.beta >= 0 && c.distill.beta <= 1, "distill.beta must be in [0, 1]");
+  require(c.distill.lmbda >= 0 && c.distill.lmbda <= 1, "distill.lmbda must be in [0, 1]");
+  require(c.distill.temperature > 0, "distill.temperature must be > 0");
   const auto& kto = c.kto;
   require(kto.beta > 0, "kto.beta must be > 0 (got " + to_text(kto.beta) + ")");
   require(kto.desirable_weight > 0 && kto.undesirable_weight > 0,
