@@ -16,7 +16,6 @@
 #include "train/preference/preference_batches.h"
 #include "train/preference_losses.h"
 #include "train/preference/reference_model.h"
-#include "train/run_engine.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
 
@@ -107,12 +106,10 @@ void run_dpo(const Config& given) {
             << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, config);
 
-  auto engine = make_run_engine(config, loaded.shape, device, std::cout);
+  PreferenceEngine held = make_preference_engine(config, loaded.shape, device, *model, reference, reference_from, dtype);
+  offload::ParameterEngine* engine = held.engine.get();
   const std::string name = "policy", reference_name = "reference";
-  engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
-  model->to(device);  // the buffers; the parameters are where the engine put them
-  LlamaForCausalLM frozen{nullptr};
-  if (reference == ReferenceSource::model) frozen = load_frozen_reference(reference_from, *engine, reference_name, dtype, device);
+  LlamaForCausalLMImpl* frozen = held.frozen ? held.frozen.get() : nullptr;
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   if (reference == ReferenceSource::precomputed) {
@@ -123,7 +120,7 @@ void run_dpo(const Config& given) {
 
   PreferenceBatchSource source(std::move(data.train), std::move(data.eval),
                                PreferenceBatchSource::Options::from_config(config, pad_id));
-  DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen ? frozen.get() : nullptr);
+  DpoObjective objective(config.dpo, reference, name, *model, reference_name, frozen);
   Trainer trainer(config, *engine, source, objective,
                   stage_trained_model(name, *model, loaded.shape, config, tokenizer));
   run_to_the_end(trainer, config, *engine, device, "train-dpo", "pairs", {"rewards/accuracies", "rewards/margins"});

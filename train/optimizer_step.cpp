@@ -32,4 +32,15 @@ OptimizerStepOutcome take_optimizer_step(offload::ParameterEngine& engine, const
   return outcome;
 }
 
+OptimizerStepOutcome step_models(offload::ParameterEngine& engine, const std::vector<std::string>& models,
+                                 double learning_rate, double max_grad_norm, int64_t& skipped) {
+  OptimizerStep request;
+  request.learning_rate = learning_rate;
+  request.max_grad_norm = max_grad_norm;
+  request.models = models;
+  const OptimizerStepOutcome outcome = take_optimizer_step(engine, request);
+  if (!outcome.finite) ++skipped;
+  return outcome;
+}
+
 }  // namespace ferry

@@ -6,6 +6,7 @@
 //   step at the learning rate. Zeroing is the start of the next step (engine.zero_grad).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,10 @@ struct OptimizerStepOutcome {
 
 // Norm, skip, clip and step, on gradients finish_step_gradients() finished.
 OptimizerStepOutcome take_optimizer_step(offload::ParameterEngine& engine, const OptimizerStep& step);
+
+// The RL learners' update of `models`: take_optimizer_step at `learning_rate`, clipped to
+// max_grad_norm, without a loss scaler; a skipped (non-finite) update adds one to `skipped`.
+OptimizerStepOutcome step_models(offload::ParameterEngine& engine, const std::vector<std::string>& models,
+                                 double learning_rate, double max_grad_norm, int64_t& skipped);
 
 }  // namespace ferry

@@ -59,14 +59,7 @@ class PreferenceCli : public ::testing::Test {
 
 // The values of `key` logged in metrics.jsonl, in order.
 std::vector<double> logged(const fs::path& metrics, const std::string& key) {
-  std::ifstream in(metrics);
-  std::vector<double> values;
-  const std::string needle = "\"" + key + "\":";
-  for (std::string line; std::getline(in, line);) {
-    const auto at = line.find(needle);
-    if (at != std::string::npos) values.push_back(std::stod(line.substr(at + needle.size())));
-  }
-  return values;
+  return ferry_test::jsonl_values(metrics, key);
 }
 
 // The peak of weight bytes on the device a stage's result.json reports (activations, which differ

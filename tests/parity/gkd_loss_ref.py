@@ -19,13 +19,12 @@ Usage: gkd_loss_ref.py OUTDIR. Writes:
 """
 import pathlib
 import sys
-import warnings
 
 import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from preference_losses_ref import BOS, EOS, PAD, VOCAB, llama_config, scalar  # noqa: E402
+from preference_losses_ref import BOS, EOS, PAD, VOCAB, llama_config, quiet_hf, scalar  # noqa: E402
 
 CASES = [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.1, 1.0), (0.5, 0.7), (0.9, 2.0)]
 PROMPTS = [4, 7, 3]   # BOS included
@@ -39,12 +38,8 @@ def case_name(beta, temperature):
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")
-    import transformers
+    quiet_hf()
     from transformers import LlamaConfig, LlamaForCausalLM
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
     from trl.experimental.gkd import GKDTrainer
 
     torch.manual_seed(1234)

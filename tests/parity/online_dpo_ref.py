@@ -26,13 +26,13 @@ import pathlib
 import shutil
 import sys
 import tempfile
-import warnings
 
 import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from preference_losses_ref import BOS, EOS, PAD, ROOT, VOCAB, common_args, llama_config, scalar  # noqa: E402
+from preference_losses_ref import (BOS, EOS, PAD, VOCAB, common_args, demo_tokenizer, quiet_hf,  # noqa: E402
+                                    save_policy_and_reference, scalar)
 
 B, P, R = 3, 6, 5
 ANSWER_LENGTHS = [3, 5, 2, 4, 5, 1]  # EOS included; row 4 has none and fills R
@@ -42,25 +42,12 @@ REWARDS = [1.0, 0.0, 0.5, 0.0, 1.0, 0.5]
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")
+    quiet_hf()
     import datasets
-    import transformers
-    from transformers import LlamaForCausalLM, LlamaTokenizer
-    datasets.disable_progress_bars()
-    datasets.disable_caching()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
+    from transformers import LlamaForCausalLM
     from trl.experimental.online_dpo import OnlineDPOConfig, OnlineDPOTrainer
 
-    torch.manual_seed(1234)
-    policy = LlamaForCausalLM(llama_config())
-    torch.manual_seed(4321)
-    reference = LlamaForCausalLM(llama_config())
-    for m in (policy, reference):
-        m.config.use_cache = False
-    policy.save_pretrained(out / "policy", safe_serialization=True)
-    reference.save_pretrained(out / "reference", safe_serialization=True)
+    save_policy_and_reference(out)
 
     g = torch.Generator().manual_seed(3)
     prompts = torch.cat([torch.full((B, 1), BOS), torch.randint(4, VOCAB, (B, P - 1), generator=g)], 1)
@@ -85,12 +72,7 @@ def main() -> int:
     expected = {}
     tmp = tempfile.mkdtemp(prefix="online_dpo_ref_")
     try:
-        tokdir = pathlib.Path(tmp) / "tokenizer"
-        tokdir.mkdir()
-        shutil.copy(ROOT / "data" / "tokenizer.model", tokdir / "tokenizer.model")
-        tok = LlamaTokenizer.from_pretrained(str(tokdir))
-        tok.pad_token = "<pad>"
-        assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS, EOS, PAD)
+        tok = demo_tokenizer(tmp)
         placeholder = datasets.Dataset.from_dict({"prompt": ["What is 2 + 3?"] * 4})
 
         def trainer(beta, penalty):

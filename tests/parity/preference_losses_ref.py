@@ -109,18 +109,49 @@ def scalar(x):
     return torch.as_tensor(x, dtype=torch.float32).detach().reshape(1).clone()
 
 
-def main() -> int:
-    out = pathlib.Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
+def quiet_hf():
+    """One thread; warnings, progress bars and datasets' cache off (every reference here runs so)."""
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     import datasets
     import transformers
-    from transformers import LlamaForCausalLM, LlamaForSequenceClassification, LlamaTokenizer
     datasets.disable_progress_bars()
     datasets.disable_caching()
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
+
+def save_policy_and_reference(out):
+    """The tiny random policy (seed 1234) and reference (seed 4321), saved as out/policy and out/reference."""
+    from transformers import LlamaForCausalLM
+    torch.manual_seed(1234)
+    policy = LlamaForCausalLM(llama_config())
+    torch.manual_seed(4321)
+    reference = LlamaForCausalLM(llama_config())
+    for m in (policy, reference):
+        m.config.use_cache = False
+        m.save_pretrained(out / ("policy" if m is policy else "reference"), safe_serialization=True)
+    return policy, reference
+
+
+def demo_tokenizer(tmp):
+    """data/tokenizer.model as a LlamaTokenizer with <pad> as its pad token (the trainers need one to start)."""
+    from transformers import LlamaTokenizer
+    tokdir = pathlib.Path(tmp) / "tokenizer"
+    tokdir.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "data" / "tokenizer.model", tokdir / "tokenizer.model")
+    tok = LlamaTokenizer.from_pretrained(str(tokdir))
+    tok.pad_token = "<pad>"
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS, EOS, PAD)
+    return tok
+
+
+def main() -> int:
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    quiet_hf()
+    import datasets
+    from transformers import LlamaForCausalLM, LlamaForSequenceClassification
     from trl import DPOConfig, DPOTrainer, RewardConfig, RewardTrainer
     from trl.experimental.cpo import CPOConfig, CPOTrainer
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
@@ -177,15 +208,8 @@ def main() -> int:
     expected = {}
     tmp = tempfile.mkdtemp(prefix="preference_losses_ref_")
     try:
-        tokdir = pathlib.Path(tmp) / "tokenizer"
-        tokdir.mkdir()
-        shutil.copy(ROOT / "data" / "tokenizer.model", tokdir / "tokenizer.model")
-
         def tokenizer():
-            tok = LlamaTokenizer.from_pretrained(str(tokdir))
-            tok.pad_token = "<pad>"
-            assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS, EOS, PAD)
-            return tok
+            return demo_tokenizer(tmp)
 
         text_pairs = datasets.Dataset.from_dict(
             {"prompt": ["What is 2 + 3?"], "chosen": ["5"], "rejected": ["6"]})

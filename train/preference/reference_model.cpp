@@ -15,6 +15,7 @@
 #include "src/model/pretrained.h"
 #include "train/backbone_runner.h"
 #include "train/preference/reference_logps_cache.h"
+#include "train/run_engine.h"
 
 namespace fs = std::filesystem;
 
@@ -69,6 +70,17 @@ LlamaForCausalLM load_frozen_reference(const fs::path& folder, offload::Paramete
   engine.add_model(name, offload::group_parameters(*frozen, false), /*trainable=*/false);
   frozen->to(device);  // the buffers; the parameters are where the engine put them
   return frozen;
+}
+
+PreferenceEngine make_preference_engine(Config& config, const LlamaConfig& shape, c10::Device device,
+                                        LlamaForCausalLMImpl& policy, ReferenceSource source, const fs::path& folder,
+                                        at::ScalarType dtype) {
+  PreferenceEngine out;
+  out.engine = make_run_engine(config, shape, device, std::cout);
+  out.engine->add_model("policy", offload::group_parameters(policy, /*trainable_only=*/false), /*trainable=*/true);
+  policy.to(device);  // the buffers; the parameters are where the engine put them
+  if (source == ReferenceSource::model) out.frozen = load_frozen_reference(folder, *out.engine, "reference", dtype, device);
+  return out;
 }
 
 std::string describe_reference(ReferenceSource source, const fs::path& folder) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,16 @@ std::filesystem::path reference_folder(ReferenceSource source, const Config& con
 // A frozen copy of the model in `folder`, added to `engine` as `name` (not trainable).
 LlamaForCausalLM load_frozen_reference(const std::filesystem::path& folder, offload::ParameterEngine& engine,
                                        const std::string& name, at::ScalarType dtype, c10::Device device);
+// A preference run's engine (train/run_engine.h) holding the policy, trainable, as "policy" and,
+// for the `model` source, the frozen reference from `folder` as "reference" (else null).
+struct PreferenceEngine {
+  std::unique_ptr<offload::ParameterEngine> engine;
+  LlamaForCausalLM frozen{nullptr};
+};
+PreferenceEngine make_preference_engine(Config& config, const LlamaConfig& shape, c10::Device device,
+                                        LlamaForCausalLMImpl& policy, ReferenceSource source,
+                                        const std::filesystem::path& folder, at::ScalarType dtype);
+
 // For the run log: "the policy with its LoRA adapters off", ...
 std::string describe_reference(ReferenceSource source, const std::filesystem::path& folder);
 

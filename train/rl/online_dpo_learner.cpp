@@ -95,13 +95,7 @@ OnlineDpoStats OnlineDpoLearner::learn(const Experience& experience, int64_t& st
     stats.tokens += part.attention_mask.sum().item<int64_t>();
   }
   finish_step_gradients(engine_);  // data parallel: summed over the processes
-  OptimizerStep request;
-  request.learning_rate = learning_rate_at(plan, step);
-  request.max_grad_norm = t.max_grad_norm;
-  request.models = policy;
-  const OptimizerStepOutcome outcome = take_optimizer_step(engine_, request);
-  stats.grad_norm = outcome.grad_norm;
-  if (!outcome.finite) ++stats.skipped_steps;
+  stats.grad_norm = step_models(engine_, policy, learning_rate_at(plan, step), t.max_grad_norm, stats.skipped_steps).grad_norm;
   ++step;
 
   std::vector<double*> totals{&stats.loss, &kl, &entropy};

@@ -134,13 +134,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
       token_count += mb_tokens;
       finish_step_gradients(engine_);  // data parallel: summed over the processes
       auto update = [&](const std::vector<std::string>& model, const LrSchedulePlan& plan, double& norm_out) {
-        OptimizerStep request;
-        request.learning_rate = learning_rate_at(plan, step);
-        request.max_grad_norm = t.max_grad_norm;
-        request.models = model;
-        const OptimizerStepOutcome outcome = take_optimizer_step(engine_, request);
-        norm_out = outcome.grad_norm;
-        if (!outcome.finite) ++stats.skipped_steps;
+        norm_out = step_models(engine_, model, learning_rate_at(plan, step), t.max_grad_norm, stats.skipped_steps).grad_norm;
       };
       update(policy, policy_plan, stats.policy_grad_norm);
       if (models_.critic != nullptr) update(critic, critic_plan, stats.critic_grad_norm);
