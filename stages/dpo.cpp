@@ -44,28 +44,16 @@ std::string loss_names(const DpoConfig& s) {
 
 DpoObjective::DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name,
                            LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
-    : settings_(settings),
-      source_(source),
-      policy_name_(std::move(policy_name)),
-      reference_name_(std::move(reference_name)),
-      policy_(policy),
-      reference_(reference) {
-  FERRY_CHECK(source != ReferenceSource::model || reference != nullptr, "dpo: reference model missing");
-}
+    : settings_(settings), models_(source, std::move(policy_name), policy, std::move(reference_name), reference) {}
 
 LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
   // The reference first, so that no autograd graph is alive while it runs.
-  torch::Tensor reference;  // (2B)
-  if (source_ == ReferenceSource::precomputed) reference = batch.at("reference_logps");
   const double ld_alpha = settings_.ld_alpha;
-  if (source_ == ReferenceSource::model) {
-    reference = reference_logps(batch, reference_name_, *reference_, false, runner, ld_alpha);
-  }
-  if (source_ == ReferenceSource::lora_off) reference = reference_logps(batch, policy_name_, policy_, true, runner, ld_alpha);
+  torch::Tensor reference = models_.reference_logps(batch, runner, ld_alpha);  // (2B); undefined without one
   const int64_t b = batch.loss_weight;
   // TRL's ORPO trains the NLL on the whole chosen sequence, prompt included.
   const bool orpo = settings_.has_loss(DpoLoss::orpo);
-  const BatchLogps policy = batch_logps(runner, policy_name_, policy_, batch, orpo ? b : 0, ld_alpha);
+  const BatchLogps policy = batch_logps(runner, models_.policy_name(), models_.policy(), batch, orpo ? b : 0, ld_alpha);
   const SequenceLogps& all = policy.labels;
   auto rows = [&](int64_t start) {
     return SequenceLogps{all.sum.narrow(0, start, b), all.tokens.narrow(0, start, b),

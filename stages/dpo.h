@@ -38,10 +38,7 @@ class DpoObjective : public TrainingObjective {
 
  private:
   DpoConfig settings_;
-  ReferenceSource source_;
-  std::string policy_name_, reference_name_;
-  LlamaForCausalLMImpl& policy_;
-  LlamaForCausalLMImpl* reference_;
+  PolicyAndReference models_;
 };
 
 void run_dpo(const Config& config);

@@ -28,8 +28,8 @@ namespace {
 // Rows [start, start + count) of a micro-batch's row tensors.
 MicroBatch rows_of(const MicroBatch& batch, int64_t start, int64_t count) {
   MicroBatch out;
-  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) {
-    out.tensors[name] = batch.at(name).narrow(0, start, count);
+  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels", "reference_logps"}) {
+    if (batch.tensors.count(name)) out.tensors[name] = batch.at(name).narrow(0, start, count);
   }
   out.loss_weight = count;
   return out;
@@ -45,14 +45,8 @@ torch::Tensor policy_logps(BackboneRunner& runner, const std::string& name, Llam
 
 KtoObjective::KtoObjective(const KtoConfig& settings, ReferenceSource source, std::string policy_name,
                            LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
-    : settings_(settings),
-      source_(source),
-      policy_name_(std::move(policy_name)),
-      reference_name_(std::move(reference_name)),
-      policy_(policy),
-      reference_(reference) {
+    : settings_(settings), models_(source, std::move(policy_name), policy, std::move(reference_name), reference) {
   FERRY_CHECK(source != ReferenceSource::none, "kto always compares against a reference");
-  FERRY_CHECK(source != ReferenceSource::model || reference != nullptr, "kto: reference model missing");
 }
 
 LossSum KtoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
@@ -62,16 +56,13 @@ LossSum KtoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
   // What runs without gradients first, so that no autograd graph is alive meanwhile: the reference
   // (rows and, for the KL term, KL rows) and the policy's KL rows.
   const MicroBatch& scored = kl_term ? batch : examples;
-  torch::Tensor reference;  // (2B) or (B)
-  if (source_ == ReferenceSource::precomputed) reference = batch.at("reference_logps");
-  if (source_ == ReferenceSource::model) reference = reference_logps(scored, reference_name_, *reference_, false, runner);
-  if (source_ == ReferenceSource::lora_off) reference = reference_logps(scored, policy_name_, policy_, true, runner);
+  torch::Tensor reference = models_.reference_logps(scored, runner);  // (2B) or (B)
   KtoLogps logps;
   if (kl_term) {
     torch::NoGradGuard no_grad;
-    logps.policy_kl = policy_logps(runner, policy_name_, policy_, rows_of(batch, b, b));
+    logps.policy_kl = policy_logps(runner, models_.policy_name(), models_.policy(), rows_of(batch, b, b));
   }
-  logps.policy = policy_logps(runner, policy_name_, policy_, examples);
+  logps.policy = policy_logps(runner, models_.policy_name(), models_.policy(), examples);
   reference = reference.to(logps.policy.device(), torch::kFloat);
   logps.reference = reference.narrow(0, 0, b);
   if (kl_term) logps.reference_kl = reference.narrow(0, b, b);

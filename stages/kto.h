@@ -26,10 +26,7 @@ class KtoObjective : public TrainingObjective {
 
  private:
   KtoConfig settings_;
-  ReferenceSource source_;
-  std::string policy_name_, reference_name_;
-  LlamaForCausalLMImpl& policy_;
-  LlamaForCausalLMImpl* reference_;
+  PolicyAndReference models_;
 };
 
 void run_kto(const Config& config);

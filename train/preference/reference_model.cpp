@@ -138,6 +138,26 @@ torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_
   return batch_logps(runner, model_name, model, batch, 0, ld_alpha).labels.sum;  // (2B)
 }
 
+PolicyAndReference::PolicyAndReference(ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
+                                       std::string reference_name, LlamaForCausalLMImpl* reference)
+    : source_(source),
+      policy_name_(std::move(policy_name)),
+      reference_name_(std::move(reference_name)),
+      policy_(policy),
+      reference_(reference) {
+  FERRY_CHECK(source != ReferenceSource::model || reference != nullptr, "reference model missing");
+}
+
+torch::Tensor PolicyAndReference::reference_logps(const MicroBatch& rows, BackboneRunner& runner, double ld_alpha) const {
+  switch (source_) {
+    case ReferenceSource::none: return {};
+    case ReferenceSource::precomputed: return rows.at("reference_logps");
+    case ReferenceSource::model: return ferry::reference_logps(rows, reference_name_, *reference_, false, runner, ld_alpha);
+    case ReferenceSource::lora_off: return ferry::reference_logps(rows, policy_name_, policy_, true, runner, ld_alpha);
+  }
+  throw InternalError("unhandled reference source");
+}
+
 void precompute_reference(const Config& config, const std::string& reference_model, const std::string& identity_extra,
                           offload::ParameterEngine& engine, const std::string& name, LlamaForCausalLMImpl& model,
                           std::vector<PreferencePair>& train, std::vector<PreferencePair>& eval, int64_t pad_id,

@@ -71,6 +71,28 @@ BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaFor
 torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
                               bool adapters_off, BackboneRunner& runner, double ld_alpha = 1.0);
 
+// The policy of a preference objective and where its reference log-probs come from.
+class PolicyAndReference {
+ public:
+  // `reference`: the frozen model (ReferenceSource::model) and its engine name; unused otherwise.
+  PolicyAndReference(ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
+                     std::string reference_name, LlamaForCausalLMImpl* reference);
+
+  // The reference's summed label log-probs of every row of `rows` (no gradients): the batch's
+  // precomputed "reference_logps", or a forward of the frozen model or of the policy with its
+  // adapters off (LD-DPO-weighted when ld_alpha < 1).
+  torch::Tensor reference_logps(const MicroBatch& rows, BackboneRunner& runner, double ld_alpha = 1.0) const;
+
+  const std::string& policy_name() const { return policy_name_; }
+  LlamaForCausalLMImpl& policy() const { return policy_; }
+
+ private:
+  ReferenceSource source_;
+  std::string policy_name_, reference_name_;
+  LlamaForCausalLMImpl& policy_;
+  LlamaForCausalLMImpl* reference_;
+};
+
 // The `precompute` source: fills the reference log-probs of every pair of `train` and `eval` from
 // the cache in output.dir or computes them now — before the trainer resumes anything, while the
 // live policy still holds model.path's weights. A separate `reference_model` folder is loaded into
