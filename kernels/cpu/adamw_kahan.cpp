@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/adamw_tiled.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -13,17 +14,6 @@ namespace ferry::kernels {
 namespace {
 
 static_assert(kKahanTile % kInt8MomentBlock == 0, "tiles must start on int8 moment blocks");
-
-// Ranges a thread takes: whole tiles, so int8 blocks never straddle two threads.
-constexpr int64_t kGrain = 2 * kKahanTile;
-constexpr int64_t kMinParallel = 32 * kKahanTile;
-
-size_t grad_bytes(GradType type) { return type == GradType::f32 ? 4 : 2; }
-
-Int8Moments moments_at(const Int8Moments& q, int64_t begin) {
-  const int64_t block = begin / kInt8MomentBlock;
-  return {q.exp_avg + begin, q.exp_avg_scale + block, q.exp_avg_sq + begin, q.exp_avg_sq_scale + block};
-}
 
 // Parameters [begin, end) tile by tile on this thread: exp_avg/exp_avg_sq, or int8 `moments`.
 void update_range(const AdamWParams& params, uint16_t* weight, uint16_t* compensation, float* exp_avg,
@@ -34,14 +24,7 @@ void update_range(const AdamWParams& params, uint16_t* weight, uint16_t* compens
   for (int64_t at = begin; at < end; at += kKahanTile) {
     const int64_t n = std::min(kKahanTile, end - at);
     decode_kahan_master(weight + at, compensation + at, master, n);
-    const void* g = static_cast<const char*>(grad) + at * grad_bytes(grad_type);
-    if (moments) {
-      adamw_update_int8_at(level, params, master, moments_at(*moments, at), g, grad_type, grad_scale, nullptr,
-                           WeightOutType::none, n);
-    } else {
-      adamw_update_at(level, params, master, exp_avg + at, exp_avg_sq + at, g, grad_type, grad_scale, nullptr,
-                      WeightOutType::none, n);
-    }
+    adamw_tiled::step_tile(level, params, master, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, at, n);
     encode_kahan_master(master, weight + at, compensation + at, n);
   }
 }
@@ -52,12 +35,7 @@ void update(const AdamWParams& params, uint16_t* weight, uint16_t* compensation,
   if (n < 0 || (n > 0 && (!weight || !compensation || !grad))) {
     throw InternalError("adamw_update_kahan: null buffer or negative length");
   }
-  if (n < kMinParallel) {
-    update_range(params, weight, compensation, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, 0, n);
-    return;
-  }
-  if (!pool) pool = &default_thread_pool();
-  pool->parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+  adamw_tiled::for_ranges(n, kKahanTile, pool, [&](int64_t begin, int64_t end) {
     update_range(params, weight, compensation, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, begin,
                  end);
   });

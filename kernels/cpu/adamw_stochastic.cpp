@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/adamw_tiled.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -13,16 +14,6 @@ namespace ferry::kernels {
 namespace {
 
 static_assert(kStochasticTile % kInt8MomentBlock == 0, "tiles must start on int8 moment blocks");
-
-constexpr int64_t kGrain = 2 * kStochasticTile;
-constexpr int64_t kMinParallel = 32 * kStochasticTile;
-
-size_t grad_bytes(GradType type) { return type == GradType::f32 ? 4 : 2; }
-
-Int8Moments moments_at(const Int8Moments& q, int64_t begin) {
-  const int64_t block = begin / kInt8MomentBlock;
-  return {q.exp_avg + begin, q.exp_avg_scale + block, q.exp_avg_sq + begin, q.exp_avg_sq_scale + block};
-}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -44,14 +35,7 @@ void update_range(const AdamWParams& params, uint16_t* weight, float* exp_avg, f
   for (int64_t at = begin; at < end; at += kStochasticTile) {
     const int64_t n = std::min(kStochasticTile, end - at);
     for (int64_t i = 0; i < n; ++i) master[i] = bf16_to_float(weight[at + i]);
-    const void* g = static_cast<const char*>(grad) + at * grad_bytes(grad_type);
-    if (moments) {
-      adamw_update_int8_at(level, params, master, moments_at(*moments, at), g, grad_type, grad_scale, nullptr,
-                           WeightOutType::none, n);
-    } else {
-      adamw_update_at(level, params, master, exp_avg + at, exp_avg_sq + at, g, grad_type, grad_scale, nullptr,
-                      WeightOutType::none, n);
-    }
+    adamw_tiled::step_tile(level, params, master, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, at, n);
     encode_stochastic(master, weight + at, n, seed, params.step, first + at);
   }
 }
@@ -60,12 +44,7 @@ void update(const AdamWParams& params, uint16_t* weight, float* exp_avg, float* 
             const void* grad, GradType grad_type, float grad_scale, int64_t n, uint64_t seed, int64_t first,
             ThreadPool* pool) {
   if (n < 0 || (n > 0 && (!weight || !grad))) throw InternalError("adamw_update_stochastic: null buffer or negative length");
-  if (n < kMinParallel) {
-    update_range(params, weight, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, seed, first, 0, n);
-    return;
-  }
-  if (!pool) pool = &default_thread_pool();
-  pool->parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+  adamw_tiled::for_ranges(n, kStochasticTile, pool, [&](int64_t begin, int64_t end) {
     update_range(params, weight, exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, seed, first, begin, end);
   });
 }
