@@ -51,15 +51,9 @@ namespace {
 // the folders prepared for them (src/io/model_path.h). The saved config keeps what the user wrote.
 Config with_model_folders(const Config& config) {
   Config resolved = config;
-  if (!resolved.model.path.empty()) resolved.model.path = io::resolve_model_path(resolved.model.path).string();
-  if (!resolved.dpo.reference_model.empty()) {
-    resolved.dpo.reference_model = io::resolve_model_path(resolved.dpo.reference_model).string();
-  }
-  if (!resolved.distill.teacher_model.empty()) {
-    resolved.distill.teacher_model = io::resolve_model_path(resolved.distill.teacher_model).string();
-  }
-  if (!resolved.kto.reference_model.empty()) {
-    resolved.kto.reference_model = io::resolve_model_path(resolved.kto.reference_model).string();
+  for (std::string* path : {&resolved.model.path, &resolved.dpo.reference_model, &resolved.kto.reference_model,
+                            &resolved.distill.teacher_model}) {
+    if (!path->empty()) *path = io::resolve_model_path(*path).string();
   }
   return resolved;
 }
