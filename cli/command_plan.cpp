@@ -105,17 +105,21 @@ void print_memory_table(std::ostream& out, const offload::MemoryEstimate& memory
                         uint64_t host_budget) {
   using offload::MemoryCategory;
   using offload::MemoryTier;
+  const uint64_t nvme = memory.bytes.tier_total(MemoryTier::nvme);  // offload.optimizer_state_tier nvme
   out << "memory (bytes per tier):\n"
-      << "                    device          host\n";
+      << "                    device          host" << (nvme > 0 ? "          nvme" : "") << "\n";
   for (MemoryCategory category : offload::kAllMemoryCategories) {
     std::string name(offload::memory_category_name(category));
     name.resize(14, ' ');
     out << "  " << name << padded(format_bytes_approx(memory.bytes.at(MemoryTier::device, category)), 10)
-        << padded(format_bytes_approx(memory.bytes.at(MemoryTier::host, category)), 14) << "\n";
+        << padded(format_bytes_approx(memory.bytes.at(MemoryTier::host, category)), 14);
+    if (nvme > 0) out << padded(format_bytes_approx(memory.bytes.at(MemoryTier::nvme, category)), 14);
+    out << "\n";
   }
   out << "  total         " << padded(format_bytes_approx(memory.device_total()), 10)
-      << padded(format_bytes_approx(memory.host_total()), 14) << "   (device budget "
-      << format_bytes_approx(budget) << ", host budget "
+      << padded(format_bytes_approx(memory.host_total()), 14);
+  if (nvme > 0) out << padded(format_bytes_approx(nvme), 14);
+  out << "   (device budget " << format_bytes_approx(budget) << ", host budget "
       << (host_budget > 0 ? format_bytes_approx(host_budget) : std::string("unlimited")) << ")\n";
 }
 
@@ -244,7 +248,7 @@ void run_plan(const PlanArgs& args) {
   print_memory_table(out, p.memory, budget.bytes, request.host_budget);
   if (p.choice.policy != OffloadPolicy::none) {
     out << "host bytes by optimizer-state format (int8 moments: offload.optimizer_state int8; bf16 + Kahan master "
-           "weights: offload.master_weights bf16_kahan):\n"
+           "weights: offload.master_weights bf16_kahan; no master copy: bf16_stochastic):\n"
         << offload::describe_state_formats(request, p);
   }
   out << "estimated step: " << seconds(p.time.total_s()) << " (forward " << seconds(p.time.forward_s) << ", backward "

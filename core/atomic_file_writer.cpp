@@ -67,7 +67,13 @@ void AtomicFileWriter::fail_write(int error, size_t left_in_this_write) {
   throw InputError(message);
 }
 
-void AtomicFileWriter::write(const void* data, size_t size) {
+void AtomicFileWriter::write(const void* data, size_t size) { write_bytes(data, size, -1); }
+
+void AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t size) {
+  write_bytes(data, size, static_cast<int64_t>(offset));
+}
+
+void AtomicFileWriter::write_bytes(const void* data, size_t size, int64_t offset) {
   FERRY_CHECK(fd_ >= 0, "write after commit");
   const auto* bytes = static_cast<const char*>(data);
   size_t limit = size;  // what this call may write before an injected failure
@@ -76,7 +82,9 @@ void AtomicFileWriter::write(const void* data, size_t size) {
   constexpr size_t kMaxWrite = size_t{1} << 30;
   size_t done = 0;
   while (done < limit) {
-    const ssize_t n = ::write(fd_, bytes + done, std::min(limit - done, kMaxWrite));
+    const size_t chunk = std::min(limit - done, kMaxWrite);
+    const ssize_t n = offset < 0 ? ::write(fd_, bytes + done, chunk)
+                                 : ::pwrite(fd_, bytes + done, chunk, static_cast<off_t>(offset) + static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail_write(errno, size - done);

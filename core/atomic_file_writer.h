@@ -24,10 +24,14 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void write(const void* data, size_t size);
+  // At a byte offset of the file (pwrite), for files whose parts are produced out of order; the
+  // sequential position is not moved.
+  void write_at(uint64_t offset, const void* data, size_t size);
   // fsync + rename onto the final name. Throws InputError naming the file on failure.
   void commit();
 
  private:
+  void write_bytes(const void* data, size_t size, int64_t offset);  // offset < 0: sequential
   void discard() noexcept;
   [[noreturn]] void fail_write(int error, size_t left_in_this_write);
 

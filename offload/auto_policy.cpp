@@ -35,10 +35,13 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
     // 8-bit moments are the CPU optimizer's: the plan offloads it.
     request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
   }
-  if (config.offload.master_weights == MasterWeights::bf16_kahan) {
-    request.shape.master = MasterFormat::bf16_kahan;
+  if (config.offload.master_weights != MasterWeights::fp32) {
+    request.shape.master = config.offload.master_weights == MasterWeights::bf16_kahan ? MasterFormat::bf16_kahan
+                                                                                      : MasterFormat::bf16_stochastic;
     request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};  // the CPU optimizer's, too
   }
+  request.shape.state_on_nvme = config.offload.optimizer_state_tier == StateTier::nvme;
+  if (request.shape.state_on_nvme) request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
   request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);

@@ -4,6 +4,7 @@
 // between host and device, chunked_engine_step.cpp streams gradients and takes the step,
 // chunked_engine_state.cpp saves and loads the optimizer state.
 #include "offload/chunked_engine.h"
+#include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
 
@@ -37,6 +38,13 @@ ChunkedEngine::ChunkedEngine(const EngineOptions& options)
               "ChunkedEngine runs the optimizer and params policies (auto is resolved before)");
   if (options.cpu_threads > 0) pool_ = std::make_unique<kernels::ThreadPool>(static_cast<int>(options.cpu_threads));
   if (options.activation_offload) offloader_ = std::make_unique<ActivationOffloader>(accountant_);
+  if (options.optimizer_state_tier == StateTier::nvme) {
+    NvmeOptions nvme;
+    nvme.dir = options.nvme_dir;
+    nvme.budget = options.nvme_budget;
+    nvme.window = options.nvme_window;
+    nvme_ = std::make_unique<NvmeStateStore>(nvme);
+  }
 }
 
 ChunkedEngine::~ChunkedEngine() {
@@ -99,6 +107,12 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
   allocate_chunks(m, l, chunk_owner);
   m.params.resize(l.specs.size());
   for (size_t i = 0; i < l.specs.size(); ++i) place_parameter(m, i, l, trainable, state_held[i], device);
+  if (nvme_) {  // the state of the parameters just placed gets its file; the ring may have grown
+    const uint64_t ring_before = nvme_->staging_bytes(), file_before = nvme_->file_bytes();
+    nvme_->seal();
+    nvme_bytes_.emplace_back(accountant_, MemoryTier::nvme, MemoryCategory::moments, nvme_->file_bytes() - file_before);
+    nvme_bytes_.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, nvme_->staging_bytes() - ring_before);
+  }
   attach_gradient_hooks(m, &models_.find(name)->first);
   link_chunks_to_groups(m, groups, l.index_of_group);
   for (size_t c = 0; c < m.chunks.size(); ++c) {
@@ -234,12 +248,20 @@ void ChunkedEngine::place_parameter(Model& m, size_t i, const ModelLayout& l, bo
 
 void ChunkedEngine::allocate_optimizer_state(Model& m, Param& p, const torch::Tensor& tensor) {
   HostAdamState& state = p.state;
-  if (tensor.scalar_type() == at::kFloat) {
+  const StateLayout layout = state_layout(tensor.scalar_type(), options_.master_weights, options_.optimizer_state,
+                                          stochastic_rounding_seed(options_.rounding_seed, m.name, p.name));
+  if (nvme_) {  // the NVMe tier keeps it all in its file; only fp32 weights are their own master here
+    p.nvme_index = nvme_->add(layout, tensor.numel());
+    return;
+  }
+  state.stochastic = layout.stochastic;  // the host chunk's bf16 weights are the master: no bytes of their own
+  state.rounding_seed = layout.rounding_seed;
+  if (layout.master_is_weights) {
     state.master = p.host_view;
-  } else if (tensor.scalar_type() == at::kBFloat16 && options_.master_weights == MasterWeights::bf16_kahan) {
+  } else if (layout.compensation) {
     state.compensation = transfers_->host_zeros(tensor.sizes(), at::kBFloat16);  // master = the weights exactly
     m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::master, state.compensation.nbytes());
-  } else {
+  } else if (layout.master) {
     state.master = p.host_view.to(at::kFloat);
     if (!transfers_->emulated()) state.master = transfers_->host_zeros(tensor.sizes(), at::kFloat).copy_(state.master);
     m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::master, state.master.nbytes());
@@ -286,7 +308,10 @@ uint64_t ChunkedEngine::host_bytes_needed(uint64_t chunk_bytes, const std::vecto
     // The fp32 gradient accumulator and the pinned gradient staging buffer on a GPU; where this
     // process holds the optimizer state, moments and fp32 master weights unless the weights are fp32.
     bytes += n * 4 + (transfers_->emulated() ? 0 : t.nbytes());
-    if (state_held[i]) bytes += moment_bytes(t.numel()) + (t.scalar_type() == at::kFloat ? 0 : n * 4);
+    if (state_held[i] && !nvme_) {
+      const StateLayout layout = state_layout(t.scalar_type(), options_.master_weights, options_.optimizer_state, 0);
+      bytes += moment_bytes(t.numel()) + master_state_bytes(layout, t.numel());
+    }
   }
   return bytes;
 }
@@ -330,12 +355,16 @@ EngineMemoryReport ChunkedEngine::memory_report() const {
   EngineMemoryReport report;
   const std::string device = !transfers_ ? "device" : transfers_->emulated() ? "emulated device" : transfers_->device().str();
   const std::string host = transfers_ && !transfers_->emulated() ? "pinned host" : "host";
-  for (MemoryTier tier : {MemoryTier::device, MemoryTier::host}) {
+  for (MemoryTier tier : kAllMemoryTiers) {
     for (MemoryCategory category : kAllMemoryCategories) {
       const uint64_t bytes = accountant_.current(tier, category);
       if (bytes == 0) continue;
-      report.lines.push_back({std::string(memory_category_name(category)),
-                              tier == MemoryTier::device ? device : host, bytes});
+      const std::string where = tier == MemoryTier::device ? device
+                                : tier == MemoryTier::host ? host
+                                : "nvme (" + options_.nvme_dir +
+                                      (nvme_ && !nvme_->direct() ? ", buffered IO: that filesystem has no O_DIRECT)"
+                                                                 : ", direct IO)");
+      report.lines.push_back({std::string(memory_category_name(category)), where, bytes});
     }
   }
   return report;

@@ -50,6 +50,12 @@
 // The engine owns the models' parameter storage for its lifetime: read or replace weights through
 // with_weights (checkpoints do).
 //
+// offload.optimizer_state_tier nvme: the trainable parameters' optimizer state is not in host memory
+// but in an NvmeStateStore (offload/nvme_state_store.h): a chunk's update streams its parameters'
+// state windows from the file and back through a few staging buffers while the CPU AdamW runs,
+// checkpoints are written and read window by window, and a write of the weights marks the stored
+// masters stale. Everything else (weights, gradients, paging) is as above.
+//
 // Its parts: chunked_engine.cpp (add_model's steps: layout, ZeRO ownership, host buffers),
 // chunked_engine_paging.cpp (residency, page-in/out, with_weights), chunked_engine_step.cpp
 // (gradient hooks, accumulation, the overlapped last backward, reduction, norm, AdamW) and
@@ -72,6 +78,10 @@
 
 namespace ferry::kernels {
 class ThreadPool;
+}
+
+namespace ferry::offload {
+class NvmeStateStore;
 }
 
 namespace ferry::offload {
@@ -121,6 +131,7 @@ class ChunkedEngine : public ParameterEngine {
     // Trainable and held here (ZeRO: the chunk's owner): master weights (aliasing host_view for fp32
     // models) and moments on the host.
     HostAdamState state;
+    int64_t nvme_index = -1;    // the NVMe tier holds the state instead: its index in the store
     torch::Tensor grad;         // accumulated over the step's micro-batches
     bool has_grad = false;
     torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
@@ -230,6 +241,14 @@ class ChunkedEngine : public ParameterEngine {
   void accumulate(Param& p, const torch::Tensor& gradient);
   // AdamW on the chunk's trainable parameters that have gradients; false if there were none.
   bool update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier);
+  // The same on the NVMe tier, window by window.
+  void update_on_nvme(Model& m, const std::vector<Param*>& params, kernels::AdamWParams adamw, double grad_multiplier);
+  // Checkpoints of the NVMe tier's state (chunked_engine_state.cpp).
+  void save_nvme_state(const std::filesystem::path& dir, const std::map<std::string, int64_t>& steps,
+                       const StateShard& shard) const;
+  void load_nvme_state(const std::filesystem::path& dir, std::map<std::string, int64_t>& steps);
+  // The parameters whose state the NVMe tier holds, in store order, with their models' names.
+  std::vector<std::pair<const std::string*, Param*>> nvme_params() const;
   void hand_over(Model& m, int64_t chunk);
   void update_chunk_now(Model& m, int64_t chunk);  // on the worker
   // Every trainable parameter's state as the optimizer state file holds it (fp32 moments). With
@@ -243,6 +262,8 @@ class ChunkedEngine : public ParameterEngine {
   std::unique_ptr<ActivationOffloader> offloader_;  // with options.activation_offload
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<NvmeStateStore> nvme_;  // offload.optimizer_state_tier nvme
+  std::vector<MemoryReservation> nvme_bytes_;  // the store's file (nvme tier) and staging ring (host)
   Overlap overlap_;
   int64_t chunks_during_backward_ = 0;
   std::vector<uint64_t> owned_bytes_;  // per process: the trainable bytes it owns (sharded_state)

@@ -2,6 +2,7 @@
 // ZeRO 3) and page-outs around each group of a forward or backward, make_resident, and
 // with_weights (see chunked_engine.h).
 #include "offload/chunked_engine.h"
+#include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
 
@@ -188,8 +189,8 @@ void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, c
   if (access == WeightAccess::read) return;
   torch::NoGradGuard no_grad;
   for (Param& p : m.params) {
-    if (p.trainable && p.state.separate_master(p.host_view)) p.state.master.copy_(p.host_view);
-    if (p.trainable && p.state.compensation.defined()) p.state.compensation.zero_();  // the written weights are the master
+    if (p.trainable) p.state.reset_master(p.host_view);  // the written weights are the master
+    if (p.nvme_index >= 0) nvme_->mark_master_stale(p.nvme_index);
   }
   for (size_t c = 0; c < m.chunks.size(); ++c) {
     Chunk& ch = m.chunks[c];

@@ -2,6 +2,7 @@
 // in the file's format (offload/host_adam_state.h decodes int8 moments and Kahan pairs; see
 // chunked_engine.h and offload/optimizer_state_file.h).
 #include "offload/chunked_engine.h"
+#include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
 
@@ -29,13 +30,85 @@ void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
   }
   StateShard shard;
   if (sharded_state()) shard = {options_.shard_group->rank(), options_.shard_group->size()};
+  if (nvme_) {
+    save_nvme_state(dir, steps, shard);
+    return;
+  }
   save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps, shard);
+}
+
+std::vector<std::pair<const std::string*, ChunkedEngine::Param*>> ChunkedEngine::nvme_params() const {
+  std::vector<std::pair<const std::string*, Param*>> params;
+  for (const auto& [name, m] : models_) {
+    for (const Param& p : m.params) {
+      if (p.nvme_index < 0) continue;
+      const size_t index = static_cast<size_t>(p.nvme_index);
+      if (params.size() <= index) params.resize(index + 1);
+      params[index] = {&name, const_cast<Param*>(&p)};
+    }
+  }
+  return params;
+}
+
+namespace {
+
+std::vector<int64_t> all_indices(size_t n) {
+  std::vector<int64_t> indices(n);
+  for (size_t i = 0; i < n; ++i) indices[i] = static_cast<int64_t>(i);
+  return indices;
+}
+
+}  // namespace
+
+// Written window by window in the file's format (fp32 moments and master), as save_optimizer_state
+// writes the host tier's: a checkpoint resumes under either tier.
+void ChunkedEngine::save_nvme_state(const std::filesystem::path& dir, const std::map<std::string, int64_t>& steps,
+                                    const StateShard& shard) const {
+  const auto params = nvme_params();
+  std::vector<ParameterStateShape> shapes;
+  for (const auto& [model, p] : params) {
+    shapes.push_back({*model, p->name, p->host_view.sizes().vec(), p->host_view.scalar_type() != at::kFloat});
+  }
+  OptimizerStateWriter out(dir, std::string(enum_name(options_.policy)), shapes, steps, shard);
+  nvme_->for_each_window(all_indices(params.size()), NvmeStateStore::Access::read_only,
+                         [&](const NvmeStateStore::Window& w, HostAdamState& state) {
+                           const auto& [model, p] = params[static_cast<size_t>(w.parameter)];
+                           const torch::Tensor weights = window_weights(p->host_view, w, state);
+                           out.write(static_cast<size_t>(w.parameter), w.first, state.as_saved(*model, p->name, weights, true));
+                         });
+  out.commit();
+}
+
+void ChunkedEngine::load_nvme_state(const std::filesystem::path& dir, std::map<std::string, int64_t>& steps) {
+  const auto params = nvme_params();
+  std::vector<ParameterStateShape> shapes;
+  for (const auto& [model, p] : params) {
+    shapes.push_back({*model, p->name, p->host_view.sizes().vec(), p->host_view.scalar_type() != at::kFloat});
+  }
+  const OptimizerStateReader reader(dir, shapes, steps);  // checks everything before any window is written
+  nvme_->for_each_window(all_indices(params.size()), NvmeStateStore::Access::write_only,
+                         [&](const NvmeStateStore::Window& w, HostAdamState& state) {
+                           const auto& [model, p] = params[static_cast<size_t>(w.parameter)];
+                           const torch::Tensor weights = window_weights(p->host_view, w, state);
+                           const ParameterStateRef file = reader.state(static_cast<size_t>(w.parameter));
+                           const auto slice = [&](const torch::Tensor& t) { return t.view(-1).narrow(0, w.first, w.size); };
+                           ParameterStateRef own = state.as_saved(*model, p->name, weights, false);
+                           own.exp_avg.copy_(slice(file.exp_avg));
+                           own.exp_avg_sq.copy_(slice(file.exp_avg_sq));
+                           if (own.master.defined() && file.master.defined()) own.master.copy_(slice(file.master));
+                           state.restore_from_saved(own, weights);
+                         });
 }
 
 void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   std::map<std::string, int64_t> steps;
   for (const auto& [name, m] : models_) {
     if (m.trainable) steps[name] = 0;
+  }
+  if (nvme_) {
+    load_nvme_state(dir, steps);
+    for (const auto& [name, count] : steps) models_.at(name).steps = count;
+    return;
   }
   const std::vector<ParameterStateRef> refs = state_refs(false);
   load_optimizer_state(dir, refs, steps);

@@ -3,6 +3,7 @@
 // the update) on the background worker, the reduction over processes (ZeRO), the norm, and CPU
 // AdamW on the host chunks (see chunked_engine.h).
 #include "offload/chunked_engine.h"
+#include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
 
@@ -122,16 +123,40 @@ void ChunkedEngine::update_chunk_now(Model& m, int64_t chunk) {
 }
 
 bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier) {
-  bool updated = false;
   if (!owns(ch)) return false;  // its owner updates it and sends the new weights
+  std::vector<Param*> params_with_grads;
   for (size_t i : ch.params) {
     Param& p = m.params[i];
-    if (!p.trainable || !p.has_grad) continue;  // unused in this step: left alone, as torch's optimizers do
-    params.weight_decay = p.decay ? options_.weight_decay : 0.0;
-    p.state.update(params, p.host_view, p.grad, static_cast<float>(grad_multiplier), pool_.get());
-    updated = true;
+    // Unused in this step: left alone, as torch's optimizers do.
+    if (p.trainable && p.has_grad) params_with_grads.push_back(&p);
   }
-  return updated;
+  if (nvme_) {
+    update_on_nvme(m, params_with_grads, params, grad_multiplier);
+  } else {
+    for (Param* p : params_with_grads) {
+      params.weight_decay = p->decay ? options_.weight_decay : 0.0;
+      p->state.update(params, p->host_view, p->grad, static_cast<float>(grad_multiplier), pool_.get());
+    }
+  }
+  return !params_with_grads.empty();
+}
+
+void ChunkedEngine::update_on_nvme(Model& /*m*/, const std::vector<Param*>& params, kernels::AdamWParams adamw,
+                                   double grad_multiplier) {
+  std::vector<int64_t> indices;
+  std::map<int64_t, Param*> by_index;
+  for (Param* p : params) {
+    indices.push_back(p->nvme_index);
+    by_index[p->nvme_index] = p;
+  }
+  nvme_->for_each_window(indices, NvmeStateStore::Access::update,
+                         [&](const NvmeStateStore::Window& w, HostAdamState& state) {
+                           Param& p = *by_index.at(w.parameter);
+                           const torch::Tensor weights = window_weights(p.host_view, w, state);
+                           const torch::Tensor grad = p.grad.view(-1).narrow(0, w.first, w.size);
+                           adamw.weight_decay = p.decay ? options_.weight_decay : 0.0;
+                           state.update(adamw, weights, grad, static_cast<float>(grad_multiplier), pool_.get(), w.first);
+                         });
 }
 
 void ChunkedEngine::finish_gradients() {

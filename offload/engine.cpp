@@ -139,6 +139,10 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.host_budget = resolve_host_budget(config.offload.host_memory.bytes);
   options.optimizer_state = config.offload.optimizer_state;
   options.master_weights = config.offload.master_weights;
+  options.rounding_seed = static_cast<uint64_t>(config.train.seed);
+  options.optimizer_state_tier = config.offload.optimizer_state_tier;
+  options.nvme_dir = config.offload.nvme_dir;
+  options.nvme_budget = config.offload.nvme_memory.bytes;
   options.chunk_size = config.offload.chunk_size.bytes;
   options.prefetch = config.offload.prefetch;
   options.activation_offload = config.train.activation_offload;

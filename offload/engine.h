@@ -130,9 +130,19 @@ struct EngineOptions {
   // offload.optimizer_state: the host Adam moments in fp32 or 8 bits (kernels/cpu/adamw_int8.h;
   // the offloading engines only).
   OptimizerState optimizer_state = OptimizerState::fp32;
-  // offload.master_weights: fp32 master weights, or the bf16 weights plus a bf16 compensation
-  // (kernels/cpu/adamw_kahan.h; the offloading engines, bf16 parameters only).
+  // offload.master_weights: fp32 master weights, the bf16 weights plus a bf16 compensation
+  // (kernels/cpu/adamw_kahan.h), or the bf16 weights alone with stochastic rounding seeded by
+  // rounding_seed (train.seed; kernels/cpu/adamw_stochastic.h). The offloading engines, bf16
+  // parameters only.
   MasterWeights master_weights = MasterWeights::fp32;
+  uint64_t rounding_seed = 0;
+  // offload.optimizer_state_tier nvme: the CPU optimizer's state in a working file under nvme_dir
+  // (offload/nvme_state_store.h), at most nvme_budget bytes (0: 90% of the free space), streamed in
+  // windows of nvme_window parameters (ChunkedEngine only).
+  StateTier optimizer_state_tier = StateTier::host;
+  std::string nvme_dir;
+  uint64_t nvme_budget = 0;
+  int64_t nvme_window = int64_t{1} << 20;
   uint64_t chunk_size = 0;     // offload.chunk_size (0: one chunk per group)
   int64_t prefetch = 1;        // offload.prefetch: groups paged in ahead of the one running
   // Where the models compute. add_model takes parameters on this device or on the CPU and places

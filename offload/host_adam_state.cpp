@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "kernels/cpu/adamw_kahan.h"
+#include "kernels/cpu/adamw_stochastic.h"
 
 namespace ferry::offload {
 namespace {
@@ -30,15 +32,52 @@ kernels::WeightOutType weight_out_of(at::ScalarType dtype) {
 
 }  // namespace
 
+StateLayout state_layout(at::ScalarType weights, MasterWeights master, OptimizerState moments, uint64_t rounding_seed) {
+  StateLayout layout;
+  layout.moments = moments;
+  if (weights == at::kFloat) {
+    layout.master_is_weights = true;
+  } else if (weights == at::kBFloat16 && master == MasterWeights::bf16_kahan) {
+    layout.compensation = true;
+  } else if (weights == at::kBFloat16 && master == MasterWeights::bf16_stochastic) {
+    layout.stochastic = true;
+    layout.rounding_seed = rounding_seed;
+  } else {
+    layout.master = true;
+  }
+  return layout;
+}
+
+uint64_t master_state_bytes(const StateLayout& layout, int64_t n) {
+  const uint64_t count = static_cast<uint64_t>(n);
+  return layout.master ? 4 * count : layout.compensation ? 2 * count : 0;
+}
+
+void HostAdamState::reset_master(const torch::Tensor& weights) {
+  if (separate_master(weights)) master.copy_(weights);
+  if (compensation.defined()) compensation.zero_();
+}
+
 kernels::Int8Moments HostAdamState::int8_view() const {
   return {exp_avg_codes.data_ptr<int8_t>(), exp_avg_scale.data_ptr<float>(), exp_avg_sq_codes.data_ptr<uint8_t>(),
           exp_avg_sq_scale.data_ptr<float>()};
 }
 
 void HostAdamState::update(const kernels::AdamWParams& params, const torch::Tensor& weights, const torch::Tensor& grad,
-                           float grad_multiplier, kernels::ThreadPool* pool) {
+                           float grad_multiplier, kernels::ThreadPool* pool, int64_t first) {
   const int64_t n = weights.numel();
   const kernels::GradType grad_type = grad_type_of(grad.scalar_type());
+  if (stochastic) {  // the bf16 weights alone are the master
+    auto* weight = static_cast<uint16_t*>(weights.data_ptr());
+    if (int8_moments()) {
+      kernels::adamw_update_stochastic_int8(params, weight, int8_view(), grad.data_ptr(), grad_type, grad_multiplier, n,
+                                            rounding_seed, first, pool);
+    } else {
+      kernels::adamw_update_stochastic(params, weight, exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
+                                       grad.data_ptr(), grad_type, grad_multiplier, n, rounding_seed, first, pool);
+    }
+    return;
+  }
   if (compensation.defined()) {  // the bf16 weights are the master, with their compensation
     auto* weight = static_cast<uint16_t*>(weights.data_ptr());
     auto* kahan = static_cast<uint16_t*>(compensation.data_ptr());
@@ -68,7 +107,9 @@ ParameterStateRef HostAdamState::as_saved(std::string model, std::string paramet
                                           bool decoded) const {
   ParameterStateRef ref{std::move(model), std::move(parameter), exp_avg, exp_avg_sq,
                         separate_master(weights) ? master : torch::Tensor()};
-  if (compensation.defined()) {  // files hold the fp32 master
+  if (stochastic) {  // files hold the fp32 master: the weights' values, exactly
+    ref.master = decoded ? weights.to(at::kFloat) : torch::zeros(weights.sizes(), at::kFloat);
+  } else if (compensation.defined()) {  // files hold the fp32 master
     ref.master = torch::zeros(weights.sizes(), at::kFloat);
     if (decoded) {
       kernels::decode_kahan_master(static_cast<const uint16_t*>(weights.data_ptr()),
@@ -98,6 +139,12 @@ void HostAdamState::restore_from_saved(const ParameterStateRef& saved, const tor
     const torch::Tensor residual = saved.master - weights.to(at::kFloat);
     compensation.copy_(residual.to(at::kBFloat16));
   }
+}
+
+uint64_t stochastic_rounding_seed(uint64_t run_seed, const std::string& model, const std::string& parameter) {
+  Fnv1a hash;
+  hash.add(model + "/" + parameter);
+  return hash.state ^ (run_seed * 0x9e3779b97f4a7c15ull);
 }
 
 uint64_t host_moment_bytes(OptimizerState format, int64_t n) {

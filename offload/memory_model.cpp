@@ -278,7 +278,12 @@ uint64_t MemoryModel::moment_bytes(uint64_t n) const {
 
 uint64_t MemoryModel::master_bytes(uint64_t n) const {
   if (weight_bytes_ == 4) return 0;
-  return shape_.master == MasterFormat::bf16_kahan ? 2 * n : 4 * n;
+  switch (shape_.master) {
+    case MasterFormat::fp32: return 4 * n;
+    case MasterFormat::bf16_kahan: return 2 * n;
+    case MasterFormat::bf16_stochastic: return 0;  // the bf16 weights are the master
+  }
+  return 4 * n;
 }
 
 MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
@@ -349,6 +354,16 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       b.at(tier, C::moments) = share(b.at(tier, C::moments));
     }
     if (shape_.zero_stage >= 3 && choice.policy != OffloadPolicy::none) b.at(H, C::weights) = share(b.at(H, C::weights));
+  }
+  if (shape_.state_on_nvme && choice.policy != OffloadPolicy::none) {
+    constexpr MemoryTier N = MemoryTier::nvme;
+    const uint64_t state = b.at(H, C::master) + b.at(H, C::moments);
+    b.at(N, C::master) = b.at(H, C::master);
+    b.at(N, C::moments) = b.at(H, C::moments);
+    b.at(H, C::master) = 0;
+    // The staging ring: 4 records of a window of up to 2^20 parameters (EngineOptions::nvme_window).
+    const uint64_t per_param = trainable > 0 ? (state + trainable - 1) / trainable : 0;
+    b.at(H, C::moments) = 4 * per_param * std::min<uint64_t>(trainable, uint64_t{1} << 20);
   }
   b.at(D, C::activations) =
       activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);

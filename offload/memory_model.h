@@ -36,10 +36,11 @@ namespace ferry::offload {
 // How the optimizer keeps its state: Adam moments in fp32 (8 bytes per trainable parameter) or
 // block-wise int8 (kernels/cpu/adamw_int8.h: 1 byte each plus an fp32 scale per block of 256);
 // master weights in fp32 (4 bytes, mixed precision only) or as the bf16 weights plus a bf16 Kahan
-// compensation buffer (2 more bytes), as the engine keeps them (offload.optimizer_state,
+// compensation buffer (2 more bytes) or as the bf16 weights alone with stochastic rounding (no
+// more bytes), as the engine keeps them (offload.optimizer_state,
 // offload.master_weights).
 enum class MomentFormat { fp32, int8 };
-enum class MasterFormat { fp32, bf16_kahan };
+enum class MasterFormat { fp32, bf16_kahan, bf16_stochastic };
 
 // How the frozen base's decoder-layer projections are stored (lora.quantize_base, lora.double_quant):
 // in the compute dtype, or in bitsandbytes' NF4 (kernels/cpu/nf4.h) — half a byte per weight plus an
@@ -85,6 +86,9 @@ struct TrainingShape {
   // weights' host copies (the engines balance owners by bytes; the estimate rounds up).
   int64_t processes = 1;
   int64_t zero_stage = 0;
+  // offload.optimizer_state_tier nvme (offloading policies): the master weights and moments live in
+  // the NVMe tier's file; the host holds its staging ring (offload/nvme_state_store.h).
+  bool state_on_nvme = false;
 };
 
 struct MemoryModelConstants {

@@ -59,36 +59,71 @@ std::string StateShard::file_name() const {
   return std::string(kShardPrefix) + std::to_string(rank) + "-of-" + std::to_string(world) + ".safetensors";
 }
 
+namespace {
+
+std::string prefix_of(const std::string& model, const std::string& parameter) { return model + "/" + parameter + "/"; }
+
+}  // namespace
+
+OptimizerStateWriter::OptimizerStateWriter(const std::filesystem::path& dir, const std::string& engine,
+                                           const std::vector<ParameterStateShape>& parameters,
+                                           const std::map<std::string, int64_t>& steps, const StateShard& shard) {
+  std::map<std::string, std::string> metadata{{"ferry_engine", engine}, {"ferry_engine_version", "1"}};
+  for (const auto& [model, count] : steps) metadata["steps." + model] = std::to_string(count);
+  std::vector<io::TensorSlot> slots;
+  for (const ParameterStateShape& p : parameters) {
+    const std::string prefix = prefix_of(p.model, p.parameter);
+    prefixes_.push_back(prefix);
+    slots.push_back({prefix + "exp_avg", at::kFloat, p.shape});
+    slots.push_back({prefix + "exp_avg_sq", at::kFloat, p.shape});
+    if (p.master) slots.push_back({prefix + "master", at::kFloat, p.shape});
+  }
+  out_ = std::make_unique<io::SafetensorsWriter>(dir / shard.file_name(), slots, metadata);
+}
+
+OptimizerStateWriter::~OptimizerStateWriter() = default;
+
+void OptimizerStateWriter::write(size_t parameter, int64_t first, const ParameterStateRef& slices) {
+  const std::string& prefix = prefixes_.at(parameter);
+  const auto put = [&](const char* name, const torch::Tensor& t) {
+    if (!t.defined()) return;
+    const torch::Tensor values = t.to(at::kFloat).contiguous();
+    out_->write(prefix + name, static_cast<uint64_t>(first) * sizeof(float), values.data_ptr(), values.nbytes());
+  };
+  put("exp_avg", slices.exp_avg);
+  put("exp_avg_sq", slices.exp_avg_sq);
+  put("master", slices.master);
+}
+
+void OptimizerStateWriter::commit() { out_->commit(); }
+
 void save_optimizer_state(const std::filesystem::path& dir, const std::string& engine,
                           const std::vector<ParameterStateRef>& parameters,
                           const std::map<std::string, int64_t>& steps, const StateShard& shard) {
-  io::TensorMap tensors;
-  std::map<std::string, std::string> metadata{{"ferry_engine", engine}, {"ferry_engine_version", "1"}};
-  for (const auto& [model, count] : steps) metadata["steps." + model] = std::to_string(count);
+  std::vector<ParameterStateShape> shapes;
   for (const ParameterStateRef& p : parameters) {
-    const std::string prefix = p.model + "/" + p.parameter + "/";
-    tensors[prefix + "exp_avg"] = p.exp_avg;
-    tensors[prefix + "exp_avg_sq"] = p.exp_avg_sq;
-    if (p.master.defined()) tensors[prefix + "master"] = p.master;
+    shapes.push_back({p.model, p.parameter, p.exp_avg.sizes().vec(), p.master.defined()});
   }
-  io::save_safetensors(dir / shard.file_name(), tensors, metadata);
+  OptimizerStateWriter out(dir, engine, shapes, steps, shard);
+  for (size_t i = 0; i < parameters.size(); ++i) out.write(i, 0, parameters[i]);
+  out.commit();
 }
 
-void load_optimizer_state(const std::filesystem::path& dir, const std::vector<ParameterStateRef>& parameters,
-                          std::map<std::string, int64_t>& steps) {
-  std::vector<io::SafetensorsFile> files;
+OptimizerStateReader::OptimizerStateReader(const std::filesystem::path& dir,
+                                           const std::vector<ParameterStateShape>& parameters,
+                                           std::map<std::string, int64_t>& steps) {
   if (std::filesystem::exists(dir / kOptimizerStateFile)) {
-    files.emplace_back(dir / kOptimizerStateFile);
+    files_.emplace_back(dir / kOptimizerStateFile);
   } else {
-    for (const auto& shard : shard_files(dir)) files.emplace_back(shard);
-    if (files.empty()) {
+    for (const auto& shard : shard_files(dir)) files_.emplace_back(shard);
+    if (files_.empty()) {
       throw InputError((dir / kOptimizerStateFile).string() +
                        ": optimizer state is missing; the checkpoint is incomplete or not Ferry's");
     }
   }
-  const std::string where = files.size() == 1 ? files.front().path().string()
-                                              : dir.string() + " (optimizer state shards)";
-  const auto& metadata = files.front().metadata();
+  const std::string where = files_.size() == 1 ? files_.front().path().string()
+                                               : dir.string() + " (optimizer state shards)";
+  const auto& metadata = files_.front().metadata();
   std::map<std::string, int64_t> found;
   for (const auto& [model, unused] : steps) {
     auto it = metadata.find("steps." + model);
@@ -100,31 +135,54 @@ void load_optimizer_state(const std::filesystem::path& dir, const std::vector<Pa
     }
   }
   const auto file_holding = [&](const std::string& key) -> const io::SafetensorsFile* {
-    for (const io::SafetensorsFile& f : files) {
+    for (const io::SafetensorsFile& f : files_) {
       if (f.contains(key)) return &f;
     }
     return nullptr;
   };
-  std::vector<std::tuple<torch::Tensor, std::string, const io::SafetensorsFile*>> copies;
-  for (const ParameterStateRef& p : parameters) {
-    const std::string prefix = p.model + "/" + p.parameter + "/";
-    std::vector<std::pair<torch::Tensor, std::string>> wanted{{p.exp_avg, prefix + "exp_avg"},
-                                                              {p.exp_avg_sq, prefix + "exp_avg_sq"}};
-    if (p.master.defined()) wanted.emplace_back(p.master, prefix + "master");
-    for (auto& [target, key] : wanted) {
+  for (const ParameterStateShape& p : parameters) {
+    const std::string prefix = prefix_of(p.model, p.parameter);
+    std::vector<std::string> wanted{prefix + "exp_avg", prefix + "exp_avg_sq"};
+    if (p.master) wanted.push_back(prefix + "master");
+    Held held;
+    for (const std::string& key : wanted) {
       const io::SafetensorsFile* file = file_holding(key);
       if (file == nullptr) {
         throw InputError(where + ": missing '" + key + "' (was the checkpoint written for another model or precision?)");
       }
-      if (file->info(key).shape != target.sizes().vec() || file->info(key).dtype != at::kFloat) {
+      if (file->info(key).shape != p.shape || file->info(key).dtype != at::kFloat) {
         throw InputError(file->path().string() + ": '" + key + "' has the wrong shape or dtype for this model");
       }
-      copies.emplace_back(target, key, file);
+      held.push_back({file, key});
     }
+    held_.push_back(std::move(held));
   }
-  torch::NoGradGuard no_grad;
-  for (auto& [target, key, file] : copies) target.copy_(file->tensor(key));
   steps = std::move(found);
+}
+
+ParameterStateRef OptimizerStateReader::state(size_t parameter) const {
+  const Held& held = held_.at(parameter);
+  ParameterStateRef ref;
+  ref.exp_avg = held[0].first->tensor(held[0].second);
+  ref.exp_avg_sq = held[1].first->tensor(held[1].second);
+  if (held.size() > 2) ref.master = held[2].first->tensor(held[2].second);
+  return ref;
+}
+
+void load_optimizer_state(const std::filesystem::path& dir, const std::vector<ParameterStateRef>& parameters,
+                          std::map<std::string, int64_t>& steps) {
+  std::vector<ParameterStateShape> shapes;
+  for (const ParameterStateRef& p : parameters) {
+    shapes.push_back({p.model, p.parameter, p.exp_avg.sizes().vec(), p.master.defined()});
+  }
+  const OptimizerStateReader reader(dir, shapes, steps);  // checks everything before copying anything
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const ParameterStateRef saved = reader.state(i);
+    parameters[i].exp_avg.copy_(saved.exp_avg);
+    parameters[i].exp_avg_sq.copy_(saved.exp_avg_sq);
+    if (parameters[i].master.defined()) parameters[i].master.copy_(saved.master);
+  }
 }
 
 }  // namespace ferry::offload

@@ -15,8 +15,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "src/io/safetensors.h"
 
 namespace ferry::offload {
 
@@ -39,6 +42,50 @@ struct StateShard {
 void save_optimizer_state(const std::filesystem::path& dir, const std::string& engine,
                           const std::vector<ParameterStateRef>& parameters,
                           const std::map<std::string, int64_t>& steps, const StateShard& shard = {});
+
+// The file's layout for one parameter: its shape, and whether it has a master.
+struct ParameterStateShape {
+  std::string model;
+  std::string parameter;
+  std::vector<int64_t> shape;
+  bool master = false;
+};
+
+// The file written in pieces, for state too large to hold in memory at once (the NVMe tier): the
+// layout first, then each parameter's state window by window, then commit() (atomic, and checks
+// that every byte was written).
+class OptimizerStateWriter {
+ public:
+  OptimizerStateWriter(const std::filesystem::path& dir, const std::string& engine,
+                       const std::vector<ParameterStateShape>& parameters, const std::map<std::string, int64_t>& steps,
+                       const StateShard& shard = {});
+  ~OptimizerStateWriter();
+  // Elements [first, first + n) of parameter `parameter`'s state, from `slices`' tensors of n
+  // elements each (master undefined when it has none).
+  void write(size_t parameter, int64_t first, const ParameterStateRef& slices);
+  void commit();
+
+ private:
+  std::vector<std::string> prefixes_;
+  std::unique_ptr<io::SafetensorsWriter> out_;
+};
+
+// The file(s) of a checkpoint open for reading: every parameter's tensors are checked (names,
+// shapes, dtype) and `steps` filled for its models on construction (InputError naming the file),
+// then state(i) gives parameter i's state as views over the mapped files, without copying.
+class OptimizerStateReader {
+ public:
+  OptimizerStateReader(const std::filesystem::path& dir, const std::vector<ParameterStateShape>& parameters,
+                       std::map<std::string, int64_t>& steps);
+  OptimizerStateReader(const OptimizerStateReader&) = delete;  // holds pointers into its files
+  OptimizerStateReader& operator=(const OptimizerStateReader&) = delete;
+  ParameterStateRef state(size_t parameter) const;
+
+ private:
+  using Held = std::vector<std::pair<const io::SafetensorsFile*, std::string>>;
+  std::vector<io::SafetensorsFile> files_;
+  std::vector<Held> held_;
+};
 
 // Reads kOptimizerStateFile, or else every shard file (all N of them must be there). Checks every
 // name, shape and dtype before copying anything (InputError naming the file and the tensor), then

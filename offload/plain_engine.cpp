@@ -23,8 +23,13 @@ PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), acco
                       "fp32 moments where the model runs; use offload.policy optimizer or params, or "
                       "offload.optimizer_state fp32");
   }
-  if (options.master_weights == MasterWeights::bf16_kahan) {
-    throw ConfigError("offload.master_weights bf16_kahan is for the CPU optimizer's host state: the none policy "
+  if (options.optimizer_state_tier != StateTier::host) {
+    throw ConfigError("offload.optimizer_state_tier nvme is for the CPU optimizer's state: the none policy keeps the "
+                      "optimizer where the model runs; use offload.policy optimizer or params, or "
+                      "offload.optimizer_state_tier host");
+  }
+  if (options.master_weights != MasterWeights::fp32) {
+    throw ConfigError("offload.master_weights " + std::string(enum_name(options.master_weights)) + " is for the CPU optimizer's host state: the none policy "
                       "keeps the optimizer where the model runs; use offload.policy optimizer or params, or "
                       "offload.master_weights fp32");
   }

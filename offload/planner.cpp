@@ -354,7 +354,8 @@ std::string describe_state_formats(const PlannerRequest& request, const Plan& pl
   std::ostringstream out;
   for (const Variant& v : {Variant{"fp32 master, fp32 moments      ", MomentFormat::fp32, MasterFormat::fp32},
                            Variant{"fp32 master, int8 moments      ", MomentFormat::int8, MasterFormat::fp32},
-                           Variant{"bf16+Kahan master, int8 moments", MomentFormat::int8, MasterFormat::bf16_kahan}}) {
+                           Variant{"bf16+Kahan master, int8 moments", MomentFormat::int8, MasterFormat::bf16_kahan},
+                           Variant{"bf16 stochastic,   int8 moments", MomentFormat::int8, MasterFormat::bf16_stochastic}}) {
     TrainingShape shape = request.shape;
     shape.moments = v.moments;
     shape.master = v.master;
@@ -403,7 +404,7 @@ std::string explain_no_fit(const PlannerRequest& request, const PlanResult& resu
         << format_bytes_approx(h.memory.host_total()) << " or more (0: what /proc/meminfo says is available, less 10%)";
     for (const std::string& line : result.suggestions) out << "\n  - " << line;
     out << "\nhost bytes of that plan by optimizer-state format (int8 moments: offload.optimizer_state int8; "
-           "bf16 + Kahan master weights: offload.master_weights bf16_kahan):\n"
+           "bf16 + Kahan master weights: offload.master_weights bf16_kahan; no master copy: bf16_stochastic):\n"
         << describe_state_formats(request, h);
     return out.str();
   }

@@ -179,6 +179,9 @@ struct OffloadConfig {
   bool overlap_step = false;
   OptimizerState optimizer_state = OptimizerState::fp32;
   MasterWeights master_weights = MasterWeights::fp32;
+  StateTier optimizer_state_tier = StateTier::host;
+  std::string nvme_dir;
+  ByteSize nvme_memory;
 
   template <class V>
   void visit(V& v) {
@@ -198,8 +201,18 @@ struct OffloadConfig {
       "Adam moments on the host in fp32 or int8 (block-wise 8-bit: 2 instead of 8 bytes per parameter; "
       "needs policy optimizer, params or auto)");
     v("master_weights", master_weights,
-      "master weights on the host: fp32, or bf16_kahan (the bf16 weights plus a bf16 compensation: 4 instead of "
-      "6 bytes per parameter; needs train.precision bf16 and policy optimizer, params or auto)");
+      "master weights on the host: fp32, bf16_kahan (the bf16 weights plus a bf16 compensation: 4 instead of "
+      "6 bytes per parameter) or bf16_stochastic (the bf16 weights alone, each update rounded stochastically, "
+      "seeded by train.seed: 2 bytes per parameter); the bf16 ones need train.precision bf16 and policy "
+      "optimizer, params or auto");
+    v("optimizer_state_tier", optimizer_state_tier,
+      "where the CPU optimizer's state (moments, master weights) lives: host (memory) or nvme (a working file "
+      "under offload.nvme_dir, streamed through a few staging buffers with direct IO while the CPU AdamW runs; "
+      "needs policy optimizer, params or auto)");
+    v("nvme_dir", nvme_dir,
+      "folder on the NVMe drive for the nvme tier's working file (created and deleted by the run, never a "
+      "checkpoint; it must exist)");
+    v("nvme_memory", nvme_memory, "NVMe budget for the nvme tier, e.g. 200GiB (0: the free space of nvme_dir less 10%)");
   }
 };
 

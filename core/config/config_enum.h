@@ -32,7 +32,8 @@ enum class RewardKind { verifier, model, command, environment };
 enum class ToolCallFormat { auto_, none, hermes, llama3, mistral };
 enum class AnswerMatch { exact, numeric, contains };
 enum class OptimizerState { fp32, int8 };
-enum class MasterWeights { fp32, bf16_kahan };
+enum class MasterWeights { fp32, bf16_kahan, bf16_stochastic };
+enum class StateTier { host, nvme };
 enum class DistributedMode { sync, diloco };
 enum class PseudoGradient { fp32, bf16, int8 };
 
@@ -90,7 +91,9 @@ FERRY_ENUM_NAMES(AnswerMatch, {AnswerMatch::exact, "exact"}, {AnswerMatch::numer
                  {AnswerMatch::contains, "contains"});
 
 FERRY_ENUM_NAMES(OptimizerState, {OptimizerState::fp32, "fp32"}, {OptimizerState::int8, "int8"});
-FERRY_ENUM_NAMES(MasterWeights, {MasterWeights::fp32, "fp32"}, {MasterWeights::bf16_kahan, "bf16_kahan"});
+FERRY_ENUM_NAMES(MasterWeights, {MasterWeights::fp32, "fp32"}, {MasterWeights::bf16_kahan, "bf16_kahan"},
+                 {MasterWeights::bf16_stochastic, "bf16_stochastic"});
+FERRY_ENUM_NAMES(StateTier, {StateTier::host, "host"}, {StateTier::nvme, "nvme"});
 FERRY_ENUM_NAMES(DistributedMode, {DistributedMode::sync, "sync"}, {DistributedMode::diloco, "diloco"});
 FERRY_ENUM_NAMES(PseudoGradient, {PseudoGradient::fp32, "fp32"}, {PseudoGradient::bf16, "bf16"},
                  {PseudoGradient::int8, "int8"});

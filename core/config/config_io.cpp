@@ -519,13 +519,25 @@ void validate_config(const Config& c) {
           "offload.optimizer_state int8 keeps the Adam moments on the host in 8 bits, for the CPU optimizer: it "
           "needs offload.policy optimizer, params or auto (under none the optimizer runs on the device); set "
           "offload.optimizer_state=fp32 or another policy");
-  if (c.offload.master_weights == MasterWeights::bf16_kahan) {
+  if (c.offload.master_weights != MasterWeights::fp32) {
+    const std::string name(enum_name(c.offload.master_weights));
     require(c.offload.policy != OffloadPolicy::none,
-            "offload.master_weights bf16_kahan keeps the master weights on the host for the CPU optimizer: it needs "
+            "offload.master_weights " + name + " keeps the master weights on the host for the CPU optimizer: it needs "
             "offload.policy optimizer, params or auto; set offload.master_weights=fp32 or another policy");
     require(t.precision == Precision::bf16,
-            "offload.master_weights bf16_kahan pairs the bf16 weights with a bf16 compensation: it needs "
-            "train.precision bf16 (got " + std::string(enum_name(t.precision)) + "); set offload.master_weights=fp32");
+            "offload.master_weights " + name + " makes the bf16 weights the master (" +
+                (c.offload.master_weights == MasterWeights::bf16_kahan ? "with a bf16 compensation"
+                                                                       : "rounded stochastically") +
+                "): it needs train.precision bf16 (got " + std::string(enum_name(t.precision)) +
+                "); set offload.master_weights=fp32");
+  }
+  if (c.offload.optimizer_state_tier == StateTier::nvme) {
+    require(c.offload.policy != OffloadPolicy::none,
+            "offload.optimizer_state_tier nvme keeps the CPU optimizer's state on the NVMe drive: it needs "
+            "offload.policy optimizer, params or auto; set offload.optimizer_state_tier=host or another policy");
+    require(!c.offload.nvme_dir.empty(),
+            "offload.optimizer_state_tier nvme needs offload.nvme_dir: a folder on the NVMe drive for its working "
+            "file (e.g. --set offload.nvme_dir=/mnt/nvme/ferry)");
   }
   if (c.offload.overlap_step) {
     require(c.offload.policy != OffloadPolicy::none,

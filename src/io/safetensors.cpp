@@ -235,39 +235,74 @@ TensorMap SafetensorsFile::load_all() const {
 
 TensorMap load_safetensors(const std::filesystem::path& file) { return SafetensorsFile(file).load_all(); }
 
-void save_safetensors(const std::filesystem::path& file, const TensorMap& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  // Header first, from sizes alone, so device tensors are copied to the host one at a time below.
+SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& file, const std::vector<TensorSlot>& slots,
+                                     const std::map<std::string, std::string>& metadata)
+    : file_(file) {
+  std::vector<const TensorSlot*> sorted;
+  for (const TensorSlot& slot : slots) sorted.push_back(&slot);
+  std::sort(sorted.begin(), sorted.end(), [](const TensorSlot* a, const TensorSlot* b) { return a->name < b->name; });
   nlohmann::ordered_json header;
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   if (metadata.count("format") == 0) meta["format"] = "pt";
   for (const auto& [key, value] : metadata) meta[key] = value;
   header["__metadata__"] = std::move(meta);
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    FERRY_CHECK(tensor.defined(), "tensor '", name, "' is undefined");
+  for (const TensorSlot* slot : sorted) {
+    const std::string& name = slot->name;
     if (name == "__metadata__") throw InputError(file.string() + ": a tensor cannot be named \"__metadata__\"");
+    if (spans_.count(name) != 0) throw InternalError(file.string() + ": tensor '" + name + "' given twice");
     std::string dtype_name;
     try {
-      dtype_name = safetensors_dtype_name(tensor.scalar_type());
+      dtype_name = safetensors_dtype_name(slot->dtype);
     } catch (const InputError& e) {
       throw InputError(file.string() + ": cannot save tensor '" + name + "': " + e.what());
     }
-    const uint64_t nbytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-    header[name] = {{"dtype", dtype_name}, {"shape", tensor.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
+    uint64_t numel = 1;
+    for (int64_t d : slot->shape) numel *= static_cast<uint64_t>(d);
+    const uint64_t nbytes = numel * c10::elementSize(slot->dtype);
+    header[name] = {{"dtype", dtype_name}, {"shape", slot->shape}, {"data_offsets", {offset, offset + nbytes}}};
+    spans_[name] = {offset, nbytes};
     offset += nbytes;
   }
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
-
-  AtomicFileWriter out(file, 8 + header_text.size() + offset);
+  data_offset_ = 8 + header_text.size();
+  data_bytes_ = offset;
+  out_ = std::make_unique<AtomicFileWriter>(file, data_offset_ + offset);
   const uint64_t header_size = header_text.size();
-  out.write(&header_size, 8);
-  out.write(header_text.data(), header_text.size());
+  out_->write(&header_size, 8);
+  out_->write(header_text.data(), header_text.size());
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::write(const std::string& name, uint64_t byte_offset, const void* data, size_t size) {
+  auto it = spans_.find(name);
+  FERRY_CHECK(it != spans_.end(), file_.string(), ": no tensor '", name, "' in the header");
+  FERRY_CHECK(byte_offset + size <= it->second.second, file_.string(), ": write past the end of '", name, "'");
+  if (size == 0) return;
+  out_->write_at(data_offset_ + it->second.first + byte_offset, data, size);
+  written_ += size;
+}
+
+void SafetensorsWriter::commit() {
+  FERRY_CHECK(written_ == data_bytes_, file_.string(), ": ", written_, " of ", data_bytes_, " data bytes written");
+  out_->commit();
+}
+
+void save_safetensors(const std::filesystem::path& file, const TensorMap& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Header first, from sizes alone, so device tensors are copied to the host one at a time below.
+  std::vector<TensorSlot> slots;
+  for (const auto& [name, tensor] : tensors) {
+    FERRY_CHECK(tensor.defined(), "tensor '", name, "' is undefined");
+    slots.push_back({name, tensor.scalar_type(), tensor.sizes().vec()});
+  }
+  SafetensorsWriter out(file, slots, metadata);
   for (const auto& [name, tensor] : tensors) {
     if (tensor.numel() == 0) continue;
     const at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
-    out.write(host.data_ptr(), static_cast<size_t>(host.numel()) * host.element_size());
+    out.write(name, 0, host.data_ptr(), static_cast<size_t>(host.numel()) * host.element_size());
   }
   out.commit();
 }

@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace ferry {
+class AtomicFileWriter;
+}
+
 namespace ferry::io {
 
 using TensorMap = std::map<std::string, at::Tensor>;  // ordered by name
@@ -66,6 +70,36 @@ class SafetensorsFile {
   std::map<std::string, TensorInfo> infos_;
   std::vector<std::string> names_;
   std::map<std::string, std::string> metadata_;
+};
+
+// One tensor of a file written in parts: its name, dtype and shape.
+struct TensorSlot {
+  std::string name;
+  at::ScalarType dtype = at::ScalarType::Float;
+  std::vector<int64_t> shape;
+};
+
+// A safetensors file written in parts, for contents too large to hold at once (the NVMe tier's
+// optimizer state): the header from the slots (sorted by name, as save_safetensors), then each
+// tensor's bytes in any order and pieces, then commit(), which checks every byte was written.
+// Atomic as save_safetensors: without commit() nothing appears under `file`.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::filesystem::path& file, const std::vector<TensorSlot>& slots,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // `size` bytes at `byte_offset` of tensor `name`'s data.
+  void write(const std::string& name, uint64_t byte_offset, const void* data, size_t size);
+  void commit();
+
+ private:
+  std::filesystem::path file_;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans_;  // name -> (offset in data, bytes)
+  uint64_t data_offset_ = 0, data_bytes_ = 0, written_ = 0;
+  std::unique_ptr<AtomicFileWriter> out_;
 };
 
 // All tensors of `file` as owned CPU tensors, dtype as stored.

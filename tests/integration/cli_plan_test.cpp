@@ -222,6 +222,19 @@ TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
   EXPECT_CONTAINS(host.output, "the largest model that would fit");
   EXPECT_CONTAINS(host.output, "bf16+Kahan master, int8 moments");
   EXPECT_CONTAINS(host.output, "lora.rank 8");
+  EXPECT_CONTAINS(host.output, "bf16 stochastic,   int8 moments");
+  // The optimizer state on the NVMe tier leaves the bf16 weights and fp32 gradient sums on the host
+  // (6 B/param: 37.67 GiB, still over 32 GiB); at 48 GiB it fits, with the state in an nvme column.
+  const std::string nvme = "plan --config configs/8gb.yaml --set model.path=" + llama7b +
+                           " --set offload.optimizer_state_tier=nvme --set offload.nvme_dir=/tmp"
+                           " --set offload.optimizer_state=int8 --set offload.master_weights=bf16_stochastic";
+  const Result nvme_32 = run_ferry(nvme + " --set offload.host_memory=32GiB");
+  EXPECT_EQ(nvme_32.exit_code, 2) << nvme_32.output;
+  EXPECT_CONTAINS(nvme_32.output, "the smallest host footprint of a plan that fits the device is 37.67 GiB");
+  const Result nvme_48 = run_ferry(nvme + " --set offload.host_memory=48GiB");
+  ASSERT_EQ(nvme_48.exit_code, 0) << nvme_48.output;
+  EXPECT_CONTAINS(nvme_48.output, "device          host          nvme");
+  EXPECT_CONTAINS(nvme_48.output, "moments");
   const Result lora = run_ferry("plan --config configs/8gb.yaml --set model.path=" + llama7b +
                                 " --set offload.host_memory=32GiB --set lora.rank=8");
   EXPECT_EQ(lora.exit_code, 0) << lora.output;

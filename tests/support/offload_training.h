@@ -145,6 +145,13 @@ struct RunSpec {
   OptimizerState optimizer_state = OptimizerState::fp32;  // offload.optimizer_state
   MasterWeights master_weights = MasterWeights::fp32;     // offload.master_weights
   bool activation_offload = false;  // train.activation_offload
+  int64_t seed = 42;                // train.seed (bf16_stochastic's rounding seed)
+  bool nvme = false;                // offload.optimizer_state_tier nvme, nvme_dir a fresh scratch folder
+  int64_t nvme_window = 2048;       // parameters per NVMe record (small: several windows per tensor)
+  uint64_t host_budget = 0;         // offload.host_memory (0: unlimited here)
+  // Called with true right before the trainer runs (model and engine set up) and with false right
+  // after (before the results are copied out): memory measurements of the training alone.
+  std::function<void(bool)> around_run;
 };
 
 struct Crash : std::runtime_error {
@@ -185,6 +192,14 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.offload.optimizer_state = spec.optimizer_state;
   config.offload.master_weights = spec.master_weights;
   config.train.activation_offload = spec.activation_offload;
+  config.train.seed = spec.seed;
+  fs::path nvme_dir;
+  if (spec.nvme) {
+    nvme_dir = fs::path(config.output.dir + "-nvme");
+    fs::create_directories(nvme_dir);
+    config.offload.optimizer_state_tier = StateTier::nvme;
+    config.offload.nvme_dir = nvme_dir.string();
+  }
 
   LlamaForCausalLM model(spec.shape);
   init_llama_weights(*model, spec.shape, 0.02, 5);
@@ -192,6 +207,8 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   model->train();
   offload::EngineOptions options = offload::EngineOptions::from_config(config);
   options.kept_groups = spec.kept_groups;
+  options.nvme_window = spec.nvme_window;
+  options.host_budget = spec.host_budget;
   options.device = spec.device;
   auto engine = offload::make_parameter_engine(options);
   engine->add_model("policy", offload::group_parameters(*model, false), true);
@@ -212,7 +229,9 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
     result.losses.push_back(loss);
     if (step == spec.crash_after) throw Crash("stopped");
   };
+  if (spec.around_run) spec.around_run(true);
   trainer.run();
+  if (spec.around_run) spec.around_run(false);
   engine->with_weights("policy", offload::ParameterEngine::WeightAccess::read, [&] {
     for (const auto& [key, t] : state_of(*model)) result.weights[key] = t.to(torch::kCPU, torch::kFloat).clone();
   });
@@ -220,9 +239,11 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   if (const auto* chunked = dynamic_cast<const offload::ChunkedEngine*>(engine.get())) {
     result.chunks_finished_during_backward = chunked->chunks_finished_during_backward();
   }
-  if (spec.output.empty()) {
-    std::error_code ec;
-    fs::remove_all(config.output.dir, ec);
+  std::error_code ec;
+  if (spec.output.empty()) fs::remove_all(config.output.dir, ec);
+  if (!nvme_dir.empty()) {
+    EXPECT_TRUE(fs::is_empty(nvme_dir, ec)) << "the NVMe working file is visible: it is unlinked at creation";
+    fs::remove_all(nvme_dir, ec);
   }
   return result;
 }

@@ -281,6 +281,13 @@ TEST(Config, Bf16KahanMasterWeightsNeedBf16AndAnOffloadedOptimizer) {
   apply_override(fine, "offload.policy=params");
   apply_override(fine, "train.precision=bf16");
   EXPECT_NO_THROW(validate_config(fine));
+  // bf16_stochastic: the same two needs.
+  EXPECT_CONTAINS(error_for({"offload.master_weights=bf16_stochastic", "train.precision=bf16"}),
+                  "offload.master_weights bf16_stochastic keeps the master weights on the host");
+  EXPECT_CONTAINS(error_for({"offload.master_weights=bf16_stochastic", "offload.policy=params", "train.precision=fp32"}),
+                  "rounded stochastically): it needs train.precision bf16 (got fp32)");
+  apply_override(fine, "offload.master_weights=bf16_stochastic");
+  EXPECT_NO_THROW(validate_config(fine));
 }
 
 TEST(Config, ActivationOffloadNeedsCheckpointedLayers) {

@@ -242,6 +242,107 @@ TEST(OffloadPolicies, Bf16KahanMasterWeightsTrainLikeFp32MasterAndResumeExactly)
   }
 }
 
+// offload.master_weights bf16_stochastic: the bf16 weights alone are the master, each update
+// rounded stochastically (kernels/cpu/adamw_stochastic.h): no host bytes for a master at all. It
+// trains like an fp32 master to bf16 noise; the rounding follows train.seed; a checkpoint resumes
+// it bit for bit (the same seed and step count give the same random bits), under another policy
+// and with int8 moments too.
+TEST(OffloadPolicies, Bf16StochasticMasterWeightsTrainLikeFp32MasterAndResumeBitForBit) {
+  RunSpec fp32;
+  fp32.precision = Precision::bf16;
+  fp32.policy = OffloadPolicy::optimizer;
+  fp32.steps = 12;
+  RunSpec stochastic = fp32;
+  stochastic.master_weights = MasterWeights::bf16_stochastic;
+  const RunResult a = train(fp32, "stochastic_reference"), b = train(stochastic, "stochastic_master");
+  EXPECT_LE(worst_relative(b.losses, a.losses), 1e-2);
+  EXPECT_GT(worst_weight_difference(b.weights, a.weights), 0.0);  // really another master
+  EXPECT_EQ(b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 0u);
+  RunSpec other_seed = stochastic;
+  other_seed.seed = 7;
+  const RunResult c = train(other_seed, "stochastic_other_seed");
+  EXPECT_GT(worst_weight_difference(c.weights, b.weights), 0.0);  // the seed picks the rounding
+  EXPECT_EQ(train(stochastic, "stochastic_again").weights.at("model.embed_tokens.weight")
+                .equal(b.weights.at("model.embed_tokens.weight")),
+            true);  // and the same seed repeats it
+
+  for (OptimizerState moments : {OptimizerState::fp32, OptimizerState::int8}) {
+    RunSpec first = stochastic;
+    first.optimizer_state = moments;
+    const std::string name(enum_name(moments));
+    const RunResult whole = moments == OptimizerState::fp32 ? b : train(first, "stochastic_whole_" + name);
+    RunSpec second = first;
+    second.policy = OffloadPolicy::params;
+    const RunResult resumed = crash_and_resume(first, 6, second, "stochastic_resume_" + name);
+    ASSERT_EQ(resumed.losses.size(), 7u) << name;  // from the checkpoint of step 5
+    const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
+    EXPECT_EQ(resumed.losses, tail) << name;
+    EXPECT_EQ(worst_weight_difference(resumed.weights, whole.weights), 0.0) << name;
+  }
+}
+
+// offload.optimizer_state_tier nvme: the optimizer state in a working file under offload.nvme_dir
+// (here the local disk), streamed through the staging ring in windows of 2048 parameters (several
+// per tensor, and more windows than ring slots), gives the host tier's run bit for bit: the same
+// kernels on the same values, whatever the state's format. 20 steps under both chunked policies.
+TEST(OffloadPolicies, NvmeStateTierTrainsBitForBitLikeTheHostTier) {
+  struct Variant {
+    const char* name;
+    Precision precision;
+    OptimizerState moments;
+    MasterWeights master;
+  };
+  for (const Variant& v : {Variant{"fp32", Precision::fp32, OptimizerState::fp32, MasterWeights::fp32},
+                           Variant{"int8", Precision::fp32, OptimizerState::int8, MasterWeights::fp32},
+                           Variant{"bf16", Precision::bf16, OptimizerState::fp32, MasterWeights::fp32},
+                           Variant{"bf16_kahan_int8", Precision::bf16, OptimizerState::int8, MasterWeights::bf16_kahan},
+                           Variant{"bf16_stochastic", Precision::bf16, OptimizerState::fp32,
+                                   MasterWeights::bf16_stochastic}}) {
+    for (OffloadPolicy policy : {OffloadPolicy::optimizer, OffloadPolicy::params}) {
+      RunSpec host;
+      host.precision = v.precision;
+      host.optimizer_state = v.moments;
+      host.master_weights = v.master;
+      host.policy = policy;
+      RunSpec nvme = host;
+      nvme.nvme = true;
+      const std::string name = std::string(v.name) + "_" + std::string(enum_name(policy));
+      const RunResult a = train(host, "host_tier_" + name), b = train(nvme, "nvme_tier_" + name);
+      ASSERT_EQ(b.losses.size(), 20u) << name;
+      EXPECT_EQ(b.losses, a.losses) << name;
+      EXPECT_EQ(worst_weight_difference(b.weights, a.weights), 0.0) << name;
+      // The state is on the NVMe tier, not in host memory: only the staging ring is.
+      EXPECT_GT(b.memory.peak.at(offload::MemoryTier::nvme, offload::MemoryCategory::moments), 0u) << name;
+      EXPECT_EQ(b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 0u) << name;
+    }
+  }
+}
+
+// A checkpoint of the NVMe tier is the optimizer state file every engine writes: a run on the NVMe
+// tier resumes from its own checkpoint, and from the host tier's (and the host tier from it),
+// giving the uninterrupted run's losses and weights bit for bit.
+TEST(OffloadPolicies, NvmeStateTierResumesFromEitherTiersCheckpoint) {
+  for (OptimizerState moments : {OptimizerState::fp32, OptimizerState::int8}) {
+    RunSpec host;
+    host.precision = Precision::bf16;
+    host.optimizer_state = moments;
+    host.policy = OffloadPolicy::optimizer;
+    host.steps = 12;
+    RunSpec nvme = host;
+    nvme.nvme = true;
+    const std::string name(enum_name(moments));
+    const RunResult whole = train(host, "nvme_whole_" + name);
+    const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
+    for (const auto& [first, second, label] : {std::tuple{nvme, nvme, "nvme_to_nvme"}, std::tuple{host, nvme, "host_to_nvme"},
+                                               std::tuple{nvme, host, "nvme_to_host"}}) {
+      const RunResult resumed = crash_and_resume(first, 6, second, std::string(label) + "_" + name);
+      ASSERT_EQ(resumed.losses.size(), 7u) << label << " " << name;  // from the checkpoint of step 5
+      EXPECT_EQ(resumed.losses, tail) << label << " " << name;
+      EXPECT_EQ(worst_weight_difference(resumed.weights, whole.weights), 0.0) << label << " " << name;
+    }
+  }
+}
+
 TEST(OffloadPolicies, Bf16PoliciesStayWithinTheDocumentedToleranceOfNone) {
   RunSpec base;
   base.precision = Precision::bf16;

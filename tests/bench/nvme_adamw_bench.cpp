@@ -1,0 +1,185 @@
+// The NVMe tier's AdamW throughput (offload/nvme_state_store.h): one AdamW step of a bf16 model's
+// parameters with fp32 master weights and fp32 moments (12 bytes of state per parameter read and
+// written back each step) streamed from a working file under --dir, against
+//   the host tier: the same step with the state in memory (HostAdamState, the same kernel), and
+//   the disk:      sequential direct-IO read and write bandwidth of --dir measured in the same run
+//                  (blocks of one window's record, --depth of them in flight); a step must read
+//                  and write every state byte, so (bytes / read rate + bytes / write rate) is the
+//                  shortest step the disk allows: its params/s is the bound.
+// The first NVMe step writes the fresh state (nothing to read) and is not timed. Every figure is
+// the best of --reps runs.
+//
+//   nvme_adamw_bench --dir FOLDER [--params-m 100] [--window-m 1] [--reps 3] [--threads N]
+//
+// Prints "RESULT <what> <value>" lines and a summary.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "offload/direct_file.h"
+#include "offload/host_adam_state.h"
+#include "offload/io_threads.h"
+#include "offload/nvme_state_store.h"
+
+namespace {
+
+using namespace ferry;
+using namespace ferry::offload;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+struct Options {
+  std::string dir;
+  int64_t params = 100'000'000;
+  int64_t window = 1 << 20;
+  int reps = 3;
+  int threads = 0;
+  int depth = 2;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i];
+    const char* value = argv[i + 1];
+    if (key == "--dir") o.dir = value;
+    else if (key == "--params-m") o.params = std::atoll(value) * 1'000'000;
+    else if (key == "--window-m") o.window = std::atoll(value) << 20;
+    else if (key == "--reps") o.reps = std::atoi(value);
+    else if (key == "--threads") o.threads = std::atoi(value);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", key.c_str());
+      std::exit(2);
+    }
+  }
+  if (o.dir.empty()) {
+    std::fprintf(stderr, "usage: nvme_adamw_bench --dir FOLDER [--params-m N] [--window-m N] [--reps N] [--threads N]\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+// Sequential direct IO over `bytes` of a fresh file in blocks of `block`, `depth` in flight:
+// {write, read} in bytes per second.
+std::pair<double, double> disk_bandwidth(const Options& o, uint64_t bytes, uint64_t block) {
+  DirectFile file(o.dir);
+  file.reserve(bytes);
+  IoThreads io(4);
+  std::vector<AlignedBuffer> buffers;
+  for (int i = 0; i < o.depth + 2; ++i) buffers.push_back(aligned_buffer(block));
+  for (auto& b : buffers) std::memset(b.get(), 0x5a, block);
+  const auto pass = [&](bool write) {
+    std::vector<std::future<void>> inflight(buffers.size());
+    const auto start = Clock::now();
+    for (uint64_t at = 0, i = 0; at < bytes; at += block, ++i) {
+      const size_t slot = i % buffers.size();
+      if (inflight[slot].valid()) inflight[slot].get();
+      std::byte* buffer = buffers[slot].get();
+      const DirectFile* f = &file;
+      inflight[slot] = io.submit([f, buffer, at, block, write] {
+        if (write) f->write(at, buffer, block);
+        else f->read(at, buffer, block);
+      });
+    }
+    for (auto& f : inflight) {
+      if (f.valid()) f.get();
+    }
+    return static_cast<double>(bytes) / seconds_since(start);
+  };
+  double write = 0, read = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    write = std::max(write, pass(true));
+    read = std::max(read, pass(false));
+  }
+  return {write, read};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  torch::NoGradGuard no_grad;
+  kernels::ThreadPool pool(o.threads);
+  const int64_t n = o.params;
+  std::printf("nvme_adamw_bench: %.0f M parameters (bf16 weights, fp32 master and moments: 12 B/param of state), "
+              "window %.1f M, %d threads, folder %s\n",
+              n / 1e6, o.window / 1e6, pool.num_threads(), o.dir.c_str());
+  const torch::Tensor weights = (torch::randn({n}) * 0.02).to(torch::kBFloat16);
+  const torch::Tensor grad = (torch::randn({n}) * 1e-3).to(torch::kBFloat16);
+  kernels::AdamWParams adamw;
+  adamw.lr = 1e-4;
+  adamw.weight_decay = 0.01;
+  const StateLayout layout = state_layout(at::kBFloat16, MasterWeights::fp32, OptimizerState::fp32, 0);
+
+  // Host tier: the whole state in memory.
+  double host_rate = 0;
+  {
+    HostAdamState state;
+    state.master = weights.to(torch::kFloat);
+    state.exp_avg = torch::zeros({n});
+    state.exp_avg_sq = torch::zeros({n});
+    for (int r = 0; r < o.reps; ++r) {
+      adamw.step = r + 1;
+      const auto start = Clock::now();
+      state.update(adamw, weights, grad, 1.0f, &pool);
+      host_rate = std::max(host_rate, n / seconds_since(start));
+    }
+  }
+
+  // NVMe tier.
+  double nvme_rate = 0;
+  uint64_t state_bytes = 0;
+  bool direct = true;
+  {
+    NvmeOptions options;
+    options.dir = o.dir;
+    options.window = o.window;
+    NvmeStateStore store(options);
+    store.add(layout, n);
+    store.seal();
+    state_bytes = store.file_bytes();
+    direct = store.direct();
+    const auto step = [&] {
+      store.for_each_window({0}, NvmeStateStore::Access::update, [&](const NvmeStateStore::Window& w, HostAdamState& s) {
+        const torch::Tensor wv = window_weights(weights, w, s);
+        s.update(adamw, wv, grad.narrow(0, w.first, w.size), 1.0f, &pool, w.first);
+      });
+    };
+    adamw.step = 1;
+    step();  // writes the fresh state: nothing to read yet
+    for (int r = 0; r < o.reps; ++r) {
+      adamw.step = r + 2;
+      const auto start = Clock::now();
+      step();
+      nvme_rate = std::max(nvme_rate, n / seconds_since(start));
+    }
+  }
+
+  const uint64_t block = round_up_to_alignment(static_cast<uint64_t>(o.window) * 12);
+  const auto [write_bw, read_bw] = disk_bandwidth(o, state_bytes, block);
+  const double bytes_per_param = static_cast<double>(state_bytes) / static_cast<double>(n);
+  const double disk_bound = 1.0 / (bytes_per_param / read_bw + bytes_per_param / write_bw);
+  std::printf("RESULT disk_write_gbps %.3f\nRESULT disk_read_gbps %.3f\n", write_bw / 1e9, read_bw / 1e9);
+  std::printf("RESULT host_adamw_mparams_per_s %.1f\nRESULT nvme_adamw_mparams_per_s %.1f\n", host_rate / 1e6,
+              nvme_rate / 1e6);
+  std::printf("RESULT disk_bound_mparams_per_s %.1f\n", disk_bound / 1e6);
+  std::printf("RESULT nvme_over_disk_bound %.3f\nRESULT nvme_over_host %.3f\n", nvme_rate / disk_bound,
+              nvme_rate / host_rate);
+  std::printf("\n%s IO; state %.2f GB (%.2f B/param read and written per step)\n", direct ? "O_DIRECT" : "buffered",
+              state_bytes / 1e9, bytes_per_param);
+  std::printf("disk: write %.2f GB/s, read %.2f GB/s -> at most %.1f M params/s for a step that reads and writes the "
+              "state\n", write_bw / 1e9, read_bw / 1e9, disk_bound / 1e6);
+  std::printf("AdamW step: host tier %.1f M params/s, NVMe tier %.1f M params/s = %.0f%% of the disk bound (target "
+              ">= 70%%), %.0f%% of the host tier\n",
+              host_rate / 1e6, nvme_rate / 1e6, 100 * nvme_rate / disk_bound, 100 * nvme_rate / host_rate);
+  return 0;
+}
