@@ -92,38 +92,29 @@ DirectFile::~DirectFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void DirectFile::read(uint64_t offset, void* buffer, uint64_t bytes) const {
+void DirectFile::transfer(bool write, uint64_t offset, void* buffer, uint64_t bytes) const {
   if (direct_) check_aligned(offset, buffer, bytes);
-  FERRY_CHECK(offset + bytes <= size_, "read past the NVMe working file's end");
+  FERRY_CHECK(offset + bytes <= size_, write ? "write" : "read", " past the NVMe working file's end");
   auto* at = static_cast<char*>(buffer);
   uint64_t done = 0;
   while (done < bytes) {
-    const ssize_t n = ::pread(fd_, at + done, bytes - done, static_cast<off_t>(offset + done));
+    const off_t position = static_cast<off_t>(offset + done);
+    const ssize_t n = write ? ::pwrite(fd_, at + done, bytes - done, position) : ::pread(fd_, at + done, bytes - done, position);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw InputError("reading the optimizer state from " + where(folder_) + " failed: " +
-                       (n < 0 ? std::strerror(errno) : "unexpected end of file") +
+      throw InputError(std::string(write ? "writing the optimizer state to " : "reading the optimizer state from ") +
+                       where(folder_) + " failed: " +
+                       (n < 0 ? std::strerror(errno) : write ? "nothing written" : "unexpected end of file") +
                        "; the checkpoints are not affected: resume from the last one");
     }
     done += static_cast<uint64_t>(n);
   }
 }
 
+void DirectFile::read(uint64_t offset, void* buffer, uint64_t bytes) const { transfer(false, offset, buffer, bytes); }
+
 void DirectFile::write(uint64_t offset, const void* buffer, uint64_t bytes) const {
-  if (direct_) check_aligned(offset, buffer, bytes);
-  FERRY_CHECK(offset + bytes <= size_, "write past the NVMe working file's end");
-  const auto* at = static_cast<const char*>(buffer);
-  uint64_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd_, at + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      throw InputError("writing the optimizer state to " + where(folder_) + " failed: " +
-                       (n < 0 ? std::strerror(errno) : "nothing written") +
-                       "; the checkpoints are not affected: resume from the last one");
-    }
-    done += static_cast<uint64_t>(n);
-  }
+  transfer(true, offset, const_cast<void*>(buffer), bytes);  // pwrite only reads it
   // Buffered fallback: the written pages go to disk and leave the cache, so they do not pile up in
   // memory.
   if (!direct_) {

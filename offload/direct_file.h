@@ -53,6 +53,8 @@ class DirectFile {
   void write(uint64_t offset, const void* buffer, uint64_t bytes) const;
 
  private:
+  void transfer(bool write, uint64_t offset, void* buffer, uint64_t bytes) const;
+
   std::filesystem::path folder_;
   int fd_ = -1;
   bool direct_ = true;

@@ -138,21 +138,13 @@ TEST(NvmeStateStore, BadFoldersAndBudgetsAreConfigErrorsNamingTheKey) {
   expect_contains(error_of(options, int64_t{1000000} * 1000000000), "free (offload.nvme_memory 0 uses at most 90%");
 }
 
-// Peak resident memory of this process since the last reset (Linux: /proc/self/status VmHWM).
-uint64_t peak_resident_bytes() {
+// A line of /proc/self/status in bytes: VmRSS (resident now) or VmHWM (the peak since the last
+// reset).
+uint64_t status_bytes(const std::string& key) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-uint64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
   }
   return 0;
 }
@@ -187,10 +179,10 @@ TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
   uint64_t start = 0, growth = 0;
   const auto measure_from_here = [&] {
     std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS now
-    start = resident_bytes();
+    start = status_bytes("VmRSS");
   };
   spec.around_run = [&](bool running) {
-    if (!running) growth = peak_resident_bytes() - start;  // before the results are copied out
+    if (!running) growth = status_bytes("VmHWM") - start;  // before the results are copied out
   };
   const uint64_t params = static_cast<uint64_t>(spec.shape.num_parameters());
   ASSERT_GT(params, 20'000'000u);

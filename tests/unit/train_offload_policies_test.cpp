@@ -209,6 +209,26 @@ TEST(OffloadPolicies, Int8MomentsTrainLikeFp32AndResumeExactly) {
   EXPECT_LE(worst_weight_difference(resumed.weights, b.weights), 1e-6);
 }
 
+// `spec` (12 steps under optimizer) with fp32 and then int8 moments, stopped after step 6 and
+// resumed under `params` from the checkpoint of step 5, repeats the uninterrupted run's last 7
+// losses and its weights within `tolerance` (0: bit for bit). `fp32_whole`: spec's own run.
+void expect_resumes_under_params(const RunSpec& spec, const RunResult& fp32_whole, double tolerance,
+                                 const std::string& label) {
+  for (OptimizerState moments : {OptimizerState::fp32, OptimizerState::int8}) {
+    RunSpec first = spec;
+    first.optimizer_state = moments;
+    const std::string name = label + "_" + std::string(enum_name(moments));
+    const RunResult whole = moments == OptimizerState::fp32 ? fp32_whole : train(first, name + "_whole");
+    RunSpec second = first;
+    second.policy = OffloadPolicy::params;
+    const RunResult resumed = crash_and_resume(first, 6, second, name + "_resume");
+    ASSERT_EQ(resumed.losses.size(), 7u) << name;  // from the checkpoint of step 5
+    const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
+    EXPECT_LE(worst_relative(resumed.losses, tail), tolerance) << name;
+    EXPECT_LE(worst_weight_difference(resumed.weights, whole.weights), tolerance) << name;
+  }
+}
+
 // offload.master_weights bf16_kahan: the bf16 weights plus a bf16 compensation are the master
 // (kernels/cpu/adamw_kahan.h), 2 bytes per parameter on the host instead of an fp32 copy's 4. It
 // trains like fp32 master weights to bf16 rounding, and a checkpoint (the decoded fp32 master in
@@ -227,19 +247,7 @@ TEST(OffloadPolicies, Bf16KahanMasterWeightsTrainLikeFp32MasterAndResumeExactly)
   EXPECT_EQ(a.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 4 * params);
   EXPECT_EQ(b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 2 * params);
 
-  for (OptimizerState moments : {OptimizerState::fp32, OptimizerState::int8}) {
-    RunSpec first = kahan;
-    first.optimizer_state = moments;
-    const std::string name(enum_name(moments));
-    const RunResult whole = moments == OptimizerState::fp32 ? b : train(first, "kahan_whole_" + name);
-    RunSpec second = first;
-    second.policy = OffloadPolicy::params;
-    const RunResult resumed = crash_and_resume(first, 6, second, "kahan_resume_" + name);
-    ASSERT_EQ(resumed.losses.size(), 7u) << name;  // from the checkpoint of step 5
-    const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
-    EXPECT_LE(worst_relative(resumed.losses, tail), 1e-6) << name;
-    EXPECT_LE(worst_weight_difference(resumed.weights, whole.weights), 1e-6) << name;
-  }
+  expect_resumes_under_params(kahan, b, 1e-6, "kahan");
 }
 
 // offload.master_weights bf16_stochastic: the bf16 weights alone are the master, each update
@@ -266,19 +274,7 @@ TEST(OffloadPolicies, Bf16StochasticMasterWeightsTrainLikeFp32MasterAndResumeBit
                 .equal(b.weights.at("model.embed_tokens.weight")),
             true);  // and the same seed repeats it
 
-  for (OptimizerState moments : {OptimizerState::fp32, OptimizerState::int8}) {
-    RunSpec first = stochastic;
-    first.optimizer_state = moments;
-    const std::string name(enum_name(moments));
-    const RunResult whole = moments == OptimizerState::fp32 ? b : train(first, "stochastic_whole_" + name);
-    RunSpec second = first;
-    second.policy = OffloadPolicy::params;
-    const RunResult resumed = crash_and_resume(first, 6, second, "stochastic_resume_" + name);
-    ASSERT_EQ(resumed.losses.size(), 7u) << name;  // from the checkpoint of step 5
-    const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
-    EXPECT_EQ(resumed.losses, tail) << name;
-    EXPECT_EQ(worst_weight_difference(resumed.weights, whole.weights), 0.0) << name;
-  }
+  expect_resumes_under_params(stochastic, b, 0.0, "stochastic");  // bit for bit
 }
 
 // offload.optimizer_state_tier nvme: the optimizer state in a working file under offload.nvme_dir
