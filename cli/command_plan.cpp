@@ -174,7 +174,10 @@ void run_plan(const PlanArgs& args) {
   request.rates.cpu_adam_params_per_s = args.cpu_adam_rate * 1e9;
   if (args.measure) {
     const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-    request.rates = offload::measure_rates(request.rates, device, config.train.precision, config.offload.cpu_threads);
+    const std::string nvme_dir =
+        config.offload.optimizer_state_tier == StateTier::nvme ? config.offload.nvme_dir : std::string();
+    request.rates =
+        offload::measure_rates(request.rates, device, config.train.precision, config.offload.cpu_threads, nvme_dir);
   }
   const bool automatic = config.offload.policy == OffloadPolicy::auto_;
 
@@ -261,7 +264,15 @@ void run_plan(const PlanArgs& args) {
   std::snprintf(rate, sizeof(rate), "%.0f", p.tokens_per_s());
   out << ", " << rate << " tokens/s\n";
   out << "transfers per step: host->device " << format_bytes_approx(p.time.host_to_device_bytes) << ", device->host "
-      << format_bytes_approx(p.time.device_to_host_bytes) << "\n";
+      << format_bytes_approx(p.time.device_to_host_bytes);
+  if (p.time.nvme_bytes > 0) out << ", NVMe read + write " << format_bytes_approx(p.time.nvme_bytes);
+  out << "\n";
+  if (p.choice.policy != OffloadPolicy::none) {
+    out << "bound by: " << p.time.bound << " (busy per step: compute " << seconds(p.time.compute_s) << ", PCIe "
+        << seconds(p.time.pcie_s) << ", CPU AdamW " << seconds(p.time.cpu_adam_s);
+    if (p.time.nvme_bytes > 0) out << ", NVMe " << seconds(p.time.nvme_s);
+    out << ")\n";
+  }
   out << "assumptions:\n";
   for (const std::string& line : result.rates.lines) out << "  " << line << "\n";
   out << "  device overhead " << format_bytes_approx(request.constants.device_overhead_bytes)

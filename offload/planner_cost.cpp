@@ -21,7 +21,7 @@ std::string format_rate(const char* format, double value) {
 
 }  // namespace
 
-ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision) {
+ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision, bool nvme) {
   ResolvedRates r;
   const double default_tflops = precision == Precision::fp32 ? kDefaultFp32Tflops : kDefaultHalfTflops;
   const double pcie = rates.pcie_gbps > 0 ? rates.pcie_gbps : kDefaultPcieGbps;
@@ -44,6 +44,16 @@ ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision) {
                            "default, not measured: pass --cpu-adam-rate or --measure"));
   r.lines.push_back(format_rate("GPU AdamW %.1f G params/s", r.gpu_adam_params_per_s / 1e9) +
                     (rates.gpu_adam_params_per_s > 0 ? "" : " (default, not measured)"));
+  const bool nvme_measured = rates.nvme_read_gbps > 0 && rates.nvme_write_gbps > 0;
+  const double read = nvme_measured ? rates.nvme_read_gbps : kDefaultNvmeReadGbps;
+  const double write = nvme_measured ? rates.nvme_write_gbps : kDefaultNvmeWriteGbps;
+  r.nvme_read_bytes_per_s = read * 1e9;
+  r.nvme_write_bytes_per_s = write * 1e9;
+  if (nvme) {
+    r.lines.push_back(format_rate("NVMe read %.2f GB/s", read) + format_rate(", write %.2f GB/s", write) +
+                      (nvme_measured ? " (" + rates.nvme_source + ")"
+                                     : std::string(" (default, not measured: pass --measure to time offload.nvme_dir)")));
+  }
   return r;
 }
 
@@ -86,6 +96,13 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   table.lora = lora;
   table.tied_embeddings = m.tie_word_embeddings && layout.chunks().size() > 1;
   table.overlap_step = model.shape().overlap_step;
+  if (model.shape().state_on_nvme) {
+    const uint64_t n = static_cast<uint64_t>(model.trainable_parameters());
+    table.nvme_state_bytes = static_cast<double>(model.master_bytes(n) + model.moment_bytes(n));
+    if (model.shape().processes > 1 && model.shape().zero_stage >= 1) {
+      table.nvme_state_bytes /= static_cast<double>(model.shape().processes);
+    }
+  }
   table.trainable_parameters = static_cast<double>(model.trainable_parameters());
   // ZeRO: each process runs AdamW on its share only (the broadcast of the new weights is not costed).
   if (model.shape().processes > 1 && model.shape().zero_stage >= 1) {
@@ -198,9 +215,19 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
       const double first = trainable > 0 ? adam * table.chunks.front().trainable_bytes / trainable : 0.0;
       adam -= std::min(adam - first, e.backward_s / accumulation);
     }
+    e.cpu_adam_s = table.trainable_parameters / rates.cpu_adam_params_per_s;
+    if (table.nvme_state_bytes > 0) {  // each window's IO overlaps the AdamW of the one before
+      e.nvme_s = table.nvme_state_bytes / rates.nvme_read_bytes_per_s + table.nvme_state_bytes / rates.nvme_write_bytes_per_s;
+      e.nvme_bytes = static_cast<uint64_t>(2 * table.nvme_state_bytes);
+      adam = std::max(adam, e.nvme_s);
+    }
     e.optimizer_s = std::max(adam, upload / bw) + largest / bw;
     e.host_to_device_bytes += static_cast<uint64_t>(upload);
   }
+  e.pcie_s = static_cast<double>(std::max(e.host_to_device_bytes, e.device_to_host_bytes)) / bw;
+  const std::pair<double, const char*> resources[] = {
+      {e.compute_s, "compute"}, {e.pcie_s, "PCIe"}, {e.cpu_adam_s, "CPU AdamW"}, {e.nvme_s, "NVMe"}};
+  e.bound = std::max_element(std::begin(resources), std::end(resources))->second;
   return e;
 }
 

@@ -11,7 +11,11 @@
 //             cost per copy pair (kActivationOffloadLayerOverheadS)
 //   optimizer CPU AdamW at its params/s rate (overlapped with uploading the new weights), or
 //             the fused GPU AdamW under `none`; with offload.overlap_step the CPU AdamW of every
-//             chunk but the first hides behind the last micro-batch's backward
+//             chunk but the first hides behind the last micro-batch's backward; with the state on
+//             the NVMe tier, the slower of that and reading + writing the state at the disk's
+//             rates (the windows' IO overlaps the AdamW, offload/nvme_state_store.h)
+//   bound     the resource with the most busy time in the step: device compute, PCIe (bytes both
+//             ways over the per-direction rate), the CPU AdamW, the NVMe tier
 #pragma once
 
 #include <cstdint>
@@ -31,6 +35,9 @@ struct PlannerRates {
   // Where a non-zero rate came from, for the plan's assumptions ("measured here"); empty: the
   // flag or config key that sets it.
   std::string pcie_source, device_source, cpu_adam_source;
+  // The NVMe tier's sequential read and write rates, GB/s (--measure with offload.nvme_dir).
+  double nvme_read_gbps = 0, nvme_write_gbps = 0;
+  std::string nvme_source;
 };
 
 // Defaults: a PCIe 3.0 x16 link with pinned memory (~12 GB/s), a laptop/desktop GPU's sustained
@@ -42,6 +49,9 @@ inline constexpr double kDefaultHalfTflops = 40.0;
 inline constexpr double kDefaultFp32Tflops = 10.0;
 inline constexpr double kDefaultCpuAdamParamsPerS = 1.0e9;
 inline constexpr double kDefaultGpuAdamParamsPerS = 2.0e10;
+// A laptop's PCIe 3.0 x4 NVMe drive, sustained (past its write cache).
+inline constexpr double kDefaultNvmeReadGbps = 2.5;
+inline constexpr double kDefaultNvmeWriteGbps = 1.5;
 
 // Rates in base units with a note for each one that was assumed rather than given.
 struct ResolvedRates {
@@ -49,10 +59,12 @@ struct ResolvedRates {
   double device_flops = 0;
   double cpu_adam_params_per_s = 0;
   double gpu_adam_params_per_s = 0;
+  double nvme_read_bytes_per_s = 0, nvme_write_bytes_per_s = 0;
   std::vector<std::string> lines;  // "PCIe 12 GB/s per direction (default: not measured; ...)"
 };
 
-ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision);
+// `nvme`: the plan keeps state on the NVMe tier (its rates get a line).
+ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision, bool nvme = false);
 
 struct StepTimeEstimate {
   double forward_s = 0;    // all micro-batches, transfers overlapped
@@ -61,6 +73,10 @@ struct StepTimeEstimate {
   double compute_s = 0;    // pure compute (forward + backward + recompute), for comparison
   uint64_t host_to_device_bytes = 0;  // per step
   uint64_t device_to_host_bytes = 0;
+  uint64_t nvme_bytes = 0;            // read + written per step
+  // Busy time per resource in the step, and the one with the most: what bounds the step.
+  double pcie_s = 0, cpu_adam_s = 0, nvme_s = 0;
+  std::string bound;  // "compute", "PCIe", "CPU AdamW" or "NVMe"
   double total_s() const { return forward_s + backward_s + optimizer_s; }
 };
 
@@ -92,6 +108,7 @@ struct StepCostTable {
   bool lora = false;
   bool tied_embeddings = false;  // the LM head pages the embedding's chunk (chunk 0) in again
   bool overlap_step = false;     // TrainingShape::overlap_step
+  double nvme_state_bytes = 0;   // the optimizer state on the NVMe tier (read and written each step)
 };
 
 StepCostTable build_step_cost_table(const MemoryModel& model);

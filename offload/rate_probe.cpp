@@ -6,10 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/thread_pool.h"
+#include "offload/direct_file.h"
+#include "offload/io_threads.h"
 
 namespace ferry::offload {
 namespace {
@@ -51,11 +57,46 @@ double cpu_adam_params_per_s(int64_t cpu_threads) {
   return static_cast<double>(n) / seconds;
 }
 
+// Sequential direct IO over a fresh working file in `folder`: {write, read} bytes per second.
+std::pair<double, double> disk_rates(const std::string& folder) {
+  static constexpr uint64_t kBlock = uint64_t{16} << 20, kBytes = uint64_t{512} << 20;
+  static constexpr size_t kInFlight = 4;
+  DirectFile file(folder);
+  file.reserve(kBytes);
+  IoThreads io(static_cast<int>(kInFlight));
+  std::vector<AlignedBuffer> buffers;
+  for (size_t i = 0; i < kInFlight; ++i) buffers.push_back(aligned_buffer(kBlock));
+  const auto pass = [&](bool write) {
+    std::vector<std::future<void>> inflight(kInFlight);
+    for (uint64_t at = 0, i = 0; at < kBytes; at += kBlock, ++i) {
+      std::future<void>& slot = inflight[i % kInFlight];
+      if (slot.valid()) slot.get();
+      std::byte* buffer = buffers[i % kInFlight].get();
+      slot = io.submit([&file, buffer, at, write] {
+        if (write) file.write(at, buffer, kBlock);
+        else file.read(at, buffer, kBlock);
+      });
+    }
+    for (auto& f : inflight) {
+      if (f.valid()) f.get();
+    }
+  };
+  const double write = best_seconds(2, [&] { pass(true); }, [] {});
+  const double read = best_seconds(2, [&] { pass(false); }, [] {});
+  return {static_cast<double>(kBytes) / write, static_cast<double>(kBytes) / read};
+}
+
 }  // namespace
 
 PlannerRates measure_rates(const PlannerRates& configured, c10::Device device, Precision precision,
-                           int64_t cpu_threads) {
+                           int64_t cpu_threads, const std::string& nvme_dir) {
   PlannerRates rates = configured;
+  if (!nvme_dir.empty() && (rates.nvme_read_gbps <= 0 || rates.nvme_write_gbps <= 0)) {
+    const auto [write, read] = disk_rates(nvme_dir);
+    rates.nvme_write_gbps = write / 1e9;
+    rates.nvme_read_gbps = read / 1e9;
+    rates.nvme_source = std::string("measured here: ") + nvme_dir + ", direct IO";
+  }
   if (rates.cpu_adam_params_per_s <= 0) {
     rates.cpu_adam_params_per_s = cpu_adam_params_per_s(cpu_threads);
     rates.cpu_adam_source = "measured here";

@@ -9,13 +9,17 @@
 
 #include <c10/core/Device.h>
 
+#include <string>
+
 #include "core/config/config.h"
 #include "offload/planner_cost.h"
 
 namespace ferry::offload {
 
 // `configured`: rates already known (non-zero ones are kept). `cpu_threads`: offload.cpu_threads.
+// `nvme_dir` (offload.nvme_dir with the state on the NVMe tier; empty: none): its sequential
+// direct-IO write and read rates, 512 MiB in 16 MiB blocks, 4 in flight (offload/direct_file.h).
 PlannerRates measure_rates(const PlannerRates& configured, c10::Device device, Precision precision,
-                           int64_t cpu_threads);
+                           int64_t cpu_threads, const std::string& nvme_dir = "");
 
 }  // namespace ferry::offload

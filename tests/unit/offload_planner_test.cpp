@@ -342,6 +342,48 @@ TEST(PlannerCost, OverlappedStepHidesAllButTheEmbeddingsUpdateBehindBackward) {
   EXPECT_NEAR(estimate_step_time(MemoryModel(shape), choice, 2, rates).optimizer_s, 95040 / 1e6, 1e-9);
 }
 
+// offload.optimizer_state_tier nvme: the master and moment bytes move from the host to the nvme
+// tier (the host keeps the staging ring), and the optimizer step is the slower of the CPU AdamW and
+// reading + writing the state at the disk's rates; the busiest resource bounds the step.
+TEST(PlannerCost, NvmeStateMovesItsBytesAndCostsReadPlusWrite) {
+  TrainingShape shape = tiny_shape();  // bf16, 95040 trainable parameters
+  PlacementChoice choice;
+  choice.policy = OffloadPolicy::optimizer;
+  choice.micro_batch_size = 2;
+  const MemoryEstimate host = MemoryModel(shape).estimate(choice);
+  shape.state_on_nvme = true;
+  const MemoryModel model(shape);
+  const MemoryEstimate nvme = model.estimate(choice);
+  const uint64_t n = 95040;
+  EXPECT_EQ(nvme.bytes.at(MemoryTier::nvme, MemoryCategory::master), 4 * n);
+  EXPECT_EQ(nvme.bytes.at(MemoryTier::nvme, MemoryCategory::moments), 8 * n);
+  EXPECT_EQ(nvme.bytes.at(MemoryTier::host, MemoryCategory::master), 0u);
+  EXPECT_EQ(nvme.bytes.at(MemoryTier::host, MemoryCategory::moments), 4 * 12 * n);  // the ring: 4 windows (n < 2^20)
+  EXPECT_EQ(host.host_total() - host.bytes.at(MemoryTier::host, MemoryCategory::master) -
+                host.bytes.at(MemoryTier::host, MemoryCategory::moments),
+            nvme.host_total() - 4 * 12 * n);  // nothing else moved
+
+  ResolvedRates rates = resolve_rates(rates_with_tflops(1.0), Precision::bf16, true);
+  EXPECT_NE(rates.lines.back().find("NVMe read 2.50 GB/s, write 1.50 GB/s (default, not measured"),
+            std::string::npos) << rates.lines.back();
+  rates.cpu_adam_params_per_s = 1e9;
+  rates.pcie_bytes_per_s = 1e15;
+  rates.device_flops = 1e15;
+  rates.nvme_read_bytes_per_s = 1e6;  // a slow disk: 12 n bytes read, then written
+  rates.nvme_write_bytes_per_s = 0.5e6;
+  const StepTimeEstimate slow = estimate_step_time(model, choice, 1, rates);
+  EXPECT_NEAR(slow.nvme_s, 12.0 * n / 1e6 + 12.0 * n / 0.5e6, 1e-9);
+  EXPECT_NEAR(slow.optimizer_s, slow.nvme_s, 1e-6);
+  EXPECT_EQ(slow.nvme_bytes, 24 * n);
+  EXPECT_EQ(slow.bound, "NVMe");
+  rates.nvme_read_bytes_per_s = rates.nvme_write_bytes_per_s = 1e15;  // a fast one: the CPU AdamW
+  rates.cpu_adam_params_per_s = 1e3;
+  const StepTimeEstimate fast = estimate_step_time(model, choice, 1, rates);
+  EXPECT_NEAR(fast.optimizer_s, n / 1e3, 1e-6);
+  EXPECT_EQ(fast.bound, "CPU AdamW");
+  EXPECT_EQ(estimate_step_time(MemoryModel(tiny_shape()), choice, 1, rates).nvme_bytes, 0u);
+}
+
 TEST(PlannerCost, DefaultRatesAreLabelledAsNotMeasured) {
   const ResolvedRates defaults = resolve_rates(PlannerRates{}, Precision::bf16);
   EXPECT_DOUBLE_EQ(defaults.pcie_bytes_per_s, kDefaultPcieGbps * 1e9);
