@@ -175,7 +175,9 @@ void run_plan(const PlanArgs& args) {
   if (args.measure) {
     const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
     const std::string nvme_dir =
-        config.offload.optimizer_state_tier == StateTier::nvme ? config.offload.nvme_dir : std::string();
+        config.offload.optimizer_state_tier == StateTier::nvme || config.offload.params_tier == StateTier::nvme
+            ? config.offload.nvme_dir
+            : std::string();
     request.rates =
         offload::measure_rates(request.rates, device, config.train.precision, config.offload.cpu_threads, nvme_dir);
   }

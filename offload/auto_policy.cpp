@@ -41,7 +41,10 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
     request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};  // the CPU optimizer's, too
   }
   request.shape.state_on_nvme = config.offload.optimizer_state_tier == StateTier::nvme;
-  if (request.shape.state_on_nvme) request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
+  request.shape.weights_on_nvme = config.offload.params_tier == StateTier::nvme;
+  if (request.shape.state_on_nvme || request.shape.weights_on_nvme) {
+    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
+  }
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
   request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);

@@ -4,6 +4,7 @@
 // between host and device, chunked_engine_step.cpp streams gradients and takes the step,
 // chunked_engine_state.cpp saves and loads the optimizer state.
 #include "offload/chunked_engine.h"
+#include "offload/mapped_chunk_file.h"
 #include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
@@ -69,6 +70,14 @@ ChunkedEngine::~ChunkedEngine() {
 
 ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) { return find_model(models_, name); }
 
+void ChunkedEngine::release_host(const Model& m, const Chunk& ch) const {
+  if (m.chunk_file && ch.host.defined()) m.chunk_file->release(ch.file_offset, ch.bytes);
+}
+
+void ChunkedEngine::release_host(const Model& m) const {
+  for (const Chunk& ch : m.chunks) release_host(m, ch);
+}
+
 const ChunkedEngine::Model& ChunkedEngine::model(const std::string& name) const {
   return find_model(models_, name);
 }
@@ -101,6 +110,7 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
       if (chunk_owner[c] == rank()) held_chunk_bytes += l.layout.chunks()[c].bytes;
     }
   }
+  if (options_.params_tier == StateTier::nvme) held_chunk_bytes = 0;  // in the mapped file, not host memory
   check_host_budget(name, host_bytes_needed(held_chunk_bytes, l.tensors, trainable, state_held));
 
   torch::NoGradGuard no_grad;
@@ -113,6 +123,7 @@ void ChunkedEngine::add_model(const std::string& name, std::vector<ParameterGrou
     nvme_bytes_.emplace_back(accountant_, MemoryTier::nvme, MemoryCategory::moments, nvme_->file_bytes() - file_before);
     nvme_bytes_.emplace_back(accountant_, MemoryTier::host, MemoryCategory::moments, nvme_->staging_bytes() - ring_before);
   }
+  release_host(m);  // the placed weights are in the file now
   attach_gradient_hooks(m, &models_.find(name)->first);
   link_chunks_to_groups(m, groups, l.index_of_group);
   for (size_t c = 0; c < m.chunks.size(); ++c) {
@@ -190,12 +201,26 @@ std::vector<int64_t> ChunkedEngine::assign_chunk_owners(const ModelLayout& l, bo
 
 void ChunkedEngine::allocate_chunks(Model& m, const ModelLayout& l, const std::vector<int64_t>& chunk_owner) {
   m.chunks.resize(l.layout.chunks().size());
+  const auto held_here = [&](size_t c) { return !sharded_weights() || chunk_owner[c] == rank(); };
+  if (options_.params_tier == StateTier::nvme) {  // page-aligned ranges of one mapped file
+    uint64_t file_bytes = 0;
+    for (size_t c = 0; c < l.layout.chunks().size(); ++c) {
+      if (!held_here(c)) continue;
+      m.chunks[c].file_offset = file_bytes;
+      file_bytes += round_up_to_alignment(l.layout.chunks()[c].bytes);
+    }
+    m.chunk_file = std::make_unique<MappedChunkFile>(options_.nvme_dir, file_bytes);
+    m.host_bytes.emplace_back(accountant_, MemoryTier::nvme, MemoryCategory::weights, file_bytes);
+  }
   for (size_t c = 0; c < l.layout.chunks().size(); ++c) {
     const offload::Chunk& spec = l.layout.chunks()[c];  // the layout's chunk, not ChunkedEngine::Chunk
     Chunk& chunk = m.chunks[c];
     chunk.owner = chunk_owner[c];
     chunk.bytes = spec.bytes;
-    if (!sharded_weights() || chunk.owner == rank()) {
+    if (held_here(c) && m.chunk_file) {
+      chunk.host = torch::from_blob(m.chunk_file->data() + chunk.file_offset, {static_cast<int64_t>(spec.bytes)},
+                                    torch::TensorOptions().dtype(at::kByte));
+    } else if (held_here(c)) {
       chunk.host = transfers_->host_buffer(static_cast<int64_t>(spec.bytes));
       m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::weights, spec.bytes);
     }

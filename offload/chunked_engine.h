@@ -56,6 +56,12 @@
 // checkpoints are written and read window by window, and a write of the weights marks the stored
 // masters stale. Everything else (weights, gradients, paging) is as above.
 //
+// offload.params_tier nvme: each model's host chunks are ranges of a MappedChunkFile
+// (offload/mapped_chunk_file.h) instead of host buffers; every use of a chunk's host bytes (its
+// page-in, its AdamW update and copy back, with_weights, checkpoints, add_model's placement) is
+// followed by release_host, which drops its pages from the process. On a GPU the page-in then
+// waits for its copy (the mapping is not pinned memory).
+//
 // Its parts: chunked_engine.cpp (add_model's steps: layout, ZeRO ownership, host buffers),
 // chunked_engine_paging.cpp (residency, page-in/out, with_weights), chunked_engine_step.cpp
 // (gradient hooks, accumulation, the overlapped last backward, reduction, norm, AdamW) and
@@ -81,6 +87,7 @@ class ThreadPool;
 }
 
 namespace ferry::offload {
+class MappedChunkFile;
 class NvmeStateStore;
 }
 
@@ -191,6 +198,7 @@ class ChunkedEngine : public ParameterEngine {
     std::vector<size_t> params;  // indices into Model::params
     int64_t last_group = 0;      // the lowest GroupRef index using the chunk: its last in backward
     bool trainable = false;      // holds a trainable parameter
+    uint64_t file_offset = 0;    // params_tier nvme: where `host` lies in the model's mapped file
     bool handed = false;         // overlapped step: given to the worker
     bool updated = false;        // overlapped step: AdamW done
     // The process that holds the optimizer state of the chunk's trainable parameters and updates
@@ -210,7 +218,11 @@ class ChunkedEngine : public ParameterEngine {
     enum class Residency { policy, all, none } residency = Residency::policy;
     std::vector<MemoryReservation> host_bytes;
     int64_t forwards = 0;  // overlapped step: forwards with grad in the micro-batch
+    std::unique_ptr<MappedChunkFile> chunk_file;  // params_tier nvme: the host chunks' file
   };
+  // params_tier nvme: the chunk's host pages (or every chunk's of the model) leave the process.
+  void release_host(const Model& m, const Chunk& ch) const;
+  void release_host(const Model& m) const;
   // The last backward in progress (begin_last_backward .. step or zero_grad).
   struct Overlap {
     bool armed = false;

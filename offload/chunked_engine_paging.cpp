@@ -2,6 +2,7 @@
 // ZeRO 3) and page-outs around each group of a forward or backward, make_resident, and
 // with_weights (see chunked_engine.h).
 #include "offload/chunked_engine.h"
+#include "offload/mapped_chunk_file.h"
 #include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
@@ -72,6 +73,10 @@ void ChunkedEngine::page_in(Model& m, int64_t chunk) {
     options_.shard_group->broadcast({ch.device}, ch.owner);
   } else {
     ch.arrival = transfers_->to_device(ch.device, ch.host);
+  }
+  if (m.chunk_file) {  // the mapped bytes are read: their pages may go
+    transfers_->wait_host(ch.arrival);
+    release_host(m, ch);
   }
   point_parameters_at_device(m, chunk);
 }
@@ -186,7 +191,10 @@ void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, c
     throw;
   }
   restore();
-  if (access == WeightAccess::read) return;
+  if (access == WeightAccess::read) {
+    release_host(m);
+    return;
+  }
   torch::NoGradGuard no_grad;
   for (Param& p : m.params) {
     if (p.trainable) p.state.reset_master(p.host_view);  // the written weights are the master
@@ -199,6 +207,7 @@ void ChunkedEngine::with_weights(const std::string& name, WeightAccess access, c
     transfers_->wait_compute(ch.arrival);
   }
   if (transfers_) transfers_->synchronize();  // the gathered buffers are read by those copies
+  release_host(m);
 }
 
 }  // namespace ferry::offload

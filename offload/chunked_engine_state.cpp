@@ -2,6 +2,7 @@
 // in the file's format (offload/host_adam_state.h decodes int8 moments and Kahan pairs; see
 // chunked_engine.h and offload/optimizer_state_file.h).
 #include "offload/chunked_engine.h"
+#include "offload/mapped_chunk_file.h"
 #include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
@@ -32,9 +33,10 @@ void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
   if (sharded_state()) shard = {options_.shard_group->rank(), options_.shard_group->size()};
   if (nvme_) {
     save_nvme_state(dir, steps, shard);
-    return;
+  } else {
+    save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps, shard);
   }
-  save_optimizer_state(dir, std::string(enum_name(options_.policy)), state_refs(true), steps, shard);
+  for (const auto& [name, m] : models_) release_host(m);  // the masters were decoded from the weights
 }
 
 std::vector<std::pair<const std::string*, ChunkedEngine::Param*>> ChunkedEngine::nvme_params() const {
@@ -108,6 +110,7 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   if (nvme_) {
     load_nvme_state(dir, steps);
     for (const auto& [name, count] : steps) models_.at(name).steps = count;
+    for (const auto& [name, m] : models_) release_host(m);
     return;
   }
   const std::vector<ParameterStateRef> refs = state_refs(false);
@@ -120,6 +123,7 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
     }
   }
   for (const auto& [name, count] : steps) models_.at(name).steps = count;
+  for (const auto& [name, m] : models_) release_host(m);
 }
 
 }  // namespace ferry::offload

@@ -3,6 +3,7 @@
 // the update) on the background worker, the reduction over processes (ZeRO), the norm, and CPU
 // AdamW on the host chunks (see chunked_engine.h).
 #include "offload/chunked_engine.h"
+#include "offload/mapped_chunk_file.h"
 #include "offload/nvme_state_store.h"
 
 #include <torch/torch.h>
@@ -246,6 +247,10 @@ void ChunkedEngine::step(double learning_rate, double grad_multiplier, const std
       const bool updated = overlapped ? ch.updated : update_chunk(*m, ch, params, grad_multiplier);
       // Paged chunks read the new weights at their next page-in.
       if (updated && ch.device.defined()) ch.arrival = transfers_->to_device(ch.device, ch.host);
+      if (updated && m->chunk_file) {
+        transfers_->wait_host(ch.arrival);
+        release_host(*m, ch);
+      }
     }
     if (sharded_state()) {
       // Every owner sends the new values of the trainable tensors it updated (frozen ones, e.g. a

@@ -45,6 +45,7 @@ class DirectFile {
   void reserve(uint64_t bytes);
 
   bool direct() const { return direct_; }
+  int fd() const { return fd_; }
   uint64_t size() const { return size_; }
   const std::filesystem::path& folder() const { return folder_; }
 

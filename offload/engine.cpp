@@ -141,6 +141,7 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   options.master_weights = config.offload.master_weights;
   options.rounding_seed = static_cast<uint64_t>(config.train.seed);
   options.optimizer_state_tier = config.offload.optimizer_state_tier;
+  options.params_tier = config.offload.params_tier;
   options.nvme_dir = config.offload.nvme_dir;
   options.nvme_budget = config.offload.nvme_memory.bytes;
   options.chunk_size = config.offload.chunk_size.bytes;

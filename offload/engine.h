@@ -140,6 +140,9 @@ struct EngineOptions {
   // (offload/nvme_state_store.h), at most nvme_budget bytes (0: 90% of the free space), streamed in
   // windows of nvme_window parameters (ChunkedEngine only).
   StateTier optimizer_state_tier = StateTier::host;
+  // offload.params_tier nvme: the chunks' host copies in a mapped working file under nvme_dir
+  // (offload/mapped_chunk_file.h; ChunkedEngine only).
+  StateTier params_tier = StateTier::host;
   std::string nvme_dir;
   uint64_t nvme_budget = 0;
   int64_t nvme_window = int64_t{1} << 20;

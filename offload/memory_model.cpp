@@ -365,6 +365,10 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
     const uint64_t per_param = trainable > 0 ? (state + trainable - 1) / trainable : 0;
     b.at(H, C::moments) = 4 * per_param * std::min<uint64_t>(trainable, uint64_t{1} << 20);
   }
+  if (shape_.weights_on_nvme && choice.policy != OffloadPolicy::none) {
+    b.at(MemoryTier::nvme, C::weights) = b.at(H, C::weights);
+    b.at(H, C::weights) = 0;
+  }
   b.at(D, C::activations) =
       activation_bytes(choice.micro_batch_size, choice.layer_checkpointed, choice.activation_offload);
   b.at(H, C::activations) =

@@ -89,6 +89,8 @@ struct TrainingShape {
   // offload.optimizer_state_tier nvme (offloading policies): the master weights and moments live in
   // the NVMe tier's file; the host holds its staging ring (offload/nvme_state_store.h).
   bool state_on_nvme = false;
+  // offload.params_tier nvme: the host copies of the weights live in the NVMe tier's mapped file.
+  bool weights_on_nvme = false;
 };
 
 struct MemoryModelConstants {

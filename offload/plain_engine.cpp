@@ -23,10 +23,10 @@ PlainEngine::PlainEngine(const EngineOptions& options) : options_(options), acco
                       "fp32 moments where the model runs; use offload.policy optimizer or params, or "
                       "offload.optimizer_state fp32");
   }
-  if (options.optimizer_state_tier != StateTier::host) {
-    throw ConfigError("offload.optimizer_state_tier nvme is for the CPU optimizer's state: the none policy keeps the "
-                      "optimizer where the model runs; use offload.policy optimizer or params, or "
-                      "offload.optimizer_state_tier host");
+  if (options.optimizer_state_tier != StateTier::host || options.params_tier != StateTier::host) {
+    throw ConfigError("offload.optimizer_state_tier / params_tier nvme are for the offloading engine's host state: "
+                      "the none policy keeps everything where the model runs; use offload.policy optimizer or params, "
+                      "or set them to host");
   }
   if (options.master_weights != MasterWeights::fp32) {
     throw ConfigError("offload.master_weights " + std::string(enum_name(options.master_weights)) + " is for the CPU optimizer's host state: the none policy "

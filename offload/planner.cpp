@@ -256,7 +256,7 @@ int64_t Plan::kept_chunks() const {
 }
 
 Plan smallest_footprint(const PlannerRequest& request) {
-  const ResolvedRates rates = resolve_rates(request.rates, request.shape.precision, request.shape.state_on_nvme);
+  const ResolvedRates rates = resolve_rates(request.rates, request.shape.precision, request.shape.state_on_nvme || request.shape.weights_on_nvme);
   std::optional<Plan> smallest;
   for_each_candidate(request, rates, /*smallest_micro_batch_only=*/true, [&](const Plan& p) {
     if (!smallest || smaller_footprint(p, *smallest)) smallest = p;
@@ -267,7 +267,7 @@ Plan smallest_footprint(const PlannerRequest& request) {
 PlanResult plan(const PlannerRequest& request) {
   FERRY_CHECK(request.device_budget > 0, "the planner needs a device budget");
   PlanResult result;
-  result.rates = resolve_rates(request.rates, request.shape.precision, request.shape.state_on_nvme);
+  result.rates = resolve_rates(request.rates, request.shape.precision, request.shape.state_on_nvme || request.shape.weights_on_nvme);
   std::optional<Plan> smallest;
   result.candidates = for_each_candidate(request, result.rates, /*smallest_micro_batch_only=*/false, [&](const Plan& p) {
     if (!smallest || smaller_footprint(p, *smallest)) smallest = p;

@@ -96,6 +96,7 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   table.lora = lora;
   table.tied_embeddings = m.tie_word_embeddings && layout.chunks().size() > 1;
   table.overlap_step = model.shape().overlap_step;
+  table.weights_on_nvme = model.shape().weights_on_nvme;
   if (model.shape().state_on_nvme) {
     const uint64_t n = static_cast<uint64_t>(model.trainable_parameters());
     table.nvme_state_bytes = static_cast<double>(model.master_bytes(n) + model.moment_bytes(n));
@@ -174,7 +175,12 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
     double h2d_bytes = paged(c) ? chunk.bytes : 0.0;
     const bool last = c + 1 == table.chunks.size();
     if (last && table.tied_embeddings && paged(0)) h2d_bytes += table.chunks[0].bytes;  // the tied LM head
-    const double h2d = h2d_bytes / bw;
+    // Weights on the NVMe tier: a page-in reads the drive first (the mapping pages it in).
+    const double h2d = h2d_bytes / (table.weights_on_nvme ? std::min(bw, rates.nvme_read_bytes_per_s) : bw);
+    if (table.weights_on_nvme) {
+      e.nvme_s += accumulation * 2 * h2d_bytes / rates.nvme_read_bytes_per_s;
+      e.nvme_bytes += static_cast<uint64_t>(accumulation * 2 * h2d_bytes);
+    }
     const double activations = activation_bytes / bw;
     if (paged(c) && first_paged_bytes == 0) first_paged_bytes = chunk.bytes;
     // Both offloading policies stream every micro-batch's gradients to the host during backward.
@@ -216,10 +222,16 @@ StepTimeEstimate estimate_step_time(const StepCostTable& table, const PlacementC
       adam -= std::min(adam - first, e.backward_s / accumulation);
     }
     e.cpu_adam_s = table.trainable_parameters / rates.cpu_adam_params_per_s;
-    if (table.nvme_state_bytes > 0) {  // each window's IO overlaps the AdamW of the one before
-      e.nvme_s = table.nvme_state_bytes / rates.nvme_read_bytes_per_s + table.nvme_state_bytes / rates.nvme_write_bytes_per_s;
-      e.nvme_bytes = static_cast<uint64_t>(2 * table.nvme_state_bytes);
-      adam = std::max(adam, e.nvme_s);
+    // The state (and the weights) on the NVMe tier are read and written back once per step; each
+    // window's IO overlaps the AdamW of the one before.
+    double trainable_weight_bytes = 0;
+    for (const ChunkCost& chunk : table.chunks) trainable_weight_bytes += chunk.trainable_bytes;
+    const double step_bytes = table.nvme_state_bytes + (table.weights_on_nvme ? trainable_weight_bytes : 0.0);
+    if (step_bytes > 0) {
+      const double io = step_bytes / rates.nvme_read_bytes_per_s + step_bytes / rates.nvme_write_bytes_per_s;
+      e.nvme_s += io;
+      e.nvme_bytes += static_cast<uint64_t>(2 * step_bytes);
+      adam = std::max(adam, io);
     }
     e.optimizer_s = std::max(adam, upload / bw) + largest / bw;
     e.host_to_device_bytes += static_cast<uint64_t>(upload);

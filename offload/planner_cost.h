@@ -14,6 +14,8 @@
 //             chunk but the first hides behind the last micro-batch's backward; with the state on
 //             the NVMe tier, the slower of that and reading + writing the state at the disk's
 //             rates (the windows' IO overlaps the AdamW, offload/nvme_state_store.h)
+//             with the weights on the NVMe tier, a paged chunk's copy runs at the slower of PCIe
+//             and the drive's read rate, and the step reads and rewrites the trainable weights
 //   bound     the resource with the most busy time in the step: device compute, PCIe (bytes both
 //             ways over the per-direction rate), the CPU AdamW, the NVMe tier
 #pragma once
@@ -109,6 +111,7 @@ struct StepCostTable {
   bool tied_embeddings = false;  // the LM head pages the embedding's chunk (chunk 0) in again
   bool overlap_step = false;     // TrainingShape::overlap_step
   double nvme_state_bytes = 0;   // the optimizer state on the NVMe tier (read and written each step)
+  bool weights_on_nvme = false;  // offload.params_tier nvme: page-ins read the drive, AdamW rewrites it
 };
 
 StepCostTable build_step_cost_table(const MemoryModel& model);

@@ -180,6 +180,7 @@ struct OffloadConfig {
   OptimizerState optimizer_state = OptimizerState::fp32;
   MasterWeights master_weights = MasterWeights::fp32;
   StateTier optimizer_state_tier = StateTier::host;
+  StateTier params_tier = StateTier::host;
   std::string nvme_dir;
   ByteSize nvme_memory;
 
@@ -209,6 +210,10 @@ struct OffloadConfig {
       "where the CPU optimizer's state (moments, master weights) lives: host (memory) or nvme (a working file "
       "under offload.nvme_dir, streamed through a few staging buffers with direct IO while the CPU AdamW runs; "
       "needs policy optimizer, params or auto)");
+    v("params_tier", params_tier,
+      "where the parameter chunks' host copies live: host (memory) or nvme (a working file under "
+      "offload.nvme_dir, mapped into the process and paged in by the kernel as chunks are used, each chunk's "
+      "pages dropped after use; needs policy optimizer, params or auto)");
     v("nvme_dir", nvme_dir,
       "folder on the NVMe drive for the nvme tier's working file (created and deleted by the run, never a "
       "checkpoint; it must exist)");

@@ -531,13 +531,15 @@ void validate_config(const Config& c) {
                 "): it needs train.precision bf16 (got " + std::string(enum_name(t.precision)) +
                 "); set offload.master_weights=fp32");
   }
-  if (c.offload.optimizer_state_tier == StateTier::nvme) {
+  for (const auto& [key, tier] : {std::pair{"offload.optimizer_state_tier", c.offload.optimizer_state_tier},
+                                   std::pair{"offload.params_tier", c.offload.params_tier}}) {
+    if (tier != StateTier::nvme) continue;
     require(c.offload.policy != OffloadPolicy::none,
-            "offload.optimizer_state_tier nvme keeps the CPU optimizer's state on the NVMe drive: it needs "
-            "offload.policy optimizer, params or auto; set offload.optimizer_state_tier=host or another policy");
+            std::string(key) + " nvme keeps host state on the NVMe drive for the offloading engine: it needs "
+            "offload.policy optimizer, params or auto; set " + key + "=host or another policy");
     require(!c.offload.nvme_dir.empty(),
-            "offload.optimizer_state_tier nvme needs offload.nvme_dir: a folder on the NVMe drive for its working "
-            "file (e.g. --set offload.nvme_dir=/mnt/nvme/ferry)");
+            std::string(key) + " nvme needs offload.nvme_dir: a folder on the NVMe drive for its working file "
+            "(e.g. --set offload.nvme_dir=/mnt/nvme/ferry)");
   }
   if (c.offload.overlap_step) {
     require(c.offload.policy != OffloadPolicy::none,

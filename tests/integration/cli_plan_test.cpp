@@ -189,6 +189,40 @@ TEST(CliPlan, MeasureUsesThisMachinesRates) {
 }
 
 // The GPU presets' comments state what the planner picks for these shapes; keep them honest.
+// configs/laptop-7b.yaml: Llama-2-7B full fine-tuning fits an 8 GiB GPU and 32 GiB of host memory
+// with the weights and the optimizer state on the NVMe tier, the step bound by the drive; 13B
+// needs 64 GiB of host memory (the fp32 gradient sums) and ~49 GiB of the drive. Without
+// offload.nvme_dir the preset is a config error naming it.
+TEST(CliPlan, LaptopPresetFitsSevenBillionOnThreeTiers) {
+  const std::string llama7b = std::filesystem::path(write_llama7b_config()).parent_path() / "llama7b";
+  const std::string base = "plan --config configs/laptop-7b.yaml --set offload.nvme_dir=/tmp --set model.path=";
+  const Result seven = run_ferry(base + llama7b);
+  ASSERT_EQ(seven.exit_code, 0) << seven.output;
+  EXPECT_CONTAINS(seven.output, "  total           7.77 GiB     26.11 GiB     25.30 GiB   (device budget 8.00 GiB, host budget 32.00 GiB)");
+  EXPECT_CONTAINS(seven.output, "estimated step: 64.45 s");
+  EXPECT_CONTAINS(seven.output, "bound by: NVMe (busy per step: compute 21.98 s");
+  EXPECT_CONTAINS(seven.output, "NVMe read 2.50 GB/s, write 1.50 GB/s (default, not measured");
+  const Result no_dir = run_ferry("plan --config configs/laptop-7b.yaml --set model.path=" + llama7b);
+  EXPECT_EQ(no_dir.exit_code, 2) << no_dir.output;
+  EXPECT_CONTAINS(no_dir.output, "needs offload.nvme_dir");
+
+  const auto dir = ferry::test_support::process_scratch_dir("ferry_plan_test") / "llama13b";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+  "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+  "num_attention_heads": 40, "num_key_value_heads": 40, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+  const Result thirteen_32 = run_ferry(base + dir.string());
+  EXPECT_EQ(thirteen_32.exit_code, 2) << thirteen_32.output;
+  EXPECT_CONTAINS(thirteen_32.output, "the smallest host footprint of a plan that fits the device is 48.50 GiB");
+  const Result thirteen = run_ferry(base + dir.string() + " --set offload.host_memory=64GiB");
+  ASSERT_EQ(thirteen.exit_code, 0) << thirteen.output;
+  EXPECT_CONTAINS(thirteen.output, "     50.06 GiB     48.87 GiB   (device budget 8.00 GiB, host budget 64.00 GiB)");
+  EXPECT_CONTAINS(thirteen.output, "bound by: NVMe");
+}
+
 TEST(CliPlan, PresetsPlanWhatTheirCommentsSay) {
   write_llama7b_config();
   const std::string llama7b = (ferry::test_support::process_scratch_dir("ferry_plan_test") / "llama7b").string();

@@ -147,6 +147,7 @@ struct RunSpec {
   bool activation_offload = false;  // train.activation_offload
   int64_t seed = 42;                // train.seed (bf16_stochastic's rounding seed)
   bool nvme = false;                // offload.optimizer_state_tier nvme, nvme_dir a fresh scratch folder
+  bool params_on_nvme = false;      // offload.params_tier nvme (the same folder)
   int64_t nvme_window = 2048;       // parameters per NVMe record (small: several windows per tensor)
   uint64_t host_budget = 0;         // offload.host_memory (0: unlimited here)
   // Called with true right before the trainer runs (model and engine set up) and with false right
@@ -194,10 +195,11 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
   config.train.activation_offload = spec.activation_offload;
   config.train.seed = spec.seed;
   fs::path nvme_dir;
-  if (spec.nvme) {
+  if (spec.nvme || spec.params_on_nvme) {
     nvme_dir = fs::path(config.output.dir + "-nvme");
     fs::create_directories(nvme_dir);
-    config.offload.optimizer_state_tier = StateTier::nvme;
+    if (spec.nvme) config.offload.optimizer_state_tier = StateTier::nvme;
+    if (spec.params_on_nvme) config.offload.params_tier = StateTier::nvme;
     config.offload.nvme_dir = nvme_dir.string();
   }
 

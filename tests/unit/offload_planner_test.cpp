@@ -382,6 +382,18 @@ TEST(PlannerCost, NvmeStateMovesItsBytesAndCostsReadPlusWrite) {
   EXPECT_NEAR(fast.optimizer_s, n / 1e3, 1e-6);
   EXPECT_EQ(fast.bound, "CPU AdamW");
   EXPECT_EQ(estimate_step_time(MemoryModel(tiny_shape()), choice, 1, rates).nvme_bytes, 0u);
+  // The weights there too (offload.params_tier nvme): their host bytes move, and the step reads and
+  // rewrites the bf16 weights as well (under `optimizer` nothing is paged from the drive).
+  shape.weights_on_nvme = true;
+  const MemoryModel both(shape);
+  const MemoryEstimate moved = both.estimate(choice);
+  EXPECT_EQ(moved.bytes.at(MemoryTier::host, MemoryCategory::weights), 0u);
+  EXPECT_EQ(moved.bytes.at(MemoryTier::nvme, MemoryCategory::weights), nvme.bytes.at(MemoryTier::host, MemoryCategory::weights));
+  rates.nvme_read_bytes_per_s = 1e6;
+  rates.nvme_write_bytes_per_s = 0.5e6;
+  const StepTimeEstimate with_weights = estimate_step_time(both, choice, 1, rates);
+  EXPECT_EQ(with_weights.nvme_bytes, 28 * n);
+  EXPECT_NEAR(with_weights.nvme_s, 14.0 * n / 1e6 + 14.0 * n / 0.5e6, 1e-9);
 }
 
 TEST(PlannerCost, DefaultRatesAreLabelledAsNotMeasured) {

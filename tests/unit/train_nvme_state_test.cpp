@@ -6,6 +6,7 @@
 // resident memory within offload.host_memory plus a stated overhead.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <string>
@@ -149,19 +150,11 @@ uint64_t status_bytes(const std::string& key) {
   return 0;
 }
 
-// A bf16 model of 21 M parameters with fp32 master weights and fp32 moments: 12 bytes of optimizer
-// state per parameter (252 MB) on the NVMe tier, twice what the host holds for training (bf16
-// weights and fp32 gradient accumulators, 6 bytes; plus the staging ring). Trained for 3 steps
-// under an offload.host_memory the host tier would exceed, the process's peak resident memory
-// grows, from before the model is built to the end of training, by no more than the budget plus
-// the stated overhead: 4 bytes per parameter (this harness builds the model in fp32 and casts it;
-// the allocator keeps those pages) and 64 MiB (activations, torch's temporaries). State in memory
-// would add its 252 MB and fail. (A host-tier control in the same process is not measured: the
-// allocator would hand it the pages the first run freed.)
-TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
-  using namespace ferry::offload_test;
-  RunSpec spec;
-  spec.shape = small_shape();
+// A bf16 model of 21 M parameters with fp32 master weights and fp32 moments, 3 steps under
+// `optimizer` with the state (and the parameters) on the NVMe tier.
+offload_test::RunSpec bounded_memory_spec() {
+  offload_test::RunSpec spec;
+  spec.shape = offload_test::small_shape();
   spec.shape.vocab_size = 8192;
   spec.shape.hidden_size = 512;
   spec.shape.intermediate_size = 1376;
@@ -175,37 +168,98 @@ TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
   spec.micro_batch_size = 2;
   spec.grad_accumulation = 1;
   spec.length = 16;
+  spec.nvme = true;
   spec.nvme_window = 1 << 20;
-  uint64_t start = 0, growth = 0;
-  const auto measure_from_here = [&] {
-    std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS now
-    start = status_bytes("VmRSS");
-  };
+  return spec;
+}
+
+// Resident bytes of this process's mappings of NVMe working files (/proc/self/smaps).
+uint64_t working_file_resident_bytes() {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool working_file = false;
+  uint64_t bytes = 0;
+  while (std::getline(smaps, line)) {
+    if (line.empty() || !std::isupper(static_cast<unsigned char>(line[0]))) {  // a mapping's header line
+      working_file = line.find("/ferry-nvme-") != std::string::npos;
+    } else if (working_file && line.rfind("Rss:", 0) == 0) {
+      bytes += std::stoull(line.substr(4)) * 1024;
+    }
+  }
+  return bytes;
+}
+
+struct MeasuredRun {
+  offload_test::RunResult result;
+  uint64_t peak_growth = 0;  // VmHWM at the end of training - VmRSS before the model was built
+  uint64_t mapped_pages = 0;  // resident pages of the NVMe working files' mappings at the end of training
+};
+
+MeasuredRun run_measured(offload_test::RunSpec spec, const std::string& name) {
+  MeasuredRun run;
   spec.around_run = [&](bool running) {
-    if (!running) growth = status_bytes("VmHWM") - start;  // before the results are copied out
+    if (running) return;
+    run.peak_growth = status_bytes("VmHWM") - run.peak_growth;
+    run.mapped_pages = working_file_resident_bytes();
   };
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS now
+  run.peak_growth = status_bytes("VmRSS");
+  run.result = offload_test::train(spec, name);
+  return run;
+}
+
+// 12 bytes of optimizer state per parameter (252 MB) on the NVMe tier, twice what the host holds
+// for training (bf16 weights and fp32 gradient accumulators, 6 bytes; plus the staging ring).
+// Under an offload.host_memory the host tier would exceed, the process's peak resident memory
+// grows, from before the model is built to the end of training, by no more than the budget plus
+// the stated overhead: 4 bytes per parameter (this harness builds the model in fp32 and casts it;
+// the allocator keeps those pages) and 64 MiB (activations, torch's temporaries). State in memory
+// would add its 252 MB and fail. (A host-tier control in the same process is not measured: the
+// allocator would hand it the pages the first run freed.)
+TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
+  offload_test::RunSpec spec = bounded_memory_spec();
   const uint64_t params = static_cast<uint64_t>(spec.shape.num_parameters());
   ASSERT_GT(params, 20'000'000u);
-
-  spec.nvme = true;
   const uint64_t ring = 4 * (12u << 20) + (1u << 20);  // 4 slots of a full window's record, rounded up
   const uint64_t budget = 6 * params + ring;
   spec.host_budget = budget;
   ASSERT_GT(18 * params, budget + (128u << 20));  // the host tier is far over it
-  measure_from_here();
-  const RunResult nvme = train(spec, "bounded_memory_nvme");
-  const uint64_t nvme_growth = growth;
-
-  ASSERT_EQ(nvme.losses.size(), 3u);
-  const uint64_t on_nvme = nvme.memory.peak.at(MemoryTier::nvme, MemoryCategory::moments);
+  const MeasuredRun run = run_measured(spec, "bounded_memory_nvme");
+  ASSERT_EQ(run.result.losses.size(), 3u);
+  const uint64_t on_nvme = run.result.memory.peak.at(MemoryTier::nvme, MemoryCategory::moments);
   EXPECT_GE(on_nvme, 12 * params);
-  EXPECT_LE(nvme.memory.peak.tier_total(MemoryTier::host), budget);
+  EXPECT_LE(run.result.memory.peak.tier_total(MemoryTier::host), budget);
   const uint64_t allowed = budget + 4 * params + (64u << 20);
   std::printf("NVMe tier: %.1f MB of optimizer state on disk, host budget %.1f MB, peak resident growth %.1f MB "
               "(allowed %.1f MB)\n",
-              on_nvme / 1e6, budget / 1e6, nvme_growth / 1e6, allowed / 1e6);
-  EXPECT_LE(nvme_growth, allowed);
-  ASSERT_LT(allowed, nvme_growth + 12 * params);  // the state in memory would not fit the bound
+              on_nvme / 1e6, budget / 1e6, run.peak_growth / 1e6, allowed / 1e6);
+  EXPECT_LE(run.peak_growth, allowed);
+  ASSERT_LT(allowed, run.peak_growth + 12 * params);  // the state in memory would not fit the bound
+}
+
+// The parameters on the NVMe tier too (offload.params_tier nvme): the host budget is the fp32
+// gradient accumulators and the ring alone (4 bytes per parameter). The weights' mapped pages are
+// released after each use: at the end of training (a checkpoint was just read from them) none of
+// the file's pages is resident in the process (without the releases all 42 MB are), and the peak
+// growth stays within the budget plus the harness's overhead (6 bytes per parameter: the fp32
+// model and its bf16 cast exist together before the engine takes the weights) and 64 MiB.
+TEST(NvmeStateStore, ParametersOnNvmeLeaveOnlyGradientsAndTheRingInMemory) {
+  offload_test::RunSpec spec = bounded_memory_spec();
+  spec.params_on_nvme = true;
+  const uint64_t params = static_cast<uint64_t>(spec.shape.num_parameters());
+  const uint64_t ring = 4 * (12u << 20) + (1u << 20);
+  const uint64_t budget = 4 * params + ring;
+  spec.host_budget = budget;  // under the 6 bytes per parameter that weights on the host would need
+  const MeasuredRun run = run_measured(spec, "bounded_memory_params");
+  ASSERT_EQ(run.result.losses.size(), 3u);
+  EXPECT_GE(run.result.memory.peak.at(MemoryTier::nvme, MemoryCategory::weights), 2 * params);
+  EXPECT_LE(run.result.memory.peak.tier_total(MemoryTier::host), budget);
+  const uint64_t allowed = budget + 6 * params + (64u << 20);
+  std::printf("NVMe tier with the parameters: host budget %.1f MB, peak resident growth %.1f MB (allowed %.1f MB), "
+              "mapped weight pages resident at the end %.1f MB\n",
+              budget / 1e6, run.peak_growth / 1e6, allowed / 1e6, run.mapped_pages / 1e6);
+  EXPECT_LE(run.peak_growth, allowed);
+  EXPECT_LT(run.mapped_pages, 1u << 20);
 }
 
 }  // namespace

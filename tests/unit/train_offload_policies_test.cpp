@@ -310,6 +310,13 @@ TEST(OffloadPolicies, NvmeStateTierTrainsBitForBitLikeTheHostTier) {
       // The state is on the NVMe tier, not in host memory: only the staging ring is.
       EXPECT_GT(b.memory.peak.at(offload::MemoryTier::nvme, offload::MemoryCategory::moments), 0u) << name;
       EXPECT_EQ(b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 0u) << name;
+      // Then the parameters too (offload.params_tier nvme): the same run again.
+      nvme.params_on_nvme = true;
+      const RunResult c = train(nvme, "nvme_params_" + name);
+      EXPECT_EQ(c.losses, a.losses) << name;
+      EXPECT_EQ(worst_weight_difference(c.weights, a.weights), 0.0) << name;
+      EXPECT_GT(c.memory.peak.at(offload::MemoryTier::nvme, offload::MemoryCategory::weights), 0u) << name;
+      EXPECT_EQ(c.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::weights), 0u) << name;
     }
   }
 }
@@ -326,6 +333,7 @@ TEST(OffloadPolicies, NvmeStateTierResumesFromEitherTiersCheckpoint) {
     host.steps = 12;
     RunSpec nvme = host;
     nvme.nvme = true;
+    nvme.params_on_nvme = moments == OptimizerState::int8;  // the parameters on NVMe too, once
     const std::string name(enum_name(moments));
     const RunResult whole = train(host, "nvme_whole_" + name);
     const std::vector<double> tail(whole.losses.begin() + 5, whole.losses.end());
