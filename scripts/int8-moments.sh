@@ -20,10 +20,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 base=runs/demo/sft/final
-if [[ ! -f $base/model.safetensors ]]; then
-  echo "int8-moments: training the demo SFT model into runs/demo/sft first"
-  "$ferry" train-sft --config configs/demo-sft.yaml --set train.device=cpu --set logging.progress=never | tail -1
-fi
+ensure_demo_sft_model int8-moments
 for seed in 1 2 3; do
   for run in fp32 int8 control; do
     state=$run eps=1e-8

@@ -15,10 +15,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 base=runs/demo/sft/final
-if [[ ! -f $base/model.safetensors ]]; then
-  echo "master-weights: training the demo SFT model into runs/demo/sft first"
-  "$ferry" train-sft --config configs/demo-sft.yaml --set train.device=cpu --set logging.progress=never | tail -1
-fi
+ensure_demo_sft_model master-weights
 for seed in 1 2 3; do
   for run in fp32 bf16_kahan bf16_stochastic control; do
     master=$run eps=1e-8

@@ -321,6 +321,28 @@ TEST(OffloadPolicies, NvmeStateTierTrainsBitForBitLikeTheHostTier) {
   }
 }
 
+// offload.overlap_step with the state and the parameters on the NVMe tier: the background worker
+// streams each chunk's state windows as backward completes the chunk; the run equals the host
+// tier's overlapped run bit for bit.
+TEST(OffloadPolicies, NvmeStateTierWithTheOverlappedStep) {
+  for (OffloadPolicy policy : {OffloadPolicy::optimizer, OffloadPolicy::params}) {
+    RunSpec host;
+    host.precision = Precision::bf16;
+    host.policy = policy;
+    host.steps = 10;
+    host.max_grad_norm = 0;
+    host.overlap_step = true;
+    RunSpec nvme = host;
+    nvme.nvme = true;
+    nvme.params_on_nvme = true;
+    const std::string name(enum_name(policy));
+    const RunResult a = train(host, "overlap_host_" + name), b = train(nvme, "overlap_nvme_" + name);
+    EXPECT_EQ(b.losses, a.losses) << name;
+    EXPECT_EQ(worst_weight_difference(b.weights, a.weights), 0.0) << name;
+    EXPECT_EQ(b.chunks_finished_during_backward, 10 * 4) << name;
+  }
+}
+
 // A checkpoint of the NVMe tier is the optimizer state file every engine writes: a run on the NVMe
 // tier resumes from its own checkpoint, and from the host tier's (and the host tier from it),
 // giving the uninterrupted run's losses and weights bit for bit.
