@@ -299,10 +299,19 @@ void ChunkedEngine::allocate_optimizer_state(Model& m, Param& p, const torch::Te
 void ChunkedEngine::allocate_gradient_buffers(Model& m, Param& p, const torch::Tensor& tensor) {
   p.grad = transfers_->host_zeros(tensor.sizes(), at::kFloat);
   m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.grad.nbytes());
-  if (!transfers_->emulated()) {
-    p.staging = transfers_->host_zeros(tensor.sizes(), tensor.scalar_type());
-    m.host_bytes.emplace_back(accountant_, MemoryTier::host, MemoryCategory::grads, p.staging.nbytes());
-  }
+  if (!transfers_->emulated()) grow_staging_ring(tensor.nbytes());
+}
+
+void ChunkedEngine::grow_staging_ring(uint64_t bytes) {
+  if (bytes <= staging_.slot_bytes) return;
+  // Between steps (add_model): no copy is in flight into the old slots.
+  staging_.slots.clear();
+  for (size_t i = 0; i < kStagingSlots; ++i) staging_.slots.push_back(transfers_->host_buffer(static_cast<int64_t>(bytes)));
+  staging_.last.assign(kStagingSlots, nullptr);
+  staging_.next = 0;
+  staging_.slot_bytes = bytes;
+  staging_.held.reset();
+  staging_.held.emplace(accountant_, MemoryTier::host, MemoryCategory::grads, kStagingSlots * bytes);
 }
 
 void ChunkedEngine::link_chunks_to_groups(Model& m, const std::vector<ParameterGroup>& groups,
@@ -326,18 +335,21 @@ void ChunkedEngine::link_chunks_to_groups(Model& m, const std::vector<ParameterG
 uint64_t ChunkedEngine::host_bytes_needed(uint64_t chunk_bytes, const std::vector<torch::Tensor>& tensors,
                                           bool trainable, const std::vector<bool>& state_held) const {
   uint64_t bytes = chunk_bytes;
+  uint64_t largest = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const torch::Tensor& t = tensors[i];
     if (!trainable || !t.requires_grad()) continue;
     const uint64_t n = static_cast<uint64_t>(t.numel());
-    // The fp32 gradient accumulator and the pinned gradient staging buffer on a GPU; where this
-    // process holds the optimizer state, moments and fp32 master weights unless the weights are fp32.
-    bytes += n * 4 + (transfers_->emulated() ? 0 : t.nbytes());
+    // The fp32 gradient accumulator (and on a GPU the staging ring, below); where this process
+    // holds the optimizer state, moments and fp32 master weights unless the weights are fp32.
+    bytes += n * 4;
+    largest = std::max<uint64_t>(largest, t.nbytes());
     if (state_held[i] && !nvme_) {
       const StateLayout layout = state_layout(t.scalar_type(), options_.master_weights, options_.optimizer_state, 0);
       bytes += moment_bytes(t.numel()) + master_state_bytes(layout, t.numel());
     }
   }
+  if (!transfers_->emulated() && largest > staging_.slot_bytes) bytes += kStagingSlots * (largest - staging_.slot_bytes);
   return bytes;
 }
 

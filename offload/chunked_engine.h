@@ -29,7 +29,10 @@
 // Gradients never stay on the device: a post-accumulate-grad hook on every trainable parameter
 // (registered in add_model) starts the copy of the fresh gradient to a host staging buffer on the
 // side stream and frees the device gradient; copies are folded into an fp32 host accumulator
-// (before the staging buffer is reused, and in finish_gradients). Norm, finiteness and AdamW
+// (before the staging buffer is reused, and in finish_gradients). The staging buffers are a ring
+// of kStagingSlots slots, each as large as the largest trainable tensor, shared by all
+// parameters: a slot's previous copy is folded in before the slot takes the next one, so the host
+// holds 4 bytes per trainable parameter plus the ring, not a staging copy of the whole model. Norm, finiteness and AdamW
 // (CpuAdamW, kernels/cpu/adamw.h) run on the host accumulators, fp32 master weights (the host
 // chunk itself for fp32 models) and moments; the new weights land in the host chunk, and resident
 // chunks are copied back to the device, one copy per chunk.
@@ -141,7 +144,7 @@ class ChunkedEngine : public ParameterEngine {
     int64_t nvme_index = -1;    // the NVMe tier holds the state instead: its index in the store
     torch::Tensor grad;         // accumulated over the step's micro-batches
     bool has_grad = false;
-    torch::Tensor staging;      // GPU only: the gradient's landing buffer, in its dtype
+    torch::Tensor staging;      // GPU only: the gradient's landing buffer (a ring slot), in its dtype
     Transfer grad_copy;  // GPU only: the staging copy in flight
     bool grad_copy_pending = false;
     torch::Tensor norm;         // L2 norm of `grad` (double), once taken by the overlapped step
@@ -275,6 +278,16 @@ class ChunkedEngine : public ParameterEngine {
   std::map<std::string, Model> models_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<NvmeStateStore> nvme_;  // offload.optimizer_state_tier nvme
+  // GPU only: the gradient staging ring (see above), grown by add_model to its largest tensor.
+  static constexpr size_t kStagingSlots = 4;
+  struct StagingRing {
+    std::vector<torch::Tensor> slots;  // bytes
+    std::vector<Param*> last;          // the parameter whose copy a slot took last
+    size_t next = 0;
+    uint64_t slot_bytes = 0;
+    std::optional<MemoryReservation> held;
+  } staging_;
+  void grow_staging_ring(uint64_t bytes);
   std::vector<MemoryReservation> nvme_bytes_;  // the store's file (nvme tier) and staging ring (host)
   Overlap overlap_;
   int64_t chunks_during_backward_ = 0;

@@ -68,7 +68,16 @@ void ChunkedEngine::receive_gradient(const std::string& model_name, Param& p) {
   if (transfers_->emulated()) {
     accumulate(p, gradient);
   } else {
-    drain_gradient(p);  // the staging buffer is free again
+    drain_gradient(p);  // p's previous copy is folded in
+    // The next ring slot: the copy it took last is folded in before it takes this one.
+    const size_t slot = staging_.next;
+    staging_.next = (slot + 1) % kStagingSlots;
+    if (Param* previous = staging_.last[slot]) drain_gradient(*previous);
+    staging_.last[slot] = &p;
+    p.staging = staging_.slots[slot]
+                    .narrow(0, 0, static_cast<int64_t>(bytes))
+                    .view(gradient.scalar_type())
+                    .view(gradient.sizes());
     p.grad_copy = transfers_->to_host(p.staging, gradient);
     p.grad_copy_pending = true;
   }
@@ -100,6 +109,9 @@ void ChunkedEngine::begin_last_backward(std::optional<double> learning_rate) {
 }
 
 void ChunkedEngine::hand_over(Model& m, int64_t chunk) {
+  // The chunk's copies in flight are folded in here, on the calling thread: the staging ring is
+  // the calling thread's alone (receive_gradient reuses slots), never the worker's.
+  for (size_t i : m.chunks[static_cast<size_t>(chunk)].params) drain_gradient(m.params[i]);
   m.chunks[static_cast<size_t>(chunk)].handed = true;
   worker_->submit([this, &m, chunk] { update_chunk_now(m, chunk); });
 }

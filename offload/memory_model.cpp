@@ -172,6 +172,17 @@ uint64_t MemoryModel::largest_trainable_chunk_bytes() const {
   return largest;
 }
 
+uint64_t MemoryModel::largest_trainable_tensor_bytes() const {
+  if (shape_.lora_rank > 0) {
+    const LlamaConfig& m = shape_.model;
+    const int64_t widest = std::max({m.hidden_size, m.intermediate_size, m.num_attention_heads * m.head_dim});
+    return u64(shape_.lora_rank * widest) * weight_bytes_;
+  }
+  uint64_t largest = 0;
+  for (const TensorSpec& t : layout_.tensors()) largest = std::max(largest, u64(t.numel) * weight_bytes_);
+  return largest;
+}
+
 int64_t MemoryModel::trainable_parameters() const {
   return shape_.lora_rank > 0 ? lora_params_per_layer_ * shape_.model.num_hidden_layers : base_params_;
 }
@@ -318,8 +329,8 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       b.at(D, C::grads) = std::min(trainable * w, 2 * largest_trainable_chunk_bytes());
       b.at(H, C::master) = mixed ? master_bytes(trainable) : trainable * 4;
       b.at(H, C::moments) = moment_bytes(trainable);
-      // The host copy the CPU optimizer reads; summed in fp32 when accumulating micro-batches.
-      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
+      // The fp32 sums the CPU optimizer reads, and the ring of 4 gradient staging slots (GPU).
+      b.at(H, C::grads) = trainable * 4 + 4 * largest_trainable_tensor_bytes();
       b.at(H, C::weights) = trainable * w;  // pinned output of the CPU optimizer, copied back
       break;
     case OffloadPolicy::params: {
@@ -341,7 +352,7 @@ MemoryEstimate MemoryModel::estimate(const PlacementChoice& choice) const {
       b.at(H, C::weights) = layout_.total_bytes() + adapters * w;  // every chunk's home (Adam writes there)
       b.at(H, C::master) = mixed ? master_bytes(trainable) : trainable * 4;
       b.at(H, C::moments) = moment_bytes(trainable);
-      b.at(H, C::grads) = trainable * (shape_.grad_accumulation > 1 ? 4 : w);
+      b.at(H, C::grads) = trainable * 4 + 4 * largest_trainable_tensor_bytes();
       break;
     }
     case OffloadPolicy::auto_: break;

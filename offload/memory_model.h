@@ -153,6 +153,9 @@ class MemoryModel {
   uint64_t master_bytes(uint64_t n) const;  // 0 in fp32 training: the weights are the master copy
   // Gradient bytes of the chunk with the most trainable parameters: one gradient staging buffer.
   uint64_t largest_trainable_chunk_bytes() const;
+  // The largest trainable tensor (a LoRA adapter's under LoRA): the size of each of the engine's
+  // gradient staging slots on a GPU (offload/chunked_engine.h).
+  uint64_t largest_trainable_tensor_bytes() const;
 
   // Activation bytes per token (micro-batch 1, one position), parts of the formula in the docs.
   uint64_t layer_activation_bytes_per_token() const;        // one layer, not checkpointed
