@@ -83,8 +83,16 @@ AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, u
   out.grad_accumulation = config.train.grad_accumulation;
   const uint64_t budget = config.offload.gpu_memory.bytes > 0 ? config.offload.gpu_memory.bytes : device_bytes;
   if (budget == 0) {
-    out.options.policy = OffloadPolicy::none;
-    out.summary = "offload.policy auto: no GPU and no offload.gpu_memory, so nothing to fit: policy none";
+    // Host state the CPU optimizer keeps (int8 moments, a bf16 master, NVMe tiers) asks for an
+    // offloading policy even when there is nothing to fit.
+    const bool host_state = config.offload.optimizer_state == OptimizerState::int8 ||
+                            config.offload.master_weights != MasterWeights::fp32 ||
+                            config.offload.optimizer_state_tier == StateTier::nvme ||
+                            config.offload.params_tier == StateTier::nvme;
+    out.options.policy = host_state ? OffloadPolicy::optimizer : OffloadPolicy::none;
+    out.summary = host_state ? "offload.policy auto: no GPU and no offload.gpu_memory, so nothing to fit: policy "
+                               "optimizer (the configured host optimizer state needs the CPU optimizer)"
+                             : "offload.policy auto: no GPU and no offload.gpu_memory, so nothing to fit: policy none";
     return out;
   }
   PlannerRequest request = planner_request(config, model, budget);

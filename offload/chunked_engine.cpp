@@ -399,8 +399,9 @@ EngineMemoryReport ChunkedEngine::memory_report() const {
       const std::string where = tier == MemoryTier::device ? device
                                 : tier == MemoryTier::host ? host
                                 : "nvme (" + options_.nvme_dir +
-                                      (nvme_ && !nvme_->direct() ? ", buffered IO: that filesystem has no O_DIRECT)"
-                                                                 : ", direct IO)");
+                                      (category == MemoryCategory::weights ? ", mapped: paged in by the kernel)"
+                                       : nvme_ && !nvme_->direct()        ? ", buffered IO: that filesystem has no O_DIRECT)"
+                                                                          : ", direct IO)");
       report.lines.push_back({std::string(memory_category_name(category)), where, bytes});
     }
   }

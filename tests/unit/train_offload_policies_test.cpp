@@ -30,6 +30,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/config/config_io.h"
 #include "core/error.h"
 #include "offload/auto_policy.h"
 #include "offload/chunked_engine.h"
@@ -576,6 +577,23 @@ TEST(OffloadPolicies, AutoStaysWithinEveryBudgetAndExplainsAnImpossibleOne) {
     FAIL() << "a 64 KiB budget cannot hold the demo model";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("offload.policy auto"), std::string::npos) << e.what();
+  }
+}
+
+// With no device budget (CPU, no offload.gpu_memory) `auto` has nothing to fit: policy none, unless
+// the config keeps optimizer state only the CPU optimizer has (int8 moments, a bf16 master, the
+// NVMe tiers): then `optimizer`, which can hold it.
+TEST(OffloadPolicies, AutoWithNothingToFitStillHonoursHostOptimizerState) {
+  Config config;
+  config.offload.policy = OffloadPolicy::auto_;
+  EXPECT_EQ(offload::resolve_auto_policy(config, demo_shape(), 0).options.policy, OffloadPolicy::none);
+  for (const std::string& set : {"offload.optimizer_state=int8", "offload.master_weights=bf16_stochastic",
+                                 "offload.optimizer_state_tier=nvme", "offload.params_tier=nvme"}) {
+    Config host_state = config;
+    apply_override(host_state, set);
+    const offload::AutoPolicy resolved = offload::resolve_auto_policy(host_state, demo_shape(), 0);
+    EXPECT_EQ(resolved.options.policy, OffloadPolicy::optimizer) << set;
+    EXPECT_NE(resolved.summary.find("needs the CPU optimizer"), std::string::npos) << resolved.summary;
   }
 }
 
