@@ -21,6 +21,11 @@ std::string group_name(int64_t group, const LlamaConfig& model) {
 
 }  // namespace
 
+bool keeps_cpu_optimizer_state(const OffloadConfig& offload) {
+  return offload.optimizer_state == OptimizerState::int8 || offload.master_weights != MasterWeights::fp32 ||
+         offload.optimizer_state_tier == StateTier::nvme || offload.params_tier == StateTier::nvme;
+}
+
 PlannerRequest planner_request(const Config& config, const LlamaConfig& model, uint64_t device_budget) {
   PlannerRequest request;
   request.shape.model = model;
@@ -30,21 +35,15 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   request.shape.lora_rank = config.lora.rank;
   request.shape.overlap_step = config.offload.overlap_step;
   request.shape.logits_chunk = config.train.logits_chunk;
-  if (config.offload.optimizer_state == OptimizerState::int8) {
-    request.shape.moments = MomentFormat::int8;
-    // 8-bit moments are the CPU optimizer's: the plan offloads it.
-    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
-  }
+  if (config.offload.optimizer_state == OptimizerState::int8) request.shape.moments = MomentFormat::int8;
   if (config.offload.master_weights != MasterWeights::fp32) {
     request.shape.master = config.offload.master_weights == MasterWeights::bf16_kahan ? MasterFormat::bf16_kahan
                                                                                       : MasterFormat::bf16_stochastic;
-    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};  // the CPU optimizer's, too
   }
   request.shape.state_on_nvme = config.offload.optimizer_state_tier == StateTier::nvme;
   request.shape.weights_on_nvme = config.offload.params_tier == StateTier::nvme;
-  if (request.shape.state_on_nvme || request.shape.weights_on_nvme) {
-    request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
-  }
+  // State only the CPU optimizer keeps: the plan offloads it.
+  if (keeps_cpu_optimizer_state(config.offload)) request.policies = {OffloadPolicy::optimizer, OffloadPolicy::params};
   request.shape.lora_targets = config.lora.target_modules;
   request.shape.lora_dropout = config.lora.dropout;
   request.shape.base = base_format(config.lora.quantize_base, config.lora.double_quant);
@@ -83,12 +82,8 @@ AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, u
   out.grad_accumulation = config.train.grad_accumulation;
   const uint64_t budget = config.offload.gpu_memory.bytes > 0 ? config.offload.gpu_memory.bytes : device_bytes;
   if (budget == 0) {
-    // Host state the CPU optimizer keeps (int8 moments, a bf16 master, NVMe tiers) asks for an
-    // offloading policy even when there is nothing to fit.
-    const bool host_state = config.offload.optimizer_state == OptimizerState::int8 ||
-                            config.offload.master_weights != MasterWeights::fp32 ||
-                            config.offload.optimizer_state_tier == StateTier::nvme ||
-                            config.offload.params_tier == StateTier::nvme;
+    // State only the CPU optimizer keeps asks for an offloading policy even with nothing to fit.
+    const bool host_state = keeps_cpu_optimizer_state(config.offload);
     out.options.policy = host_state ? OffloadPolicy::optimizer : OffloadPolicy::none;
     out.summary = host_state ? "offload.policy auto: no GPU and no offload.gpu_memory, so nothing to fit: policy "
                                "optimizer (the configured host optimizer state needs the CPU optimizer)"

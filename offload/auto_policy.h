@@ -34,6 +34,10 @@ struct AutoPolicy {
 // choice is searched. Shared by `ferry plan` and the runtime auto policy.
 PlannerRequest planner_request(const Config& config, const LlamaConfig& model, uint64_t device_budget);
 
+// Whether the config keeps state only the CPU optimizer has (int8 moments, a bf16 master, the NVMe
+// tiers): then only the offloading policies can run it.
+bool keeps_cpu_optimizer_state(const OffloadConfig& offload);
+
 // `device_bytes`: the GPU's memory (0 when the run is on the CPU). Throws ConfigError, with the
 // planner's explanation, when no plan fits the budget.
 // `rates`: measured ones (offload/rate_probe.h); unset: offload.pcie_bandwidth_gbps and the

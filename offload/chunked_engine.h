@@ -257,13 +257,13 @@ class ChunkedEngine : public ParameterEngine {
   // AdamW on the chunk's trainable parameters that have gradients; false if there were none.
   bool update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams params, double grad_multiplier);
   // The same on the NVMe tier, window by window.
-  void update_on_nvme(Model& m, const std::vector<Param*>& params, kernels::AdamWParams adamw, double grad_multiplier);
+  void update_on_nvme(const std::vector<Param*>& params, kernels::AdamWParams adamw, double grad_multiplier);
   // Checkpoints of the NVMe tier's state (chunked_engine_state.cpp).
   void save_nvme_state(const std::filesystem::path& dir, const std::map<std::string, int64_t>& steps,
                        const StateShard& shard) const;
   void load_nvme_state(const std::filesystem::path& dir, std::map<std::string, int64_t>& steps);
   // The parameters whose state the NVMe tier holds, in store order, with their models' names.
-  std::vector<std::pair<const std::string*, Param*>> nvme_params() const;
+  std::vector<std::pair<const std::string*, const Param*>> nvme_params() const;
   void hand_over(Model& m, int64_t chunk);
   void update_chunk_now(Model& m, int64_t chunk);  // on the worker
   // Every trainable parameter's state as the optimizer state file holds it (fp32 moments). With

@@ -39,14 +39,14 @@ void ChunkedEngine::save_state(const std::filesystem::path& dir) const {
   for (const auto& [name, m] : models_) release_host(m);  // the masters were decoded from the weights
 }
 
-std::vector<std::pair<const std::string*, ChunkedEngine::Param*>> ChunkedEngine::nvme_params() const {
-  std::vector<std::pair<const std::string*, Param*>> params;
+std::vector<std::pair<const std::string*, const ChunkedEngine::Param*>> ChunkedEngine::nvme_params() const {
+  std::vector<std::pair<const std::string*, const Param*>> params;
   for (const auto& [name, m] : models_) {
     for (const Param& p : m.params) {
       if (p.nvme_index < 0) continue;
       const size_t index = static_cast<size_t>(p.nvme_index);
       if (params.size() <= index) params.resize(index + 1);
-      params[index] = {&name, const_cast<Param*>(&p)};
+      params[index] = {&name, &p};
     }
   }
   return params;
@@ -60,6 +60,16 @@ std::vector<int64_t> all_indices(size_t n) {
   return indices;
 }
 
+// The file's layout of those parameters' state (a master for all but fp32 weights).
+template <class Params>
+std::vector<ParameterStateShape> state_shapes(const Params& params) {
+  std::vector<ParameterStateShape> shapes;
+  for (const auto& [model, p] : params) {
+    shapes.push_back({*model, p->name, p->host_view.sizes().vec(), p->host_view.scalar_type() != at::kFloat});
+  }
+  return shapes;
+}
+
 }  // namespace
 
 // Written window by window in the file's format (fp32 moments and master), as save_optimizer_state
@@ -67,11 +77,7 @@ std::vector<int64_t> all_indices(size_t n) {
 void ChunkedEngine::save_nvme_state(const std::filesystem::path& dir, const std::map<std::string, int64_t>& steps,
                                     const StateShard& shard) const {
   const auto params = nvme_params();
-  std::vector<ParameterStateShape> shapes;
-  for (const auto& [model, p] : params) {
-    shapes.push_back({*model, p->name, p->host_view.sizes().vec(), p->host_view.scalar_type() != at::kFloat});
-  }
-  OptimizerStateWriter out(dir, std::string(enum_name(options_.policy)), shapes, steps, shard);
+  OptimizerStateWriter out(dir, std::string(enum_name(options_.policy)), state_shapes(params), steps, shard);
   nvme_->for_each_window(all_indices(params.size()), NvmeStateStore::Access::read_only,
                          [&](const NvmeStateStore::Window& w, HostAdamState& state) {
                            const auto& [model, p] = params[static_cast<size_t>(w.parameter)];
@@ -83,11 +89,7 @@ void ChunkedEngine::save_nvme_state(const std::filesystem::path& dir, const std:
 
 void ChunkedEngine::load_nvme_state(const std::filesystem::path& dir, std::map<std::string, int64_t>& steps) {
   const auto params = nvme_params();
-  std::vector<ParameterStateShape> shapes;
-  for (const auto& [model, p] : params) {
-    shapes.push_back({*model, p->name, p->host_view.sizes().vec(), p->host_view.scalar_type() != at::kFloat});
-  }
-  const OptimizerStateReader reader(dir, shapes, steps);  // checks everything before any window is written
+  const OptimizerStateReader reader(dir, state_shapes(params), steps);  // checks everything before any window is written
   nvme_->for_each_window(all_indices(params.size()), NvmeStateStore::Access::write_only,
                          [&](const NvmeStateStore::Window& w, HostAdamState& state) {
                            const auto& [model, p] = params[static_cast<size_t>(w.parameter)];
@@ -109,17 +111,15 @@ void ChunkedEngine::load_state(const std::filesystem::path& dir) {
   }
   if (nvme_) {
     load_nvme_state(dir, steps);
-    for (const auto& [name, count] : steps) models_.at(name).steps = count;
-    for (const auto& [name, m] : models_) release_host(m);
-    return;
-  }
-  const std::vector<ParameterStateRef> refs = state_refs(false);
-  load_optimizer_state(dir, refs, steps);
-  size_t i = 0;
-  for (auto& [name, m] : models_) {
-    for (Param& p : m.params) {
-      if (!p.trainable || !owns(m.chunks[static_cast<size_t>(p.chunk)])) continue;
-      p.state.restore_from_saved(refs[i++], p.host_view);
+  } else {
+    const std::vector<ParameterStateRef> refs = state_refs(false);
+    load_optimizer_state(dir, refs, steps);
+    size_t i = 0;
+    for (auto& [name, m] : models_) {
+      for (Param& p : m.params) {
+        if (!p.trainable || !owns(m.chunks[static_cast<size_t>(p.chunk)])) continue;
+        p.state.restore_from_saved(refs[i++], p.host_view);
+      }
     }
   }
   for (const auto& [name, count] : steps) models_.at(name).steps = count;

@@ -144,7 +144,7 @@ bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams
     if (p.trainable && p.has_grad) params_with_grads.push_back(&p);
   }
   if (nvme_) {
-    update_on_nvme(m, params_with_grads, params, grad_multiplier);
+    update_on_nvme(params_with_grads, params, grad_multiplier);
   } else {
     for (Param* p : params_with_grads) {
       params.weight_decay = p->decay ? options_.weight_decay : 0.0;
@@ -154,7 +154,7 @@ bool ChunkedEngine::update_chunk(Model& m, const Chunk& ch, kernels::AdamWParams
   return !params_with_grads.empty();
 }
 
-void ChunkedEngine::update_on_nvme(Model& /*m*/, const std::vector<Param*>& params, kernels::AdamWParams adamw,
+void ChunkedEngine::update_on_nvme(const std::vector<Param*>& params, kernels::AdamWParams adamw,
                                    double grad_multiplier) {
   std::vector<int64_t> indices;
   std::map<int64_t, Param*> by_index;

@@ -43,13 +43,16 @@ int64_t free_disk_bytes(const std::filesystem::path& folder) {
   return static_cast<int64_t>(info.f_bavail) * static_cast<int64_t>(info.f_frsize);
 }
 
-DirectFile::DirectFile(const std::filesystem::path& folder, bool try_direct) : folder_(folder), direct_(try_direct) {
+void check_nvme_folder(const std::filesystem::path& folder) {
   std::error_code ec;
-  if (!std::filesystem::exists(folder, ec)) {
-    throw ConfigError(where(folder) + " does not exist: create it (mkdir -p) on the NVMe drive, or set "
-                      "offload.optimizer_state_tier host");
-  }
-  if (!std::filesystem::is_directory(folder, ec)) throw ConfigError(where(folder) + " is not a folder");
+  if (std::filesystem::is_directory(folder, ec)) return;
+  throw ConfigError(where(folder) + (std::filesystem::exists(folder, ec) ? " is not a folder" : " does not exist") +
+                    ": create it (mkdir -p) on the NVMe drive, or set offload.optimizer_state_tier and "
+                    "offload.params_tier to host");
+}
+
+DirectFile::DirectFile(const std::filesystem::path& folder, bool try_direct) : folder_(folder), direct_(try_direct) {
+  check_nvme_folder(folder);
   static std::atomic<int> counter{0};
   const std::filesystem::path file =
       folder / ("ferry-nvme-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".state");

@@ -25,6 +25,9 @@ inline uint64_t round_up_to_alignment(uint64_t bytes) {
   return (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
 }
 
+// A ConfigError naming offload.nvme_dir unless `folder` is an existing folder.
+void check_nvme_folder(const std::filesystem::path& folder);
+
 // Zeroed memory aligned to kDirectIoAlignment.
 struct AlignedFree {
   void operator()(void* p) const;

@@ -60,12 +60,7 @@ NvmeStateStore::NvmeStateStore(NvmeOptions options) : options_(std::move(options
               " is not a positive multiple of ", kernels::kStochasticTile);
   FERRY_CHECK(options_.read_ahead >= 1 && options_.io_threads >= 1, "NVMe read-ahead and IO threads must be >= 1");
   // The folder is checked before anything is allocated, so a bad one fails the run at once.
-  std::error_code ec;
-  if (!std::filesystem::is_directory(options_.dir, ec)) {
-    throw ConfigError("offload.nvme_dir '" + options_.dir.string() + "' " +
-                      (std::filesystem::exists(options_.dir, ec) ? "is not a folder" : "does not exist") +
-                      ": create it (mkdir -p) on the NVMe drive, or set offload.optimizer_state_tier host");
-  }
+  check_nvme_folder(options_.dir);
 }
 
 uint64_t NvmeStateStore::record_bytes(const StateLayout& layout, int64_t n) const {

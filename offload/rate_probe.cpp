@@ -57,44 +57,41 @@ double cpu_adam_params_per_s(int64_t cpu_threads) {
   return static_cast<double>(n) / seconds;
 }
 
-// Sequential direct IO over a fresh working file in `folder`: {write, read} bytes per second.
-std::pair<double, double> disk_rates(const std::string& folder) {
-  static constexpr uint64_t kBlock = uint64_t{16} << 20, kBytes = uint64_t{512} << 20;
-  static constexpr size_t kInFlight = 4;
+}  // namespace
+
+DiskRates sequential_disk_rates(const std::string& folder, uint64_t bytes, uint64_t block, size_t in_flight, int reps) {
   DirectFile file(folder);
-  file.reserve(kBytes);
-  IoThreads io(static_cast<int>(kInFlight));
+  file.reserve(bytes);
+  IoThreads io(static_cast<int>(in_flight));
   std::vector<AlignedBuffer> buffers;
-  for (size_t i = 0; i < kInFlight; ++i) buffers.push_back(aligned_buffer(kBlock));
+  for (size_t i = 0; i < in_flight; ++i) buffers.push_back(aligned_buffer(block));
   const auto pass = [&](bool write) {
-    std::vector<std::future<void>> inflight(kInFlight);
-    for (uint64_t at = 0, i = 0; at < kBytes; at += kBlock, ++i) {
-      std::future<void>& slot = inflight[i % kInFlight];
+    std::vector<std::future<void>> pending(in_flight);
+    for (uint64_t at = 0, i = 0; at < bytes; at += block, ++i) {
+      std::future<void>& slot = pending[i % in_flight];
       if (slot.valid()) slot.get();
-      std::byte* buffer = buffers[i % kInFlight].get();
-      slot = io.submit([&file, buffer, at, write] {
-        if (write) file.write(at, buffer, kBlock);
-        else file.read(at, buffer, kBlock);
+      std::byte* buffer = buffers[i % in_flight].get();
+      slot = io.submit([&file, buffer, at, block, write] {
+        if (write) file.write(at, buffer, block);
+        else file.read(at, buffer, block);
       });
     }
-    for (auto& f : inflight) {
+    for (auto& f : pending) {
       if (f.valid()) f.get();
     }
   };
-  const double write = best_seconds(2, [&] { pass(true); }, [] {});
-  const double read = best_seconds(2, [&] { pass(false); }, [] {});
-  return {static_cast<double>(kBytes) / write, static_cast<double>(kBytes) / read};
+  const double write = best_seconds(reps, [&] { pass(true); }, [] {});
+  const double read = best_seconds(reps, [&] { pass(false); }, [] {});
+  return {static_cast<double>(bytes) / write, static_cast<double>(bytes) / read};
 }
-
-}  // namespace
 
 PlannerRates measure_rates(const PlannerRates& configured, c10::Device device, Precision precision,
                            int64_t cpu_threads, const std::string& nvme_dir) {
   PlannerRates rates = configured;
   if (!nvme_dir.empty() && (rates.nvme_read_gbps <= 0 || rates.nvme_write_gbps <= 0)) {
-    const auto [write, read] = disk_rates(nvme_dir);
-    rates.nvme_write_gbps = write / 1e9;
-    rates.nvme_read_gbps = read / 1e9;
+    const DiskRates disk = sequential_disk_rates(nvme_dir, uint64_t{512} << 20, uint64_t{16} << 20, 4, 2);
+    rates.nvme_write_gbps = disk.write_bytes_per_s / 1e9;
+    rates.nvme_read_gbps = disk.read_bytes_per_s / 1e9;
     rates.nvme_source = std::string("measured here: ") + nvme_dir + ", direct IO";
   }
   if (rates.cpu_adam_params_per_s <= 0) {

@@ -9,12 +9,23 @@
 
 #include <c10/core/Device.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/config/config.h"
 #include "offload/planner_cost.h"
 
 namespace ferry::offload {
+
+// Sequential direct-IO write then read of a fresh working file of `bytes` in `folder` (a multiple of
+// `block`, itself of kDirectIoAlignment), `in_flight` blocks at a time, best of `reps` passes each
+// after a warm-up pass: bytes per second.
+struct DiskRates {
+  double write_bytes_per_s = 0;
+  double read_bytes_per_s = 0;
+};
+DiskRates sequential_disk_rates(const std::string& folder, uint64_t bytes, uint64_t block, size_t in_flight, int reps);
 
 // `configured`: rates already known (non-zero ones are kept). `cpu_threads`: offload.cpu_threads.
 // `nvme_dir` (offload.nvme_dir with the state on the NVMe tier; empty: none): its sequential

@@ -226,13 +226,7 @@ void run_distill(const Config& given) {
   teacher->to(device);
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
-  SftBatchSource::Options options;
-  options.micro_batch_size = config.train.micro_batch_size;
-  options.pad_id = pad_id;
-  options.seed = static_cast<uint64_t>(config.train.seed);
-  options.shuffle = data.shuffle;
-  options.max_length = data.max_length;
-  DistillBatchSource source(std::move(train.samples), std::move(eval), options);
+  DistillBatchSource source(std::move(train.samples), std::move(eval), SftBatchSource::Options::from_config(config, pad_id));
   GenerateOptions generation = chat_generate_options(loaded.shape, tokenizer, &chat_template);
   generation.max_new_tokens = config.generation.max_new_tokens;
   generation.sampling = {config.generation.greedy, config.generation.temperature, config.generation.top_k,

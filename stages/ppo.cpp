@@ -165,13 +165,8 @@ void run_ppo(const Config& given) {
   if (p.ptx_coef > 0) {
     if (d.train_file.empty()) throw ConfigError("ppo.ptx_coef: the pretraining mix needs SFT data in data.train_file");
     SftDataset sft = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines);
-    SftBatchSource::Options o;
-    o.micro_batch_size = config.train.micro_batch_size;
-    o.pad_id = pad_id;
-    o.seed = static_cast<uint64_t>(config.train.seed);
-    o.shuffle = d.shuffle;
-    o.max_length = d.max_length;
-    ptx = std::make_unique<SftBatchSource>(std::move(sft.samples), std::vector<TokenizedSample>{}, o);
+    ptx = std::make_unique<SftBatchSource>(std::move(sft.samples), std::vector<TokenizedSample>{},
+                                           SftBatchSource::Options::from_config(config, pad_id));
   }
   rl::PpoLearner learner(config, *engine, models, ptx.get());
 

@@ -65,13 +65,9 @@ void run_sft(const Config& given) {
   engine->add_model(name, offload::group_parameters(*model, /*trainable_only=*/false), /*trainable=*/true);
   model->to(device);  // the buffers; the parameters are where the engine put them
 
-  SftBatchSource::Options data_options;
-  data_options.micro_batch_size = config.train.micro_batch_size;
-  data_options.pad_id = stage_pad_id(loaded.shape, tokenizer);
-  data_options.seed = static_cast<uint64_t>(config.train.seed);
-  data_options.shuffle = d.shuffle;
+  SftBatchSource::Options data_options =
+      SftBatchSource::Options::from_config(config, stage_pad_id(loaded.shape, tokenizer));
   data_options.packing = d.packing;
-  data_options.max_length = d.max_length;
   SftBatchSource source(std::move(train.samples), std::move(eval), data_options);
   SftObjective objective(name, *model);
 

@@ -24,6 +24,16 @@ int64_t sft_samples_per_batch(const std::vector<TokenizedSample>& train, const S
 
 }  // namespace
 
+SftBatchSource::Options SftBatchSource::Options::from_config(const Config& config, int64_t pad_id) {
+  Options options;
+  options.micro_batch_size = config.train.micro_batch_size;
+  options.pad_id = pad_id;
+  options.seed = static_cast<uint64_t>(config.train.seed);
+  options.shuffle = config.data.shuffle;
+  options.max_length = config.data.max_length;
+  return options;
+}
+
 SftBatchSource::SftBatchSource(std::vector<TokenizedSample> train, std::vector<TokenizedSample> eval,
                                const Options& options)
     : IndexedBatchSource({static_cast<int64_t>(train.size()), static_cast<int64_t>(eval.size()),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/config/config.h"
 #include "src/data/sft_dataset.h"
 #include "train/indexed_batch_source.h"
 
@@ -23,6 +24,8 @@ class SftBatchSource : public IndexedBatchSource {
     bool shuffle = true;
     bool packing = false;
     int64_t max_length = 512;
+    // train.micro_batch_size, train.seed, data.shuffle and data.max_length (no packing).
+    static Options from_config(const Config& config, int64_t pad_id);
   };
   SftBatchSource(std::vector<TokenizedSample> train, std::vector<TokenizedSample> eval, const Options& options);
 

@@ -73,13 +73,7 @@ void adamw_update_kahan_reference(const AdamWParams& params, uint16_t* weight, u
                                   GradType grad_type, float grad_scale, int64_t n) {
   std::vector<float> master(static_cast<size_t>(n));
   decode_kahan_master(weight, compensation, master.data(), n);
-  if (moments) {
-    adamw_update_int8_reference(params, master.data(), *moments, grad, grad_type, grad_scale, nullptr,
-                                WeightOutType::none, n);
-  } else {
-    adamw_update_reference(params, master.data(), exp_avg, exp_avg_sq, grad, grad_type, grad_scale, nullptr,
-                           WeightOutType::none, n);
-  }
+  adamw_tiled::step_reference(params, master.data(), exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, n);
   encode_kahan_master(master.data(), weight, compensation, n);
 }
 

@@ -84,13 +84,7 @@ void adamw_update_stochastic_reference(const AdamWParams& params, uint16_t* weig
                                        float grad_scale, int64_t n, uint64_t seed, int64_t first) {
   std::vector<float> master(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) master[static_cast<size_t>(i)] = bf16_to_float(weight[i]);
-  if (moments) {
-    adamw_update_int8_reference(params, master.data(), *moments, grad, grad_type, grad_scale, nullptr,
-                                WeightOutType::none, n);
-  } else {
-    adamw_update_reference(params, master.data(), exp_avg, exp_avg_sq, grad, grad_type, grad_scale, nullptr,
-                           WeightOutType::none, n);
-  }
+  adamw_tiled::step_reference(params, master.data(), exp_avg, exp_avg_sq, moments, grad, grad_type, grad_scale, n);
   encode_stochastic(master.data(), weight, n, seed, params.step, first);
 }
 

@@ -33,6 +33,19 @@ inline void step_tile(SimdLevel level, const AdamWParams& params, float* master,
   }
 }
 
+// The definitions' step on a whole decoded master (the wrappers' reference functions): the scalar
+// fp32 AdamW, or the int8-moment one when `moments` is given.
+inline void step_reference(const AdamWParams& params, float* master, float* exp_avg, float* exp_avg_sq,
+                           const Int8Moments* moments, const void* grad, GradType grad_type, float grad_scale,
+                           int64_t n) {
+  if (moments) {
+    adamw_update_int8_reference(params, master, *moments, grad, grad_type, grad_scale, nullptr, WeightOutType::none, n);
+  } else {
+    adamw_update_reference(params, master, exp_avg, exp_avg_sq, grad, grad_type, grad_scale, nullptr,
+                           WeightOutType::none, n);
+  }
+}
+
 // range(begin, end) over [0, n): on the calling thread below 32 tiles, else on `pool` (the default
 // pool when null) in grains of two tiles.
 template <class Range>

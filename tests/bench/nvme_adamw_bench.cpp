@@ -3,7 +3,7 @@
 // written back each step) streamed from a working file under --dir, against
 //   the host tier: the same step with the state in memory (HostAdamState, the same kernel), and
 //   the disk:      sequential direct-IO read and write bandwidth of --dir measured in the same run
-//                  (blocks of one window's record, --depth of them in flight); a step must read
+//                  (offload/rate_probe.h, blocks of one window's record, 4 in flight); a step must read
 //                  and write every state byte, so (bytes / read rate + bytes / write rate) is the
 //                  shortest step the disk allows: its params/s is the bound.
 // The first NVMe step writes the fresh state (nothing to read) and is not timed. Every figure is
@@ -26,8 +26,8 @@
 #include "kernels/cpu/thread_pool.h"
 #include "offload/direct_file.h"
 #include "offload/host_adam_state.h"
-#include "offload/io_threads.h"
 #include "offload/nvme_state_store.h"
+#include "offload/rate_probe.h"
 
 namespace {
 
@@ -66,41 +66,6 @@ Options parse(int argc, char** argv) {
     std::exit(2);
   }
   return o;
-}
-
-// Sequential direct IO over `bytes` of a fresh file in blocks of `block`, `depth` in flight:
-// {write, read} in bytes per second.
-std::pair<double, double> disk_bandwidth(const Options& o, uint64_t bytes, uint64_t block) {
-  DirectFile file(o.dir);
-  file.reserve(bytes);
-  IoThreads io(4);
-  std::vector<AlignedBuffer> buffers;
-  for (int i = 0; i < o.depth + 2; ++i) buffers.push_back(aligned_buffer(block));
-  for (auto& b : buffers) std::memset(b.get(), 0x5a, block);
-  const auto pass = [&](bool write) {
-    std::vector<std::future<void>> inflight(buffers.size());
-    const auto start = Clock::now();
-    for (uint64_t at = 0, i = 0; at < bytes; at += block, ++i) {
-      const size_t slot = i % buffers.size();
-      if (inflight[slot].valid()) inflight[slot].get();
-      std::byte* buffer = buffers[slot].get();
-      const DirectFile* f = &file;
-      inflight[slot] = io.submit([f, buffer, at, block, write] {
-        if (write) f->write(at, buffer, block);
-        else f->read(at, buffer, block);
-      });
-    }
-    for (auto& f : inflight) {
-      if (f.valid()) f.get();
-    }
-    return static_cast<double>(bytes) / seconds_since(start);
-  };
-  double write = 0, read = 0;
-  for (int r = 0; r < o.reps; ++r) {
-    write = std::max(write, pass(true));
-    read = std::max(read, pass(false));
-  }
-  return {write, read};
 }
 
 }  // namespace
@@ -165,7 +130,8 @@ int main(int argc, char** argv) {
   }
 
   const uint64_t block = round_up_to_alignment(static_cast<uint64_t>(o.window) * 12);
-  const auto [write_bw, read_bw] = disk_bandwidth(o, state_bytes, block);
+  const DiskRates disk = sequential_disk_rates(o.dir, state_bytes, block, static_cast<size_t>(o.depth + 2), o.reps);
+  const double write_bw = disk.write_bytes_per_s, read_bw = disk.read_bytes_per_s;
   const double bytes_per_param = static_cast<double>(state_bytes) / static_cast<double>(n);
   const double disk_bound = 1.0 / (bytes_per_param / read_bw + bytes_per_param / write_bw);
   std::printf("RESULT disk_write_gbps %.3f\nRESULT disk_read_gbps %.3f\n", write_bw / 1e9, read_bw / 1e9);

@@ -16,17 +16,12 @@
 #include "kernels/cpu/adamw_kahan.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/support/random_floats.h"
 
 namespace ferry::kernels {
 namespace {
 
-std::vector<float> random_floats(int64_t n, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (float& x : out) x = normal(rng);
-  return out;
-}
+using test_support::random_floats;
 
 TEST(AdamWKahan, ThePairHoldsSixteenSignificantBitsAndIsAFixedPoint) {
   const int64_t n = 100000;
