@@ -23,4 +23,4 @@ cd "$here"
 cmake --build "$build" --target nvme_adamw_bench >/dev/null
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; folder $dir on $(df --output=source,fstype "$dir" | tail -1 | xargs)"
 "$build/tests/bench/nvme_adamw_bench" --dir "$dir" --params-m "${FERRY_BENCH_PARAMS_M:-200}" \
-  --threads "${FERRY_BENCH_THREADS:-0}" --reps 3
+  --threads "${FERRY_BENCH_THREADS:-0}" --reps 5
