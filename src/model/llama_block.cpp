@@ -60,6 +60,15 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   k = apply_rotary(k, cos, sin);
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index_, k, v);  // (B, n_kv, L, D)
   const int64_t repeats = num_heads_ / num_kv_heads_;
+  if (t == 1 && repeats > 1) {
+    // A decode step: the `repeats` query heads of one key/value head attend as `repeats` queries
+    // of that head, so its keys and values are read in place instead of copied per query head
+    // (head h uses key/value head h / repeats, as repeat_kv lays them out).
+    const torch::Tensor grouped = q.reshape({b, num_kv_heads_, repeats, head_dim_});
+    const torch::Tensor out = at::scaled_dot_product_attention(
+        grouped, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0, false);  // (B, n_kv, repeats, D)
+    return lora_project(o_proj, o_lora, out.reshape({b, 1, num_heads_ * head_dim_}), training);
+  }
   k = repeat_kv(k, repeats);  // (B, H, L, D)
   v = repeat_kv(v, repeats);
   const bool causal = !mask.defined() && t > 1;
