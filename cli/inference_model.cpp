@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "src/io/model_path.h"
+#include "src/model/packed_parameters.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
 
@@ -18,6 +19,7 @@ InferenceModel load_inference_model(const std::string& path) {
   const bool cuda = torch::cuda::is_available();
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   InferenceModel loaded{causal_lm_from_pretrained(dir, cuda ? at::kBFloat16 : at::kFloat, device), Tokenizer(dir)};
+  pack_parameters(*loaded.model);  // a no-op on a GPU
   const int64_t model_vocab = loaded.model->config().vocab_size;
   if (loaded.tokenizer.vocab_size() > model_vocab) {
     throw InputError(detail::concat(loaded.tokenizer.path(), " has ", loaded.tokenizer.vocab_size(),

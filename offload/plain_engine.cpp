@@ -8,6 +8,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "offload/engine_models.h"
 #include "offload/optimizer_state_file.h"
+#include "src/model/packed_parameters.h"
 
 namespace ferry::offload {
 namespace {
@@ -54,6 +55,17 @@ void PlainEngine::add_model(const std::string& name, std::vector<ParameterGroup>
         if (p.device() != *options_.device) p.set_data(p.detach().to(*options_.device));
       }
     }
+  }
+  {  // the weights stay where they are: one page-aligned buffer (packed_parameters.h)
+    std::vector<torch::Tensor> parameters;
+    bool quantized = false;  // QLoRA's bases hold their weights in structures of their own: as they are
+    for (const ParameterGroup& group : m.groups) {
+      for (const auto& [pname, p] : group.parameters) {
+        parameters.push_back(p);
+        quantized |= !p.is_floating_point();
+      }
+    }
+    if (!quantized) pack_parameters(parameters);
   }
   for (const ParameterGroup& group : m.groups) {
     for (const auto& [pname, p] : group.parameters) {

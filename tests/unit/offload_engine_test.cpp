@@ -64,6 +64,23 @@ TEST(PlainEngine, Fp32StepsMatchTorchAdamW) {
   EXPECT_EQ(engine->step_count("policy"), 3);
 }
 
+TEST(PlainEngine, KeepsTheWeightsInOnePageAlignedBuffer) {
+  TwoParameters ours;
+  const torch::Tensor matrix = ours.matrix.detach().clone(), vector = ours.vector.detach().clone();
+  auto engine = offload::make_parameter_engine(adam_options());
+  engine->add_model("policy", ours.groups(), true);
+  EXPECT_EQ(ours.matrix.storage().data(), ours.vector.storage().data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ours.matrix.data_ptr()) % 4096, 0u);
+  EXPECT_TRUE(torch::equal(ours.matrix, matrix));
+  EXPECT_TRUE(torch::equal(ours.vector, vector));
+  // A quantised base (integer tensors among the weights) is left as it is.
+  TwoParameters other;
+  std::vector<offload::ParameterGroup> groups = other.groups();
+  groups[0].parameters.emplace_back("model.layers.0.mlp.down_proj.nf4.codes", torch::zeros({16}, torch::kUInt8));
+  engine->add_model("frozen", groups, false);
+  EXPECT_NE(other.matrix.storage().data(), other.vector.storage().data());
+}
+
 TEST(PlainEngine, Bf16ModelKeepsFp32MasterWeights) {
   torch::manual_seed(1);
   const torch::Tensor start = torch::randn({16, 4});
