@@ -7,9 +7,9 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <mutex>
-#include <unordered_map>
 
 #include "offload/accountant.h"
+#include "offload/block_table.h"
 
 namespace ferry::offload {
 namespace {
@@ -30,7 +30,7 @@ class ActivationMeter::Reporter : public c10::MemoryReportingInfoBase {
       // An address seen again was freed where the meter could not see it (another thread).
       forget_locked(ptr);
       if (pause_depth > 0) return;
-      live_[ptr] = static_cast<uint64_t>(alloc_size);
+      live_.insert(ptr, static_cast<uint64_t>(alloc_size));
       live_bytes_ += static_cast<uint64_t>(alloc_size);
       accountant_.allocate(MemoryTier::device, MemoryCategory::activations, static_cast<uint64_t>(alloc_size));
     } else {
@@ -57,16 +57,15 @@ class ActivationMeter::Reporter : public c10::MemoryReportingInfoBase {
 
  private:
   void forget_locked(const void* ptr) {
-    const auto it = live_.find(ptr);
-    if (it == live_.end()) return;
-    live_bytes_ -= it->second;
-    accountant_.release(MemoryTier::device, MemoryCategory::activations, it->second);
-    live_.erase(it);
+    const uint64_t bytes = live_.take(ptr);
+    if (bytes == 0) return;
+    live_bytes_ -= bytes;
+    accountant_.release(MemoryTier::device, MemoryCategory::activations, bytes);
   }
 
   MemoryAccountant& accountant_;
   mutable std::mutex mutex_;
-  std::unordered_map<const void*, uint64_t> live_;
+  BlockTable live_;
   uint64_t live_bytes_ = 0;
 };
 
