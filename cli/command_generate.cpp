@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/config_args.h"
@@ -199,6 +200,7 @@ void run_generate(const GenerateArgs& args) {
   }
   const int64_t pad_for_batch = options.pad_token_id >= 0 ? options.pad_token_id : 0;
   double generating = 0.0;  // seconds in generate(): prefill and decoding, not loading or writing
+  std::vector<double> batch_seconds;
   int64_t generated = 0;    // new tokens up to and including each row's stop
   for (size_t begin = 0; begin < source.size(); begin += static_cast<size_t>(args.batch_size)) {
     const size_t end = std::min(source.size(), begin + static_cast<size_t>(args.batch_size));
@@ -208,7 +210,8 @@ void run_generate(const GenerateArgs& args) {
     const PromptBatch batch = left_pad(prompts, pad_for_batch);
     const double started = monotonic_seconds();
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
-    generating += monotonic_seconds() - started;
+    batch_seconds.push_back(monotonic_seconds() - started);
+    generating += batch_seconds.back();
     generated += result.attention_mask.narrow(1, result.prompt_length, result.logprobs.size(1)).sum().item<int64_t>();
     for (size_t i = begin; i < end; ++i) {
       const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
@@ -231,7 +234,13 @@ void run_generate(const GenerateArgs& args) {
   }
   if (!args.prompts_file.empty()) {
     std::cerr << "generated " << generated << " tokens in " << generating << " s ("
-              << static_cast<double>(generated) / std::max(generating, 1e-9) << " tokens/s, prefill included)\n";
+              << static_cast<double>(generated) / std::max(generating, 1e-9) << " tokens/s, prefill included";
+    if (batch_seconds.size() > 1) {  // the first batch of a process also pays for its fresh memory
+      std::cerr << "; batches";
+      for (size_t i = 0; i < batch_seconds.size(); ++i) std::cerr << (i ? ", " : " ") << batch_seconds[i];
+      std::cerr << " s";
+    }
+    std::cerr << ")\n";
   }
 }
 

@@ -17,8 +17,9 @@
 # Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
 # rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
 # of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line),
-# the same with greedy decoding (the same tokens on both sides: GRPO rollouts at a learning rate too
-# small to change a weight against `ferry generate --greedy`), then whole GRPO steps against TRL's GRPOTrainer on
+# the same with greedy decoding (the same tokens on both sides: 4 GRPO rollouts at a learning rate
+# too small to change a weight against `ferry generate --greedy` on 4 batches of the same rows, in
+# FERRY_BENCH_PAIRS alternating pairs of processes, default 4), then whole GRPO steps against TRL's GRPOTrainer on
 # the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
 # prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
 # by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
@@ -148,36 +149,54 @@ import json, sys
 row = [json.loads(line) for line in open(sys.argv[1])][-1]
 print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
 PY
-  # Greedy, the same tokens on both sides: `ferry generate --greedy` three times, and one
-  # train-grpo run of 4 rollouts at a learning rate too small to move an fp32 weight (1e-30), so
-  # every rollout generates the tokens of the first. The first rollout of a process runs on fresh
-  # heap pages (~20k page faults here); rollouts 2-4 are what a run's later rollouts cost.
-  for run in 1 2 3; do
-    OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts16.jsonl" --greedy \
+  # Greedy, the same tokens on both sides, the same work in each process: `ferry generate --greedy`
+  # on the 16 rows four times over (4 batches of 16), and `ferry train-grpo` for 4 rollouts of
+  # the same 16 rows at a learning rate too small to move an fp32 weight (1e-30), so every rollout
+  # generates the tokens of the first. FERRY_BENCH_PAIRS (default 4) such pairs of processes, in
+  # alternating order (a VM's speed drifts between processes: by a few % on one host, up to 30% on another). The first batch or
+  # rollout of a process also pays for its fresh memory (page faults), so the warm figure (batches
+  # / rollouts 2-4) and the whole-process figure are both printed.
+  for _ in 1 2 3 4; do cat "$work/prompts16.jsonl"; done > "$work/prompts64.jsonl"
+  generate_greedy() {
+    OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts64.jsonl" --greedy \
       --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
       >> "$work/generate-greedy.txt"
+  }
+  rollouts_greedy() {
+    rm -rf "$work/grpo-greedy"
+    OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
+      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
+      --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
+      --set generation.greedy=true --set train.max_steps=4 --set train.learning_rate=1e-30 --set train.save_every=0 \
+      --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 \
+      || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
+    "$python" -c 'import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "time/generate" in r]
+print(json.dumps([[r["time/generate"], round(r["time/generate"] * r["tokens_per_s/generate"])] for r in rows]))' \
+      "$work/grpo-greedy/metrics.jsonl" >> "$work/rollouts-greedy.txt"
+  }
+  for pair in $(seq 1 "${FERRY_BENCH_PAIRS:-4}"); do
+    if (( pair % 2 )); then generate_greedy; rollouts_greedy; else rollouts_greedy; generate_greedy; fi
   done
-  OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
-    --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
-    --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
-    --set generation.greedy=true --set train.max_steps=4 --set train.learning_rate=1e-30 --set train.save_every=0 \
-    --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 \
-    || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
   "$python" - "$work" <<'PY'
 import json, re, statistics, sys
 work = sys.argv[1]
-runs = [re.match(r"generated (\d+) tokens in ([0-9.e+-]+) s", line).groups() for line in open(f"{work}/generate-greedy.txt")]
-rl = [r for r in map(json.loads, open(f"{work}/grpo-greedy/metrics.jsonl")) if "time/generate" in r]
-tokens = [round(r["time/generate"] * r["tokens_per_s/generate"]) for r in rl]
-gen_s = statistics.median(float(s) for _, s in runs)
-warm = statistics.median(r["time/generate"] for r in rl[1:])
-gen_list = ", ".join(f"{float(s):.2f}" for _, s in runs)
-rl_list = ", ".join(f"{r['time/generate']:.2f}" for r in rl)
-print(f"greedy, the same tokens: ferry generate {gen_list} s for {runs[0][0]} tokens; "
-      f"train-grpo rollouts {rl_list} s for {', '.join(map(str, tokens))} tokens")
-print(f"greedy: ferry generate {int(runs[0][0]) / gen_s:.1f} tokens/s (median); train-grpo rollouts 2-4 "
-      f"{tokens[-1] / warm:.1f} tokens/s (median), ratio rollout/generate {gen_s / warm:.2f}; "
-      f"first rollout {gen_s / rl[0]['time/generate']:.2f}")
+pattern = r"generated (\d+) tokens in ([0-9.e+-]+) s .*batches ([0-9., e+-]+) s\)"
+generate = [re.search(pattern, line).groups() for line in open(f"{work}/generate-greedy.txt")]
+rollouts = [json.loads(line) for line in open(f"{work}/rollouts-greedy.txt")]
+whole, warm = [], []
+for (tokens, total, batches), rl in zip(generate, rollouts):
+    batches = [float(s) for s in batches.split(",")]
+    rl_seconds, rl_tokens = [s for s, _ in rl], [t for _, t in rl]
+    assert sum(rl_tokens) == int(tokens), f"different tokens: ferry generate {tokens}, train-grpo {rl_tokens}"
+    whole.append(float(total) / sum(rl_seconds))
+    warm.append(statistics.median(batches[1:]) / statistics.median(rl_seconds[1:]))
+    print(f"pair {len(whole)}: ferry generate batches {', '.join(f'{s:.3f}' for s in batches)} s; train-grpo "
+          f"rollouts {', '.join(f'{s:.3f}' for s in rl_seconds)} s ({rl_tokens[0]} tokens each)")
+print(f"greedy, the same {generate[0][0]} tokens per process: RL generation speed / ferry generate, per pair: whole "
+      f"process {', '.join(f'{r:.3f}' for r in whole)}; warm (2-4) {', '.join(f'{r:.3f}' for r in warm)}")
+print(f"greedy: RL generation / ferry generate: median whole process {statistics.median(whole):.3f}, "
+      f"median warm {statistics.median(warm):.3f} (target >= 1)")
 PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new
