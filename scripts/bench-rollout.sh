@@ -153,9 +153,10 @@ PY
   # on the 16 rows four times over (4 batches of 16), and `ferry train-grpo` for 4 rollouts of
   # the same 16 rows at a learning rate too small to move an fp32 weight (1e-30), so every rollout
   # generates the tokens of the first. FERRY_BENCH_PAIRS (default 4) such pairs of processes, in
-  # alternating order (a VM's speed drifts between processes: by a few % on one host, up to 30% on another). The first batch or
-  # rollout of a process also pays for its fresh memory (page faults), so the warm figure (batches
-  # / rollouts 2-4) and the whole-process figure are both printed.
+  # alternating order (a VM's speed drifts between processes: by a few % on one host, by up to 30%
+  # on another). The first batch or rollout of a process also pays for its fresh memory (page
+  # faults), so the warm figure (batches / rollouts 2-4) and the whole-process figure are both
+  # printed.
   for _ in 1 2 3 4; do cat "$work/prompts16.jsonl"; done > "$work/prompts64.jsonl"
   generate_greedy() {
     OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts64.jsonl" --greedy \
