@@ -20,12 +20,17 @@
 # nothing fails, leaving device time to run it again): see the `part` lines below and README's
 # "GPU check" for how each limit was estimated.
 #
-# --dry-run unpacks the carried packages into a scratch folder and configures and builds the
-# `ferry` target with CMake looking only there and in the torch wheel (the system's /usr and / are
-# ignored as search prefixes), then checks that every header the build read from the system belongs
-# to the C/C++ toolchain (not to a library the GPU machine lacks), that every shared library `ferry`
-# loads resolves inside the carried folder, the torch wheel or the C runtime, and that the working
-# tree plus .gpu-debs stays under the device tool's 64 MiB carry limit.
+# --dry-run unpacks the carried packages into a scratch folder and configures the GPU run's build
+# there with CMake looking only in that folder and the torch wheel (the system's /usr and / are
+# ignored as search prefixes). It does not compile everything a second time (that took ~25 minutes
+# of CI's 2 cores): it compiles the CUDA kernels for real, runs every other compile command of the
+# GPU run's targets (ferry, generate_bench, the GPU tests) as a header scan (`-M`: a header that is
+# not found fails it), and runs every link command of theirs with a one-line main in place of the
+# project's objects (a library that is not found fails it). Then it checks that every header the
+# scan read from the system belongs to the C/C++ toolchain (not to a library the GPU machine lacks),
+# that every shared library the linked programs load resolves inside the carried folder, the torch
+# wheel, the CUDA toolkit or the C runtime (and that they start), and that the working tree plus
+# .gpu-debs stays under the device tool's 64 MiB carry limit.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -59,11 +64,10 @@ unpack() {  # unpacks .gpu-debs/*.deb into $1 (a folder of its own, never /): dp
   done
 }
 
-# configure_and_build BUILD PREFIX PYTHON LOG TARGET...: CMake sees only PREFIX (the unpacked
-# packages), the torch of PYTHON and the CUDA toolkit; the system's /usr and / are ignored as prefixes.
-configure_and_build() {
+# configure BUILD PREFIX PYTHON LOG: CMake sees only PREFIX (the unpacked packages), the torch of
+# PYTHON and the CUDA toolkit; the system's /usr and / are ignored as prefixes.
+configure() {
   local build=$1 prefix=$2 python=$3 log=$4
-  shift 4
   local torch_prefix
   torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || return 1
   # nvcc named outright: the ignored prefixes must not hide a toolkit installed under /usr.
@@ -75,16 +79,100 @@ configure_and_build() {
     -DFERRY_PYTHON="$(command -v "$python")" > "$log" 2>&1 || { tail -30 "$log"; return 1; }
   # Data parallelism needs Gloo's headers: without them CMake only warns, and the GPU runs would fail.
   grep -q 'data parallelism (c10d Gloo) ON' "$log" || { echo "configure: Gloo headers not found (libgloo-dev)"; return 1; }
+}
+
+# configure_and_build BUILD PREFIX PYTHON LOG TARGET...: configure, then build TARGETs.
+configure_and_build() {
+  local build=$1 log=$4
+  configure "$1" "$2" "$3" "$4" || return 1
+  shift 4
   cmake --build "$build" -j "$(nproc)" $(printf -- '--target %s ' "$@") >> "$log" 2>&1 ||
     { grep -E -m 20 'error|Error' "$log"; return 1; }
 }
 
-# Headers the build read from outside the build and the torch wheel, by Debian package: only the
-# toolchain's may be there (the GPU machine has a compiler but no library -dev packages).
+# scan_and_link BUILD PREFIX PYTHON TARGET...: every C++ compile command ninja would run for TARGETs,
+# run as a header scan (-M into BUILD/scan/*.d; headers.txt lists every header read), and every link
+# command, run with BUILD/scan/probe.o (an empty main) in place of the objects and libraries built
+# here (PREFIX's archives stay), into BUILD/scan/<program>.probe, linked --no-as-needed: each probe
+# needs every shared library its program links. CUDA compile commands are left to the real build.
+scan_and_link() {
+  local build=$1 prefix=$2 python=$3
+  shift 3
+  ninja -C "$build" -t commands "$@" > "$build/commands.txt" || return 1
+  "$python" - "$build" "$prefix" "$(nproc)" <<'PY'
+import concurrent.futures, os, shlex, subprocess, sys
+
+build, prefix, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+scan = os.path.join(build, "scan")
+os.makedirs(scan, exist_ok=True)
+compiles, links = [], []
+for line in open(os.path.join(build, "commands.txt")):
+    argv = [a for a in shlex.split(line) if a not in (":", "&&")]
+    if not argv or not argv[0].endswith(("c++", "g++", "clang++")) or "-o" not in argv:
+        continue  # archives (ar, ranlib), cmake -E steps, nvcc
+    (compiles if "-c" in argv else links).append(argv)
+
+def scan_one(item):
+    n, argv = item
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("-o", "-include", "-MF", "-MT"):
+            skip = True
+        elif a not in ("-c", "-MD", "-Winvalid-pch"):
+            out.append(a)
+    r = subprocess.run(out + ["-M", "-MF", os.path.join(scan, f"{n}.d")], cwd=build,
+                       capture_output=True, text=True)
+    return r.returncode, argv[-1], r.stderr
+
+failed = 0
+with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+    for rc, source, err in pool.map(scan_one, enumerate(compiles)):
+        if rc:
+            failed += 1
+            print(f"header scan of {source} failed:\n" + "\n".join(err.splitlines()[:8]))
+headers = set()
+for name in os.listdir(scan):
+    if name.endswith(".d"):
+        text = open(os.path.join(scan, name)).read().replace("\\\n", " ")
+        headers.update(text.split(":", 1)[1].split())
+with open(os.path.join(scan, "headers.txt"), "w") as f:
+    f.write("".join(h + "\n" for h in sorted(headers)))
+
+probe = os.path.join(scan, "probe.o")
+open(os.path.join(scan, "probe.cpp"), "w").write("int main() { return 0; }\n")
+subprocess.run(["c++", "-c", "-o", probe, os.path.join(scan, "probe.cpp")], check=True)
+def built_here(a):  # objects and archives of this build (not the carried packages' archives)
+    path = os.path.realpath(os.path.join(build, a))
+    return (a.endswith((".o", ".a")) and path.startswith(os.path.realpath(build) + os.sep) and
+            not path.startswith(os.path.realpath(prefix) + os.sep))
+for argv in links:
+    program = os.path.basename(argv[argv.index("-o") + 1])
+    out, skip = [argv[0], "-Wl,--no-as-needed"], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "-o":
+            out += ["-o", os.path.join(scan, program + ".probe"), probe]
+            skip = True
+        elif not built_here(a):
+            out.append(a.replace("-Wl,--as-needed", "-Wl,--no-as-needed"))
+    r = subprocess.run(out, cwd=build, capture_output=True, text=True)
+    if r.returncode:
+        failed += 1
+        print(f"linking {program} fails:\n" + "\n".join(r.stderr.splitlines()[:8]))
+print(f"scan: {len(compiles)} compile commands scanned, {len(headers)} headers; {len(links)} programs linked")
+sys.exit(1 if failed else 0)
+PY
+}
+
+# Headers the scan read from /usr/include, by Debian package: only the toolchain's may be there (the
+# GPU machine has a compiler but no library -dev packages).
 check_system_headers() {
   local build=$1
   local headers
-  headers=$(ninja -C "$build" -t deps | awk '$1 ~ /^\/usr\/include\// {print $1}' | sort -u)
+  headers=$(grep '^/usr/include/' "$build/scan/headers.txt" | sort -u)
   [ -n "$headers" ] || return 0
   local owners
   owners=$(echo "$headers" | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | tr ',' '\n' | tr -d ' ' | sort -u)
@@ -122,7 +210,7 @@ check_shared_libraries() {
     esac
   done)
   if [ -n "$bad" ]; then
-    echo "ferry loads libraries that are not carried (add their packages to scripts/debian-packages.txt):"
+    echo "$(basename "$binary" .probe) loads libraries that are not carried (add their packages to scripts/debian-packages.txt):"
     echo "$bad"
     return 1
   fi
@@ -143,19 +231,29 @@ dry_run() {
   local scratch=${FERRY_BUILD:-$root/build}-gpu-dry-run
   local start
   start=$(date +%s)
+  local log=$scratch/gpu-dry-run.log
   prepare || return 1
   unpack "$scratch/deps" || return 1
-  # ccache (if any) keeps CI's repeated dry runs cheap; the GPU machine builds without it.
-  FERRY_GPU_CCACHE=$(command -v ccache || echo OFF) FERRY_GPU_ARCH="8.0;9.0+PTX" \
-    configure_and_build "$scratch" "$scratch/deps" "$python" "$scratch/gpu-dry-run.log" ferry || {
-      echo "gpu-check --dry-run: the GPU build fails with only the carried packages (log: $scratch/gpu-dry-run.log)"
-      return 1; }
+  local fails="gpu-check --dry-run: the GPU build fails with only the carried packages (log: $log)"
+  FERRY_GPU_ARCH="8.0;9.0+PTX" configure "$scratch" "$scratch/deps" "$python" "$log" || { echo "$fails"; return 1; }
+  # shellcheck disable=SC2086
+  { cmake --build "$scratch" --target ferry_kernels_cuda >> "$log" 2>&1 &&
+    scan_and_link "$scratch" "$scratch/deps" "$python" ferry generate_bench $gpu_tests >> "$log" 2>&1; } ||
+    { grep -E -m 20 'error|fail' "$log"; echo "$fails"; return 1; }
+  tail -1 "$log"
   check_system_headers "$scratch" || return 1
-  check_shared_libraries "$scratch/ferry" "$scratch/deps" "$python" || return 1
-  LD_LIBRARY_PATH=$scratch/deps/usr/lib/x86_64-linux-gnu "$scratch/ferry" version > /dev/null || return 1
+  local program
+  for program in "$scratch"/scan/*.probe; do
+    check_shared_libraries "$program" "$scratch/deps" "$python" || return 1
+    LD_LIBRARY_PATH=$scratch/deps/usr/lib/x86_64-linux-gnu "$program" ||
+      { echo "$program (linked like $(basename "$program" .probe)) does not start"; return 1; }
+  done
   check_carry_size || return 1
   echo "gpu-check --dry-run: ok in $(( $(date +%s) - start )) s ($(debian_packages carry | wc -l) carried packages)"
 }
+
+# The GPU tests: the GPU run builds and runs them; the dry run scans and links them.
+gpu_tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 
 case "${1:-}" in
   --prepare) prepare && ls -la "$debs_dir"; exit ;;
@@ -207,10 +305,9 @@ else
 fi
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ferry=build-gpu/ferry
-gpu_tests=$(ls tests/gpu/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 
 export root ferry python debs_dir
-export -f configure_and_build
+export -f configure configure_and_build
 
 # 1. configure + build: the executable and the GPU tests, all cores, no ccache (CMake's own output
 #    in cmake.log; build.log has what failed).

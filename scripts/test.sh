@@ -20,6 +20,10 @@ rc=0
 "$root/scripts/fetch-smollm2.sh" > /dev/null || echo "note: the SmolLM2 GGUF tests will skip (no model file)" >&2
 scratch=$build/tests/tmp
 rm -rf "$scratch" && mkdir -p "$scratch"
+# CTest runs one test per core, and each test's libtorch starts one OpenMP thread per core: by
+# default those threads spin while they wait, which on 2 cores made multi-process tests crawl
+# (the agent CLI tests: 11 s alone, ~190 s beside another test). Waiting threads sleep instead.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$build"
 ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" "$@" || rc=$?
 left=$(find "$scratch" -mindepth 1 -maxdepth 1 ! -name 'torchinductor_*' -printf '%f\n' | sort)
