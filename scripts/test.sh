@@ -4,8 +4,8 @@
 # and runs every test (unit, integration, parity against the Python references in the deps venv;
 # gpu tests skip without a GPU; the real-model GGUF tests fetch SmolLM2-135M-Instruct first,
 # scripts/fetch-smollm2.sh), then proves the GPU check's build cannot fail on a missing Debian
-# package (scripts/gpu-check.sh --dry-run; skipped when FERRY_GPU_DRY_RUN=0 or when ctest was given
-# arguments, i.e. a partial run).
+# package (scripts/gpu-check.sh --dry-run, ~2 minutes; skipped when FERRY_GPU_DRY_RUN=0 or when
+# ctest was given arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
 # The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
 # there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is

@@ -4,6 +4,7 @@
 // order is the same with every C++ standard library.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
