@@ -22,7 +22,7 @@
 #
 # --dry-run unpacks the carried packages into a scratch folder and configures the GPU run's build
 # there with CMake looking only in that folder and the torch wheel (the system's /usr and / are
-# ignored as search prefixes). It does not compile everything a second time (that took ~25 minutes
+# ignored as search prefixes). It does not compile everything a second time (that took ~23 minutes
 # of CI's 2 cores): it compiles the CUDA kernels for real, runs every other compile command of the
 # GPU run's targets (ferry, generate_bench, the GPU tests) as a header scan (`-M`: a header that is
 # not found fails it), and runs every link command of theirs with a one-line main in place of the
@@ -100,11 +100,12 @@ scan_and_link() {
   shift 3
   ninja -C "$build" -t commands "$@" > "$build/commands.txt" || return 1
   "$python" - "$build" "$prefix" "$(nproc)" <<'PY'
-import concurrent.futures, os, shlex, subprocess, sys
+import concurrent.futures, os, shlex, shutil, subprocess, sys
 
 build, prefix, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 scan = os.path.join(build, "scan")
-os.makedirs(scan, exist_ok=True)
+shutil.rmtree(scan, ignore_errors=True)  # no .d file or probe of an earlier run may count
+os.makedirs(scan)
 compiles, links = [], []
 for line in open(os.path.join(build, "commands.txt")):
     argv = [a for a in shlex.split(line) if a not in (":", "&&")]
