@@ -13,7 +13,7 @@
 # --target generate_bench). THREADS (default 2) is used by both sides; keep it at or below the
 # number of idle cores. FERRY_BENCH_BATCHES (default "16 64") picks the batch sizes.
 # FERRY_BENCH_BASELINE=PATH also times another build's generate_bench (e.g. an older commit's) on
-# the same inputs and prints this build's speed-up over it.
+# the same inputs and prints this build's speed-up over it, greedy and sampled.
 # Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
 # rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
 # of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line),
@@ -104,6 +104,13 @@ PY
   if [[ -n "${FERRY_BENCH_BASELINE:-}" ]]; then
     "$FERRY_BENCH_BASELINE" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" \
       --new-tokens 32 --eos "$(cat "$work/stops.txt")" | sed 's/^ferry/baseline/' | tee "$work/baseline.txt"
+    # Sampled, both builds, without stop ids: every row decodes all 32 tokens, so both sides do the
+    # same work although their samplers may draw other tokens.
+    for side in this baseline; do
+      binary=$bench; [[ $side == baseline ]] && binary=$FERRY_BENCH_BASELINE
+      "$binary" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
+        --sample 1 | head -1 | sed "s/^ferry/$side sampled, no stop ids/" | tee "$work/sampled-$side.txt"
+    done
   fi
   "$python" - "$work" <<'PY'
 import sys
@@ -123,6 +130,9 @@ print(f"tokens/s: ferry {ferry_rate:.1f}, transformers {hf_rate:.1f}, ratio ferr
 try:
     base = figure(f"{work}/baseline.txt", "baseline_tokens_per_s")
     print(f"baseline build {base:.1f} tokens/s: this build {ferry_rate / base:.2f}x")
+    rate = lambda side: float(open(f"{work}/sampled-{side}.txt").read().split("s, ")[-1].split()[0])
+    print(f"sampled, no stop ids: this build {rate('this'):.1f} tokens/s, baseline {rate('baseline'):.1f}: "
+          f"this build {rate('this') / rate('baseline'):.2f}x")
 except FileNotFoundError:
     pass
 PY

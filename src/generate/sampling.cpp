@@ -46,11 +46,34 @@ at::Tensor warp_logits(const at::Tensor& logits, const SamplingOptions& options)
   return top_p_filter(warped, options.top_p);
 }
 
+double draw_uniform(at::Generator& generator) {
+  return at::empty({1}, at::TensorOptions().dtype(at::kDouble)).uniform_(0.0, 1.0, generator).item<double>();
+}
+
+at::Tensor sample_by_inverse_cdf(const at::Tensor& probs, const at::Tensor& uniforms) {
+  FERRY_CHECK(probs.dim() == 2 && uniforms.dim() == 1 && uniforms.size(0) == probs.size(0),
+              "sample_by_inverse_cdf: probs must be (B, V) and uniforms (B)");
+  const at::Tensor cdf = at::cumsum(probs, -1, at::kDouble);        // (B, V), nondecreasing
+  const at::Tensor total = cdf.narrow(-1, probs.size(-1) - 1, 1).contiguous();  // (B, 1)
+  if (!(total > 0).all().item<bool>()) {
+    throw UserError("sampling: the model's next-token probabilities are not finite (its logits hold NaN or "
+                    "infinity): the weights have diverged or overflowed; lower the learning rate, or load the "
+                    "model in fp32 or bf16 instead of fp16");
+  }
+  const at::Tensor target = uniforms.to(cdf.device(), at::kDouble).unsqueeze(1) * total;  // (B, 1), < total
+  // The first token whose cumulative probability passes the target (so it has probability > 0). The
+  // target is below the total (u < 1), so this is at most the last token of probability > 0, where
+  // the cumulative reaches the total; the minimum guards that against rounding in a device's scan.
+  const at::Tensor chosen = at::searchsorted(cdf, target, /*out_int32=*/false, /*right=*/true);
+  const at::Tensor last = at::searchsorted(cdf, total, /*out_int32=*/false, /*right=*/false);
+  return at::minimum(chosen, last).squeeze(1);
+}
+
 at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options, at::Generator& generator) {
   if (options.greedy) return logits.argmax(-1);
   check_sampling_options(options);
-  const at::Tensor probs = warp_logits(logits, options).softmax(-1).to(at::kCPU);  // (B, V)
-  return at::multinomial(probs, 1, /*replacement=*/false, generator).squeeze(-1).to(logits.device());
+  const at::Tensor uniforms = at::empty({logits.size(0)}, at::TensorOptions().dtype(at::kDouble)).uniform_(0.0, 1.0, generator);
+  return sample_by_inverse_cdf(warp_logits(logits, options).softmax(-1), uniforms);
 }
 
 at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options,
@@ -59,13 +82,9 @@ at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& o
   check_sampling_options(options);
   FERRY_CHECK(static_cast<int64_t>(row_generators.size()) == logits.size(0), "choose_next_tokens: ",
               row_generators.size(), " generators for ", logits.size(0), " rows");
-  const at::Tensor probs = warp_logits(logits, options).softmax(-1).to(at::kCPU);  // (B, V)
-  std::vector<int64_t> next;
-  for (int64_t row = 0; row < logits.size(0); ++row) {
-    next.push_back(at::multinomial(probs[row], 1, /*replacement=*/false, row_generators[static_cast<size_t>(row)])
-                       .item<int64_t>());
-  }
-  return at::tensor(next, at::kLong).to(logits.device());
+  std::vector<double> uniforms;
+  for (at::Generator& generator : row_generators) uniforms.push_back(draw_uniform(generator));
+  return sample_by_inverse_cdf(warp_logits(logits, options).softmax(-1), at::tensor(uniforms, at::kDouble));
 }
 
 at::Generator make_sampling_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }

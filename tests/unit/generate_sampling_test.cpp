@@ -8,14 +8,17 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/sampling.h"
 #include "src/model/model_state.h"
+#include "tests/support/naive_sampling.h"
 
 namespace ferry {
 namespace {
@@ -81,6 +84,69 @@ TEST(GenerateSampling, SeededSamplingRepeats) {
   EXPECT_TRUE(torch::equal(first, choose_next_tokens(logits, options, b)));
   EXPECT_FALSE(torch::equal(first, choose_next_tokens(logits, options, c)));
   EXPECT_FALSE(torch::equal(first, choose_next_tokens(logits, options, a)));  // the generator advances
+}
+
+// Sampled tokens follow softmax(warped logits): 40 000 draws from 8 tokens at temperature 0.7 with
+// top-k 6 and top-p 0.97, counted against the probabilities computed here in double (a chi-square
+// statistic, 5 degrees of freedom at most; 30 is p < 1e-5 for a correct sampler). The two tokens
+// top-k drops, and any top-p drops, are never drawn.
+TEST(GenerateSampling, SampledTokensFollowTheWarpedDistribution) {
+  const std::vector<double> raw = {0.3, -1.2, 2.0, 0.9, -0.4, 1.4, -2.5, 0.1};
+  const SamplingOptions options{.greedy = false, .temperature = 0.7, .top_k = 6, .top_p = 0.97};
+  // Expected: temperature, the 6 largest, then the smallest set holding >= 0.97 of what is left.
+  std::vector<double> p(raw.size());
+  std::vector<size_t> order(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return raw[a] > raw[b]; });
+  double z = 0;
+  for (size_t r = 0; r < 6; ++r) z += std::exp(raw[order[r]] / 0.7);
+  double held = 0;
+  for (size_t r = 0; r < 6 && held < 0.97; ++r) {
+    p[order[r]] = std::exp(raw[order[r]] / 0.7) / z;
+    held += p[order[r]];
+  }
+  for (double& x : p) x /= held;
+  const int64_t rows = 4000, rounds = 10;
+  const torch::Tensor logits = torch::tensor(std::vector<float>(raw.begin(), raw.end())).unsqueeze(0).expand({rows, 8});
+  at::Generator generator = make_sampling_generator(5);
+  std::vector<int64_t> counts(raw.size(), 0);
+  for (int64_t round = 0; round < rounds; ++round) {
+    const torch::Tensor tokens = choose_next_tokens(logits, options, generator);
+    for (int64_t i = 0; i < rows; ++i) ++counts[static_cast<size_t>(tokens[i].item<int64_t>())];
+  }
+  double chi2 = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (p[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " has probability 0";
+      continue;
+    }
+    const double expected = p[i] * static_cast<double>(rows * rounds);
+    chi2 += (static_cast<double>(counts[i]) - expected) * (static_cast<double>(counts[i]) - expected) / expected;
+  }
+  EXPECT_LT(chi2, 30.0);
+  EXPECT_EQ(counts[1] + counts[6], 0);  // outside the top 6
+}
+
+// The inverse-CDF pick at its edges, against the plain loop: u = 0 takes the first token with
+// probability > 0, u just below 1 the last such token (never a zero-probability token after it),
+// unnormalised rows pick as their normalised selves, and a row of NaN is a UserError, not a token.
+TEST(GenerateSampling, InverseCdfPicksTokensOfPositiveProbabilityOnly) {
+  const torch::Tensor probs = torch::tensor({0.0f, 0.25f, 0.0f, 0.5f, 0.25f, 0.0f}).unsqueeze(0);
+  const double below_one = std::nextafter(1.0, 0.0);
+  for (double u : {0.0, 0.1, 0.2499, 0.25, 0.5, 0.7499, 0.75, 0.9, below_one}) {
+    const int64_t token = sample_by_inverse_cdf(probs, torch::tensor({u}, torch::kDouble))[0].item<int64_t>();
+    EXPECT_EQ(token, test_support::naive_inverse_cdf_sample(probs[0], u)) << "u = " << u;
+    EXPECT_GT(probs[0][token].item<float>(), 0.0f) << "u = " << u;
+  }
+  EXPECT_EQ(sample_by_inverse_cdf(probs, torch::tensor({0.0}, torch::kDouble))[0].item<int64_t>(), 1);
+  EXPECT_EQ(sample_by_inverse_cdf(probs, torch::tensor({below_one}, torch::kDouble))[0].item<int64_t>(), 4);
+  const torch::Tensor rows = torch::cat({probs, probs * 8.0f});
+  EXPECT_TRUE(torch::equal(sample_by_inverse_cdf(rows, torch::tensor({0.6, 0.6}, torch::kDouble)),
+                           torch::tensor({3, 3}, torch::kLong)));
+  const torch::Tensor broken = torch::cat({probs, torch::full({1, 6}, std::nanf(""))});
+  EXPECT_THROW(sample_by_inverse_cdf(broken, torch::tensor({0.5, 0.5}, torch::kDouble)), UserError);
+  at::Generator generator = make_sampling_generator(1);
+  EXPECT_THROW(choose_next_tokens(torch::full({2, 6}, std::nanf("")), {.greedy = false}, generator), UserError);
 }
 
 TEST(GenerateSampling, BadOptionsAreUserErrors) {

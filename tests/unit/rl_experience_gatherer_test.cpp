@@ -1,5 +1,5 @@
 // Data-parallel rollouts (train/rl/experience_gatherer.h): a row samples the same tokens whichever batch it is
-// in (checked against multinomial on the row alone), rows and micro-batches split over processes
+// in (checked against a plain inverse-CDF draw on the row alone), rows and micro-batches split over processes
 // as documented, and two processes' experiences gather into the padded whole built by hand.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "src/generate/sampling.h"
+#include "tests/support/naive_sampling.h"
 #include "tests/support/two_process_group.h"
 #include "train/rl/experience_gatherer.h"
 
@@ -27,12 +28,14 @@ TEST(RolloutRowGenerators, ARowSamplesTheSameTokensAloneOrInAnyBatch) {
     const torch::Tensor part = choose_next_tokens(logits.narrow(0, 2, 2), options, last_two);
     EXPECT_TRUE(torch::equal(batch.narrow(0, 2, 2), part)) << "draw " << draw;
   }
-  // The reference: row 1 alone, multinomial on its softmax with its own generator.
+  // The reference: each row alone, its softmax and one draw from its own generator.
   std::vector<at::Generator> fresh = rl::rollout_row_generators(7, 2, 0, 4);
-  at::Generator row1 = rl::rollout_row_generators(7, 2, 1, 1).front();
   const torch::Tensor tokens = choose_next_tokens(logits, options, fresh);
-  const torch::Tensor alone = at::multinomial((logits[1] / 0.9).softmax(-1), 1, false, row1);
-  EXPECT_EQ(tokens[1].item<int64_t>(), alone[0].item<int64_t>());
+  for (int64_t row = 0; row < 4; ++row) {
+    at::Generator own = rl::rollout_row_generators(7, 2, row, 1).front();
+    const int64_t alone = test_support::naive_inverse_cdf_sample((logits[row] / 0.9).softmax(-1), draw_uniform(own));
+    EXPECT_EQ(tokens[row].item<int64_t>(), alone) << "row " << row;
+  }
   // Other rollouts, seeds and rows draw differently.
   std::vector<at::Generator> other_rollout = rl::rollout_row_generators(7, 3, 0, 4);
   std::vector<at::Generator> again = rl::rollout_row_generators(7, 2, 0, 4);
