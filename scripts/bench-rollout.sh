@@ -109,7 +109,9 @@ PY
     for side in this baseline; do
       binary=$bench; [[ $side == baseline ]] && binary=$FERRY_BENCH_BASELINE
       "$binary" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
-        --sample 1 | head -1 | sed "s/^ferry/$side sampled, no stop ids/" | tee "$work/sampled-$side.txt"
+        --sample 1 | sed -e "s/^ferry_tokens_per_s/sampled_${side}_tokens_per_s/" \
+        -e "s/^ferry:/$side build, sampled, no stop ids:/" > "$work/sampled-$side.txt"
+      head -1 "$work/sampled-$side.txt"
     done
   fi
   "$python" - "$work" <<'PY'
@@ -130,7 +132,7 @@ print(f"tokens/s: ferry {ferry_rate:.1f}, transformers {hf_rate:.1f}, ratio ferr
 try:
     base = figure(f"{work}/baseline.txt", "baseline_tokens_per_s")
     print(f"baseline build {base:.1f} tokens/s: this build {ferry_rate / base:.2f}x")
-    rate = lambda side: float(open(f"{work}/sampled-{side}.txt").read().split("s, ")[-1].split()[0])
+    rate = lambda side: figure(f"{work}/sampled-{side}.txt", f"sampled_{side}_tokens_per_s")
     print(f"sampled, no stop ids: this build {rate('this'):.1f} tokens/s, baseline {rate('baseline'):.1f}: "
           f"this build {rate('this') / rate('baseline'):.2f}x")
 except FileNotFoundError:

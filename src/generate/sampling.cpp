@@ -72,7 +72,8 @@ at::Tensor sample_by_inverse_cdf(const at::Tensor& probs, const at::Tensor& unif
 at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& options, at::Generator& generator) {
   if (options.greedy) return logits.argmax(-1);
   check_sampling_options(options);
-  const at::Tensor uniforms = at::empty({logits.size(0)}, at::TensorOptions().dtype(at::kDouble)).uniform_(0.0, 1.0, generator);
+  const at::Tensor uniforms =
+      at::empty({logits.size(0)}, at::TensorOptions().dtype(at::kDouble)).uniform_(0.0, 1.0, generator);
   return sample_by_inverse_cdf(warp_logits(logits, options).softmax(-1), uniforms);
 }
 

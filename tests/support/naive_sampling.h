@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <vector>
 
 namespace ferry::test_support {
 
