@@ -82,6 +82,7 @@ void run_eval(const EvalArgs& args) {
   GenerateOptions options = loaded.generate_options(&chat_template);
   options.max_new_tokens = args.max_new_tokens;
   options.sampling.greedy = true;
+  options.max_rows = args.batch_size;  // the rest of a call's prompts wait and join as rows stop
   std::vector<int64_t> stops = options.eos_token_ids;
   stops.insert(stops.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   const StopStrings stop_strings(options.stop_strings);
@@ -93,8 +94,9 @@ void run_eval(const EvalArgs& args) {
     if (!*output) throw UserError("cannot write " + args.output_file);
   }
   AccuracyTally tally;
-  for (size_t begin = 0; begin < index.size(); begin += static_cast<size_t>(args.batch_size)) {
-    const size_t end = std::min(index.size(), begin + static_cast<size_t>(args.batch_size));
+  const size_t per_call = static_cast<size_t>(args.batch_size * kBatchesPerGenerateCall);
+  for (size_t begin = 0; begin < index.size(); begin += per_call) {
+    const size_t end = std::min(index.size(), begin + per_call);
     std::vector<EvalItem> items;
     std::vector<std::vector<int64_t>> prompts;
     for (size_t i = begin; i < end; ++i) {
@@ -135,7 +137,7 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--chat-template", args->chat_template,
                       kChatTemplateFlagHelp);
   command->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most per answer");
-  command->add_option("--batch-size", args->batch_size, "prompts generated together");
+  command->add_option("--batch-size", args->batch_size, "prompts decoded at once; as one ends the next takes its place");
   command->add_option("--limit", args->limit, "score only the first N prompts (0: all)");
   command->callback([args] { run_eval(*args); });
 }

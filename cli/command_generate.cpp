@@ -186,8 +186,7 @@ void run_generate(const GenerateArgs& args) {
   options.max_new_tokens = args.max_new_tokens;
   options.sampling = {.greedy = args.greedy, .temperature = args.temperature, .top_k = args.top_k, .top_p = args.top_p};
   options.cuda_graphs = !args.no_cuda_graphs;
-  at::Generator generator = make_sampling_generator(static_cast<uint64_t>(args.seed));
-  options.generator = &generator;  // one stream across batches: batches never repeat each other's draws
+  options.max_rows = args.batch_size;
   options.stop_strings.insert(options.stop_strings.end(), args.stop.begin(), args.stop.end());
   const StopStrings stop_strings(options.stop_strings);
   std::vector<int64_t> stops = options.eos_token_ids;
@@ -200,18 +199,27 @@ void run_generate(const GenerateArgs& args) {
   }
   const int64_t pad_for_batch = options.pad_token_id >= 0 ? options.pad_token_id : 0;
   double generating = 0.0;  // seconds in generate(): prefill and decoding, not loading or writing
-  std::vector<double> batch_seconds;
+  std::vector<double> call_seconds;
   int64_t generated = 0;    // new tokens up to and including each row's stop
-  for (size_t begin = 0; begin < source.size(); begin += static_cast<size_t>(args.batch_size)) {
-    const size_t end = std::min(source.size(), begin + static_cast<size_t>(args.batch_size));
+  // --batch-size rows decode at once; the other prompts of a call wait and join as rows stop.
+  const size_t per_call = static_cast<size_t>(args.batch_size * kBatchesPerGenerateCall);
+  for (size_t begin = 0; begin < source.size(); begin += per_call) {
+    const size_t end = std::min(source.size(), begin + per_call);
     const std::vector<PromptItem> items = source.batch(begin, end);
     std::vector<std::vector<int64_t>> prompts;
     for (const PromptItem& item : items) prompts.push_back(item.ids);
     const PromptBatch batch = left_pad(prompts, pad_for_batch);
+    // Each prompt samples from its own generator, seeded by --seed and its line: its completion
+    // does not depend on --batch-size or on the prompts beside it.
+    std::vector<at::Generator> row_generators;
+    for (size_t i = begin; i < end && !options.sampling.greedy; ++i) {
+      row_generators.push_back(row_sampling_generator(static_cast<uint64_t>(args.seed), static_cast<int64_t>(i)));
+    }
+    options.row_generators = options.sampling.greedy ? nullptr : &row_generators;
     const double started = monotonic_seconds();
     const GenerateResult result = generate(*model, batch.input_ids, batch.attention_mask, options);
-    batch_seconds.push_back(monotonic_seconds() - started);
-    generating += batch_seconds.back();
+    call_seconds.push_back(monotonic_seconds() - started);
+    generating += call_seconds.back();
     generated += result.attention_mask.narrow(1, result.prompt_length, result.logprobs.size(1)).sum().item<int64_t>();
     for (size_t i = begin; i < end; ++i) {
       const Completion completion = completion_of(result, static_cast<int64_t>(i - begin), tokenizer, stops, stop_strings);
@@ -235,9 +243,9 @@ void run_generate(const GenerateArgs& args) {
   if (!args.prompts_file.empty()) {
     std::cerr << "generated " << generated << " tokens in " << generating << " s ("
               << static_cast<double>(generated) / std::max(generating, 1e-9) << " tokens/s, prefill included";
-    if (batch_seconds.size() > 1) {  // the first batch of a process also pays for its fresh memory
-      std::cerr << "; batches";
-      for (size_t i = 0; i < batch_seconds.size(); ++i) std::cerr << (i ? ", " : " ") << batch_seconds[i];
+    if (call_seconds.size() > 1) {  // the first call of a process also pays for its fresh memory
+      std::cerr << "; per " << per_call << " prompts";
+      for (size_t i = 0; i < call_seconds.size(); ++i) std::cerr << (i ? ", " : " ") << call_seconds[i];
       std::cerr << " s";
     }
     std::cerr << ")\n";
@@ -268,7 +276,8 @@ void add_generate_command(CLI::App& app) {
   command->add_option("--top-p", args->top_p, "nucleus sampling mass");
   command->add_option("--top-k", args->top_k, "top-k sampling (0: off)");
   command->add_option("--seed", args->seed, "sampling seed");
-  command->add_option("--batch-size", args->batch_size, "prompts generated together (with --prompts)");
+  command->add_option("--batch-size", args->batch_size,
+                      "prompts decoded at once (with --prompts); as one ends the next prompt takes its place");
   command->add_option("--stop", args->stop, "text that ends generation, cut from the output (repeatable)")
       ->allow_extra_args(false);
   add_config_options(command, args->config, /*optional=*/true);

@@ -12,14 +12,17 @@
 # BUILD_DIR (default build) must contain tests/bench/generate_bench (cmake --build BUILD_DIR
 # --target generate_bench). THREADS (default 2) is used by both sides; keep it at or below the
 # number of idle cores. FERRY_BENCH_BATCHES (default "16 64") picks the batch sizes.
+# At batch 64 it also times continuous batching: the same rows 16 at a time, as static batches of
+# 16 against rows joining as others stop (generate_bench --batches-of / --max-rows).
 # FERRY_BENCH_BASELINE=PATH also times another build's generate_bench (e.g. an older commit's) on
 # the same inputs and prints this build's speed-up over it, greedy and sampled.
 # Last, when the real SmolLM2-135M-Instruct GGUF is in the cache (scripts/fetch-smollm2.sh), a GRPO
 # rollout's generation (4 prompts x 4 completions, at most 24 tokens, temperature 1: time/generate
 # of one `ferry train-grpo` step) against `ferry generate` on the same 16 rows (its own timing line),
-# the same with greedy decoding (the same tokens on both sides: 4 GRPO rollouts at a learning rate
-# too small to change a weight against `ferry generate --greedy` on 4 batches of the same rows, in
-# FERRY_BENCH_PAIRS alternating pairs of processes, default 4), then whole GRPO steps against TRL's GRPOTrainer on
+# the same with greedy decoding on 64 rows, 16 decoding at a time and the others joining as rows stop
+# (the same tokens on both sides: one GRPO rollout of 64 rows with generation.max_batch_rows=16
+# against `ferry generate --greedy --batch-size 16` on the same rows, in FERRY_BENCH_PAIRS
+# alternating pairs of processes, default 4), then whole GRPO steps against TRL's GRPOTrainer on
 # the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
 # prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
 # by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
@@ -114,6 +117,36 @@ PY
       head -1 "$work/sampled-$side.txt"
     done
   fi
+  if (( batch > 16 )); then
+    # Continuous batching: the same rows, 16 decoding at a time, as static batches of 16 (each runs
+    # until its longest row ends: what `ferry generate --batch-size 16` did before) and with rows
+    # joining as others stop (generation.max_batch_rows, `ferry generate --batch-size`), in 3
+    # alternating pairs of processes; both must give the same tokens.
+    for pair in 1 2 3; do
+      for scheme in static joining; do
+        [[ $pair == 2 ]] && scheme=$([[ $scheme == static ]] && echo joining || echo static)
+        flag=(--batches-of 16); [[ $scheme == joining ]] && flag=(--max-rows 16)
+        "$bench" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
+          --eos "$(cat "$work/stops.txt")" "${flag[@]}" --tokens-out "$work/tokens-$scheme.safetensors" \
+          | tee -a "$work/continuous.txt" | head -1
+      done
+    done
+    "$python" - "$work" <<'PY'
+import re, statistics, sys
+from safetensors.torch import load_file
+work = sys.argv[1]
+same = bool((load_file(f"{work}/tokens-static.safetensors")["tokens"] ==
+             load_file(f"{work}/tokens-joining.safetensors")["tokens"]).all())
+rates = {"static": [], "joining": []}
+for line in open(f"{work}/continuous.txt"):
+    if line.startswith("ferry:"):
+        scheme = "joining" if "rows joining" in line else "static"
+        rates[scheme].append(float(re.search(r"([0-9.]+) tokens/s", line).group(1)))
+static, joining = statistics.median(rates["static"]), statistics.median(rates["joining"])
+print(f"continuous batching, 16 rows at a time: rows joining {joining:.1f} tokens/s, static batches of 16 "
+      f"{static:.1f} tokens/s (medians of 3): {joining / static:.2f}x; same tokens: {same}")
+PY
+  fi
   "$python" - "$work" <<'PY'
 import sys
 from safetensors.torch import load_file
@@ -161,15 +194,16 @@ import json, sys
 row = [json.loads(line) for line in open(sys.argv[1])][-1]
 print(f"train-grpo rollout: {row['time/generate']:.2f} s generating, {row['tokens_per_s/generate']:.1f} tokens/s")
 PY
-  # Greedy, the same tokens on both sides, the same work in each process: `ferry generate --greedy`
-  # on the 16 rows four times over (4 batches of 16), and `ferry train-grpo` for 4 rollouts of
-  # the same 16 rows at a learning rate too small to move an fp32 weight (1e-30), so every rollout
-  # generates the tokens of the first. FERRY_BENCH_PAIRS (default 4) such pairs of processes, in
-  # alternating order (a VM's speed drifts between processes: by a few % on one host, by up to 30%
-  # on another). The first batch or rollout of a process also pays for its fresh memory (page
-  # faults), so the warm figure (batches / rollouts 2-4) and the whole-process figure are both
-  # printed.
+  # Greedy, the same tokens on both sides, the same work in each process: `ferry generate --greedy
+  # --batch-size 16` on 64 rows (the 4 prompts x 4 copies, four times over), 16 decoding at a time
+  # and the others joining as rows stop, against one `ferry train-grpo` rollout of the same 64 rows
+  # in the same order (16 prompt lines, unshuffled, 4 completions each) with
+  # generation.max_batch_rows=16: one generate() call in each process, both the first of their
+  # process (so both pay for fresh memory). FERRY_BENCH_PAIRS (default 4) such pairs of processes,
+  # in alternating order (a VM's speed drifts between processes: by a few % on one host, by up to
+  # 30% on another).
   for _ in 1 2 3 4; do cat "$work/prompts16.jsonl"; done > "$work/prompts64.jsonl"
+  for _ in 1 2 3 4; do cat "$work/prompts4.jsonl"; done > "$work/prompt-lines16.jsonl"
   generate_greedy() {
     OMP_NUM_THREADS=$threads "$ferry" generate --model "$gguf" --chat --prompts "$work/prompts64.jsonl" --greedy \
       --max-new-tokens 24 --batch-size 16 --output "$work/generated-greedy.jsonl" 2>&1 | grep '^generated' \
@@ -178,14 +212,15 @@ PY
   rollouts_greedy() {
     rm -rf "$work/grpo-greedy"
     OMP_NUM_THREADS=$threads "$ferry" train-grpo --config "$here/configs/demo-grpo.yaml" --set model.path="$gguf" \
-      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompts4.jsonl" --set data.eval_file= \
-      --set grpo.num_generations=4 --set grpo.generation_batch_size=16 --set generation.max_new_tokens=24 \
-      --set generation.greedy=true --set train.max_steps=4 --set train.learning_rate=1e-30 --set train.save_every=0 \
+      --set tokenizer.chat_template=auto --set data.prompt_file="$work/prompt-lines16.jsonl" --set data.eval_file= \
+      --set data.shuffle=false --set grpo.num_generations=4 --set grpo.generation_batch_size=64 \
+      --set generation.max_new_tokens=24 --set generation.max_batch_rows=16 --set generation.greedy=true \
+      --set train.max_steps=1 --set train.save_every=0 \
       --set offload.cpu_threads="$threads" --set output.dir="$work/grpo-greedy" > "$work/grpo-greedy.log" 2>&1 \
       || { tail -20 "$work/grpo-greedy.log" >&2; exit 1; }
     "$python" -c 'import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "time/generate" in r]
-print(json.dumps([[r["time/generate"], round(r["time/generate"] * r["tokens_per_s/generate"])] for r in rows]))' \
+print(json.dumps([rows[0]["time/generate"], round(rows[0]["time/generate"] * rows[0]["tokens_per_s/generate"])]))' \
       "$work/grpo-greedy/metrics.jsonl" >> "$work/rollouts-greedy.txt"
   }
   for pair in $(seq 1 "${FERRY_BENCH_PAIRS:-4}"); do
@@ -194,22 +229,18 @@ print(json.dumps([[r["time/generate"], round(r["time/generate"] * r["tokens_per_
   "$python" - "$work" <<'PY'
 import json, re, statistics, sys
 work = sys.argv[1]
-pattern = r"generated (\d+) tokens in ([0-9.e+-]+) s .*batches ([0-9., e+-]+) s\)"
-generate = [re.search(pattern, line).groups() for line in open(f"{work}/generate-greedy.txt")]
+generate = [re.search(r"generated (\d+) tokens in ([0-9.e+-]+) s", line).groups()
+            for line in open(f"{work}/generate-greedy.txt")]
 rollouts = [json.loads(line) for line in open(f"{work}/rollouts-greedy.txt")]
-whole, warm = [], []
-for (tokens, total, batches), rl in zip(generate, rollouts):
-    batches = [float(s) for s in batches.split(",")]
-    rl_seconds, rl_tokens = [s for s, _ in rl], [t for _, t in rl]
-    assert sum(rl_tokens) == int(tokens), f"different tokens: ferry generate {tokens}, train-grpo {rl_tokens}"
-    whole.append(float(total) / sum(rl_seconds))
-    warm.append(statistics.median(batches[1:]) / statistics.median(rl_seconds[1:]))
-    print(f"pair {len(whole)}: ferry generate batches {', '.join(f'{s:.3f}' for s in batches)} s; train-grpo "
-          f"rollouts {', '.join(f'{s:.3f}' for s in rl_seconds)} s ({rl_tokens[0]} tokens each)")
-print(f"greedy, the same {generate[0][0]} tokens per process: RL generation speed / ferry generate, per pair: whole "
-      f"process {', '.join(f'{r:.3f}' for r in whole)}; warm (2-4) {', '.join(f'{r:.3f}' for r in warm)}")
-print(f"greedy: RL generation / ferry generate: median whole process {statistics.median(whole):.3f}, "
-      f"median warm {statistics.median(warm):.3f} (target >= 1)")
+ratios = []
+for (tokens, seconds), (rl_seconds, rl_tokens) in zip(generate, rollouts):
+    assert rl_tokens == int(tokens), f"different tokens: ferry generate {tokens}, train-grpo {rl_tokens}"
+    ratios.append(float(seconds) / rl_seconds)
+    print(f"pair {len(ratios)}: ferry generate {float(seconds):.3f} s, train-grpo rollout {rl_seconds:.3f} s "
+          f"({rl_tokens} tokens each): RL / generate speed {ratios[-1]:.3f}")
+print(f"greedy, 64 rows 16 at a time, the same {generate[0][0]} tokens: RL generation speed / ferry generate: "
+      f"median {statistics.median(ratios):.3f}, ratio of the totals "
+      f"{sum(float(s) for _, s in generate) / sum(s for s, _ in rollouts):.3f} (target >= 1)")
 PY
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new

@@ -233,6 +233,7 @@ void run_distill(const Config& given) {
                          config.generation.top_p};
   generation.pad_token_id = pad_id;
   generation.cuda_graphs = config.generation.cuda_graphs;
+  generation.max_rows = config.generation.max_batch_rows;
   DistillObjective objective(d, *engine, student_name, *student, teacher_name, *teacher, generation, pad_id,
                              static_cast<uint64_t>(config.train.seed));
   Trainer trainer(config, *engine, source, objective,

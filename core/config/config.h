@@ -229,6 +229,7 @@ struct GenerationConfig {
   double top_p = 1.0;
   std::vector<std::string> stop_strings;
   bool cuda_graphs = true;
+  int64_t max_batch_rows = 0;
 
   template <class V>
   void visit(V& v) {
@@ -240,6 +241,8 @@ struct GenerationConfig {
     v("stop_strings", stop_strings, "extra strings that end generation (EOS always does)");
     v("cuda_graphs", cuda_graphs, "on a GPU, replay the decode step as a CUDA graph per batch-size bucket (the same "
       "tokens; false: launch its kernels one by one)");
+    v("max_batch_rows", max_batch_rows, "rows a rollout decodes at once (0: all of them); the others wait and "
+      "join as rows end (continuous batching: the same tokens, a smaller KV cache)");
   }
 };
 

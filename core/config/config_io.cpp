@@ -558,6 +558,7 @@ void validate_config(const Config& c) {
   require(g.temperature > 0, "generation.temperature must be > 0 (use generation.greedy: true for greedy)");
   require(g.top_k >= 0, "generation.top_k must be >= 0 (0: no limit)");
   require(g.top_p > 0 && g.top_p <= 1, "generation.top_p must be in (0, 1]");
+  require(g.max_batch_rows >= 0, "generation.max_batch_rows must be >= 0 (0: a rollout's rows all at once)");
   require(c.rm.center_rewards_coefficient >= 0, "rm.center_rewards_coefficient must be >= 0 (0: off)");
   const auto& dpo = c.dpo;
   require(dpo.beta > 0, "dpo.beta must be > 0 (got " + to_text(dpo.beta) + ")");

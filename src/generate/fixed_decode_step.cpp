@@ -46,6 +46,7 @@ FixedDecodeStep::FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, co
   visible_ = at::zeros({rows, cache.capacity()}, index.dtype(at::kBool));
   visible_.narrow(1, 0, prompt).copy_(prompt_mask.to(device).to(at::kBool));
   slot_ = at::zeros({1}, index);
+  if (use_graphs_ || bucket_shapes_) cache.zero_unwritten();  // such a step reads every column
 }
 
 FixedDecodeStep::~FixedDecodeStep() { cache_.clear_fixed_slot(); }
@@ -124,14 +125,44 @@ at::Tensor FixedDecodeStep::replay(int64_t rows) {
 
 void FixedDecodeStep::keep_rows(const at::Tensor& keep) {
   const int64_t n = keep.numel();
-  FERRY_CHECK(n >= 1 && n <= alive_, "fixed decode step: keep_rows needs 1 to ", alive_, " rows");
+  FERRY_CHECK(n <= alive_, "fixed decode step: keep_rows needs at most ", alive_, " rows");
   const at::Tensor index = keep.to(tokens_.device(), at::kLong);
   cache_.compact_rows(index);
+  if (n == 0) {
+    alive_ = 0;
+    return;
+  }
   for (at::Tensor* buffer : {&positions_, &visible_}) {
     const at::Tensor alive = buffer->narrow(0, 0, alive_);
     buffer->narrow(0, 0, n).copy_(alive.index_select(0, index));
   }
   alive_ = n;
+}
+
+void FixedDecodeStep::admit_rows(const KvCache& prompts, const at::Tensor& rows, const at::Tensor& prompt_mask) {
+  const int64_t k = rows.numel(), span = prompt_mask.size(1), column = cache_.length();
+  FERRY_CHECK(cache_.batch_size() == alive_ && prompt_mask.size(0) == k && span == prompts.length(),
+              "fixed decode step: admit_rows needs a (", k, ", ", prompts.length(), ") prompt mask");
+  cache_.insert_rows(prompts, rows, column, use_graphs_ || bucket_shapes_);
+  const at::Tensor mask = prompt_mask.to(positions_.device(), at::kLong);
+  positions_.narrow(0, alive_, k).copy_(mask.sum(1, true) - 1);
+  const at::Tensor visible = visible_.narrow(0, alive_, k);
+  visible.fill_(false);
+  visible.narrow(1, column - span, span).copy_(mask.to(at::kBool));
+  alive_ += k;
+}
+
+int64_t FixedDecodeStep::drop_unseen_columns(int64_t at_most) {
+  const int64_t length = cache_.length();
+  const at::Tensor seen = visible_.narrow(0, 0, alive_).narrow(1, 0, length).any(0);  // (length) bool
+  const int64_t first_seen = seen.any().item<bool>() ? seen.to(at::kByte).argmax().item<int64_t>() : length;
+  const int64_t count = std::min(first_seen, at_most);
+  if (count <= 0) return 0;
+  cache_.drop_columns(count);
+  const int64_t kept = length - count;
+  if (kept > 0) visible_.narrow(1, 0, kept).copy_(visible_.narrow(1, count, kept).clone());
+  visible_.narrow(1, kept, visible_.size(1) - kept).fill_(false);
+  return count;
 }
 
 }  // namespace ferry

@@ -8,6 +8,10 @@
 // step's keys and values go to ((1) int64 on the device: KvCache::set_fixed_slot). The step itself
 // (LlamaModelImpl::forward_fixed, then the LM head) reads nothing back to the host.
 //
+// Rows may also join mid-way (continuous batching: admit_rows) with their prompts' keys ending at
+// the current column, so rows' columns start at different places; each row's mask and positions
+// are its own, and columns that no row attends any more can be dropped (drop_unseen_columns).
+//
 // Without graphs (the CPU, or generation.cuda_graphs off) the same step runs eagerly over exactly
 // the alive rows and the columns written so far; a graph runs the bucket's rows (the alive rows
 // then rows left over from finished ones, whose results are dropped) over every column of the
@@ -39,8 +43,17 @@ class FixedDecodeStep {
 
   // tokens: (n) int64, the token each alive row chose last. Returns the next logits (n, V) fp32.
   at::Tensor step(const at::Tensor& tokens);
-  // Keeps the alive rows `keep` ((n') int64 ascending indices into the n alive rows).
+  // Keeps the alive rows `keep` ((n') int64 ascending indices into the n alive rows; n' may be 0).
   void keep_rows(const at::Tensor& keep);
+  // Adds k rows after the alive ones, in buffer rows the cache has allocated: row i's prompt is row
+  // rows[i] ((k) int64) of `prompts` (a prefill's cache, L positions, L <= the cache's length), with
+  // prompt_mask (k, L) 1/0, left-padded. Its keys end at the current column; the next step() takes
+  // n + k tokens, the new rows' last.
+  void admit_rows(const KvCache& prompts, const at::Tensor& rows, const at::Tensor& prompt_mask);
+  // Drops the leading columns that no alive row attends, at most `at_most` of them (the cache's
+  // length shrinks by as many; positions are unchanged). Returns how many were dropped.
+  int64_t drop_unseen_columns(int64_t at_most);
+  int64_t alive() const { return alive_; }
 
  private:
   struct Graph;

@@ -19,18 +19,18 @@
 namespace ferry {
 namespace {
 
-// Appends this step's tokens (b, for the batch rows `rows`) to those rows' `generated` text and
+// Appends this step's tokens (b, for the batch rows `rows`) to those rows' `generated` ids and
 // returns (b) bool: true for rows whose decoded continuation now contains a stop string. Checked
 // every step, so the hit is at the token that completes the string.
-torch::Tensor stop_string_hits(const torch::Tensor& next, const torch::Tensor& rows,
+torch::Tensor stop_string_hits(const torch::Tensor& next, const std::vector<int64_t>& rows,
                                std::vector<std::vector<int64_t>>& generated, const Tokenizer& tokenizer,
                                const StopStrings& stop_strings) {
-  const torch::Tensor ids = next.cpu().contiguous(), on = rows.cpu().contiguous();
-  std::vector<int64_t> hits(static_cast<size_t>(ids.numel()), 0);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    std::vector<int64_t>& text = generated[static_cast<size_t>(on.data_ptr<int64_t>()[i])];
+  const torch::Tensor ids = next.cpu().contiguous();
+  std::vector<int64_t> hits(rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<int64_t>& text = generated[static_cast<size_t>(rows[i])];
     text.push_back(ids.data_ptr<int64_t>()[i]);
-    hits[static_cast<size_t>(i)] = stop_strings.find_in(tokenizer.decode(text)) != std::string::npos;
+    hits[i] = stop_strings.find_in(tokenizer.decode(text)) != std::string::npos;
   }
   return torch::tensor(hits, torch::kLong).to(next.device()).to(torch::kBool);
 }
@@ -50,6 +50,24 @@ torch::Tensor prefill(LlamaForCausalLMImpl& model, const torch::Tensor& ids, con
     }
   }
   return model.model(ids, mask, torch::Tensor(), &cache).select(1, -1);
+}
+
+// Prefills rows joining a running batch (ids, mask: (k, T) left-padded, trimmed here to their
+// longest prompt; copies of one prompt share a prefill), adds them to `decoder` and returns their
+// first logits (k, V) fp32.
+torch::Tensor admit(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask,
+                    FixedDecodeStep& decoder) {
+  const int64_t width = mask.sum(1).max().item<int64_t>(), total = ids.size(1);
+  const torch::Tensor trimmed_ids = ids.narrow(1, total - width, width);
+  const torch::Tensor trimmed_mask = mask.narrow(1, total - width, width);
+  const SharedPrompts shared = shared_prompts(trimmed_ids, trimmed_mask);
+  const torch::Tensor unique = shared.unique_rows.to(ids.device()), copies = shared.prefill_row.to(ids.device());
+  const torch::Tensor weight = model.model->embed_tokens->weight;
+  KvCache prompts(model.config(), unique.numel(), width, weight.scalar_type(), weight.device());
+  const torch::Tensor hidden =
+      prefill(model, trimmed_ids.index_select(0, unique), trimmed_mask.index_select(0, unique), prompts);  // (U, C)
+  decoder.admit_rows(prompts, copies, trimmed_mask);
+  return model.logits(hidden).to(torch::kFloat).index_select(0, copies);
 }
 
 }  // namespace
@@ -100,69 +118,117 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
                                    "); lower max_new_tokens (generation.max_new_tokens, --max-new-tokens) or shorten "
                                    "the prompt (data.max_length)"));
   }
-  // Rows with the same prompt (GRPO's and PPO's copies of one prompt) are prefilled once and
-  // share its keys and values: the cache is then copied out to every row.
-  const SharedPrompts shared = shared_prompts(prompt_ids, mask);
+  const int64_t rows_at_once = options.max_rows > 0 ? std::min(options.max_rows, batch) : batch;
+  const int64_t max_new = options.max_new_tokens;
+  // A row that joins later (continuous batching) writes its prompt's keys to end at the current
+  // column and then needs up to max_new_tokens more columns; dropping the columns no row attends
+  // any more keeps that within one more max_new_tokens (below).
+  const int64_t capacity = prompt_length + max_new * (rows_at_once < batch ? 2 : 1);
+
+  // The first rows_at_once rows. Rows with the same prompt (GRPO's and PPO's copies of one prompt)
+  // are prefilled once and share its keys and values: the cache is then copied out to every row.
+  const torch::Tensor first_ids = prompt_ids.narrow(0, 0, rows_at_once), first_mask = mask.narrow(0, 0, rows_at_once);
+  const SharedPrompts shared = shared_prompts(first_ids, first_mask);
   const torch::Tensor unique = shared.unique_rows.to(device);
-  const bool all_distinct = unique.numel() == batch;
-  KvCache cache(model.config(), unique.numel(), prompt_length + options.max_new_tokens, weight.scalar_type(), device);
-  torch::Tensor hidden = prefill(model, all_distinct ? prompt_ids : prompt_ids.index_select(0, unique),
-                                 all_distinct ? mask : mask.index_select(0, unique), cache);  // (B, C)
+  const bool all_distinct = unique.numel() == rows_at_once;
+  KvCache cache(model.config(), unique.numel(), capacity, weight.scalar_type(), device);
+  torch::Tensor hidden = prefill(model, all_distinct ? first_ids : first_ids.index_select(0, unique),
+                                 all_distinct ? first_mask : first_mask.index_select(0, unique), cache);  // (U, C)
+  torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (b, V), b = rows alive
   if (!all_distinct) {
     const torch::Tensor copies = shared.prefill_row.to(device);
     cache = cache.select_rows(copies);
-    hidden = hidden.index_select(0, copies);
+    logits = logits.index_select(0, copies);
   }
   // Decoding at fixed shapes (fixed_decode_step.h): CUDA graphs replay it on a GPU.
-  FixedDecodeStep decoder(model, cache, mask, options.cuda_graphs);
-  // Rows still generating, as indices into the batch; a row that stops leaves the batch (with its
-  // cache rows), so the rest cost what they would alone. A row draws from its own generator
-  // (row_generators), so what it samples does not depend on which rows are left beside it.
-  torch::Tensor alive = torch::arange(batch, torch::TensorOptions().dtype(torch::kLong).device(device));
+  FixedDecodeStep decoder(model, cache, first_mask, options.cuda_graphs);
+
+  // Rows still generating, as indices into the batch, and how many tokens each has; a row that
+  // stops leaves the batch (with its cache rows), so the rest cost what they would alone, and a
+  // waiting row takes its place. A row draws from its own generator (row_generators), so what it
+  // samples does not depend on which rows are beside it.
+  std::vector<int64_t> alive(static_cast<size_t>(rows_at_once)), produced(alive.size(), 0);
+  for (int64_t r = 0; r < rows_at_once; ++r) alive[static_cast<size_t>(r)] = r;
+  int64_t waiting = rows_at_once;  // the next row to admit
   std::vector<at::Generator> alive_generators;
-  if (options.row_generators != nullptr) alive_generators = *options.row_generators;
-  std::vector<torch::Tensor> new_tokens, new_mask, logprobs;
-  torch::Tensor logits = model.logits(hidden).to(torch::kFloat);  // (b, V), b = rows alive
-  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+  if (options.row_generators != nullptr) {
+    alive_generators.assign(options.row_generators->begin(), options.row_generators->begin() + rows_at_once);
+  }
+  // Admitting costs a prefill forward: wait until a quarter of the rows are free (or the rest fit).
+  const int64_t refill_at = std::max<int64_t>(1, rows_at_once / 4);
+  const auto index_options = torch::TensorOptions().dtype(torch::kLong).device(device);
+  torch::Tensor out_tokens = torch::full({batch, max_new}, pad, index_options);
+  torch::Tensor out_mask = torch::zeros({batch, max_new}, index_options);
+  torch::Tensor out_logprobs = torch::zeros({batch, max_new}, logits.options());
+  int64_t longest = 0;
+  while (true) {
     const torch::Tensor next = options.row_generators != nullptr
                                    ? choose_next_tokens(logits, options.sampling, alive_generators)
                                    : choose_next_tokens(logits, options.sampling, generator);  // (b)
     const torch::Tensor policy_logprobs = (logits / temperature).log_softmax(-1);  // (b, V)
     const torch::Tensor chosen = policy_logprobs.gather(1, next.unsqueeze(1)).squeeze(1);
-    // Rows that stopped earlier get pad (masked out, log-prob 0); the stopping token itself counts.
-    new_tokens.push_back(torch::full({batch}, pad, next.options()).index_copy_(0, alive, next));
-    new_mask.push_back(torch::zeros({batch}, next.options()).index_fill_(0, alive, 1));
-    logprobs.push_back(torch::zeros({batch}, chosen.options()).index_copy_(0, alive, chosen));
+    // Each row's token goes to its own next column; the stopping token itself counts.
+    std::vector<int64_t> slots(alive.size());
+    bool budget_spent = false;
+    for (size_t i = 0; i < alive.size(); ++i) {
+      slots[i] = alive[i] * max_new + produced[i]++;
+      longest = std::max(longest, produced[i]);
+      budget_spent |= produced[i] == max_new;
+    }
+    const torch::Tensor slot = torch::tensor(slots, torch::kLong).to(device);
+    out_tokens.view({-1}).index_copy_(0, slot, next);
+    out_mask.view({-1}).index_fill_(0, slot, 1);
+    out_logprobs.view({-1}).index_copy_(0, slot, chosen);
     torch::Tensor stopped = torch::isin(next, stop);
     if (!stop_strings.empty()) {
       stopped = stopped | stop_string_hits(next, alive, generated, *options.tokenizer, stop_strings);
     }
-    if (step + 1 == options.max_new_tokens) break;
-    const torch::Tensor going = ~stopped;
+    if (budget_spent) {
+      std::vector<int64_t> spent(produced.size());
+      for (size_t i = 0; i < produced.size(); ++i) spent[i] = produced[i] == max_new;
+      stopped = stopped | torch::tensor(spent, torch::kLong).to(device).to(torch::kBool);
+    }
     torch::Tensor next_input = next;
-    if (!going.all().item<bool>()) {
-      const torch::Tensor keep = going.nonzero().flatten();  // (b')
-      if (keep.numel() == 0) break;
-      alive = alive.index_select(0, keep);
+    if (stopped.any().item<bool>()) {
+      const torch::Tensor keep = (~stopped).nonzero().flatten();  // (b')
+      if (keep.numel() == 0 && waiting == batch) break;
       next_input = next.index_select(0, keep);
       decoder.keep_rows(keep);
-      if (!alive_generators.empty()) {
-        std::vector<at::Generator> kept;
-        const torch::Tensor on_host = keep.cpu();
-        for (int64_t i = 0; i < on_host.numel(); ++i) {
-          kept.push_back(alive_generators[static_cast<size_t>(on_host.data_ptr<int64_t>()[i])]);
-        }
-        alive_generators = std::move(kept);
+      const torch::Tensor on_host = keep.cpu();
+      std::vector<int64_t> kept_rows, kept_produced;
+      std::vector<at::Generator> kept_generators;
+      for (int64_t i = 0; i < on_host.numel(); ++i) {
+        const auto at = static_cast<size_t>(on_host.data_ptr<int64_t>()[i]);
+        kept_rows.push_back(alive[at]);
+        kept_produced.push_back(produced[at]);
+        if (!alive_generators.empty()) kept_generators.push_back(alive_generators[at]);
       }
+      alive = std::move(kept_rows);
+      produced = std::move(kept_produced);
+      alive_generators = std::move(kept_generators);
     }
-    logits = decoder.step(next_input);  // (b', V)
+    logits = alive.empty() ? torch::Tensor() : decoder.step(next_input);  // (b', V)
+    const int64_t free = rows_at_once - static_cast<int64_t>(alive.size()), left = batch - waiting;
+    if (left == 0 || free < std::min(left, refill_at)) continue;
+    // Continuous batching: the waiting rows join (their prompts prefilled together) where rows left.
+    const int64_t k = std::min(free, left);
+    if (cache.length() + max_new - 1 > capacity) decoder.drop_unseen_columns(cache.length() - prompt_length);
+    FERRY_CHECK(cache.length() + max_new - 1 <= capacity, "generate: no room in the KV cache for joining rows");
+    const torch::Tensor joined = admit(model, prompt_ids.narrow(0, waiting, k), mask.narrow(0, waiting, k), decoder);
+    logits = logits.defined() ? torch::cat({logits, joined}) : joined;
+    for (int64_t r = waiting; r < waiting + k; ++r) {
+      alive.push_back(r);
+      produced.push_back(0);
+      if (options.row_generators != nullptr) alive_generators.push_back((*options.row_generators)[static_cast<size_t>(r)]);
+    }
+    waiting += k;
   }
   GenerateResult result;
   result.prompt_length = prompt_length;
-  result.tokens = torch::cat({prompt_ids, torch::stack(new_tokens, 1)}, 1);
+  result.tokens = torch::cat({prompt_ids, out_tokens.narrow(1, 0, longest)}, 1);
   result.attention_mask = torch::cat({attention_mask.defined() ? attention_mask.to(device, at::kLong) : torch::ones_like(prompt_ids),
-                                      torch::stack(new_mask, 1)}, 1);
-  result.logprobs = torch::stack(logprobs, 1);
+                                      out_mask.narrow(1, 0, longest)}, 1);
+  result.logprobs = out_logprobs.narrow(1, 0, longest);
   return result;
 }
 

@@ -3,6 +3,9 @@
 // row has stopped (EOS, a stop id, or a stop string that its decoded continuation now contains:
 // stop_strings.h) or the budget of new tokens is spent. A row that stops leaves the batch with its
 // cache rows, so finished rows cost nothing; in the result it reads pad (masked out, log-prob 0).
+// With max_rows, at most that many rows decode at once and the others wait: as rows stop, waiting
+// rows are prefilled and join the running batch (continuous batching), so the batch stays full
+// instead of running its last steps for a few long rows.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -37,7 +40,17 @@ struct GenerateOptions {
   // On a CUDA model, replay the decode step as a CUDA graph per batch-size bucket
   // (fixed_decode_step.h; generation.cuda_graphs). Ignored on the CPU.
   bool cuda_graphs = true;
+  // Rows decoded at once (0: all). Rows past it wait and join as rows stop, in batch order, once a
+  // quarter of the places are free (or the rest fit): each joining costs one prefill forward. A
+  // row's tokens are the same either way when it samples from its own generator (row_generators)
+  // or decodes greedily; with one shared `generator` the draws interleave differently.
+  int64_t max_rows = 0;
 };
+
+// Command-line generation (`ferry generate`, `ferry eval`) hands generate() this many batches of
+// prompts per call, decoded --batch-size rows at a time (max_rows): rows wait and join as others
+// stop, and a file of millions of prompts is still never held whole.
+inline constexpr int64_t kBatchesPerGenerateCall = 16;
 
 struct GenerateResult {
   at::Tensor tokens;          // (B, T_prompt + T_new) int64: prompts (as given) then new tokens
@@ -52,7 +65,8 @@ struct GenerateResult {
 };
 
 // input_ids, attention_mask: (B, T_prompt), left-padded (prompt_batch.h). T_new is at most
-// max_new_tokens, less when every row stopped earlier. Runs without autograd, on the model's
+// max_new_tokens, less when every row stopped earlier; a row's new tokens start at column T_prompt
+// whenever it was decoded. Runs without autograd, on the model's
 // device; the returned tensors are on that device. Text of a row: completion_of (stop_strings.h).
 // Throws UserError for stop_strings without a tokenizer.
 GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,

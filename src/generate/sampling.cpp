@@ -90,4 +90,15 @@ at::Tensor choose_next_tokens(const at::Tensor& logits, const SamplingOptions& o
 
 at::Generator make_sampling_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+uint64_t mix_seed(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+at::Generator row_sampling_generator(uint64_t seed, int64_t row) {
+  return make_sampling_generator(mix_seed(seed ^ (static_cast<uint64_t>(row) + 1) * 0xD6E8FEB86659FD93ULL));
+}
+
 }  // namespace ferry

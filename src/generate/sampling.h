@@ -61,4 +61,11 @@ at::Tensor sample_by_inverse_cdf(const at::Tensor& probs, const at::Tensor& unif
 // A CPU generator seeded with `seed`.
 at::Generator make_sampling_generator(uint64_t seed);
 
+// splitmix64's finaliser: nearby inputs give unrelated seeds.
+uint64_t mix_seed(uint64_t x);
+
+// The generator of row `row` of a stream seeded with `seed` (rows are independent of each other):
+// a row samples the same tokens whatever batch it is generated in.
+at::Generator row_sampling_generator(uint64_t seed, int64_t row);
+
 }  // namespace ferry

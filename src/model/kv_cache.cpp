@@ -75,10 +75,10 @@ KvCache KvCache::select_rows(const at::Tensor& rows) const {
 }
 
 void KvCache::compact_rows(const at::Tensor& keep) {
-  FERRY_CHECK(keep.dim() == 1 && keep.numel() > 0 && keep.numel() <= batch_size_,
-              "KV cache: compact_rows needs a non-empty (N) index of at most ", batch_size_, " rows");
+  FERRY_CHECK(keep.dim() == 1 && keep.numel() <= batch_size_,
+              "KV cache: compact_rows needs an (N) index of at most ", batch_size_, " rows");
   const int64_t rows = keep.numel();
-  if (length_ > 0) {
+  if (length_ > 0 && rows > 0) {
     for (std::vector<at::Tensor>* buffers : {&keys_, &values_}) {
       for (at::Tensor& buffer : *buffers) {
         const at::Tensor stored = buffer.narrow(2, 0, length_);
@@ -88,6 +88,46 @@ void KvCache::compact_rows(const at::Tensor& keep) {
     }
   }
   batch_size_ = rows;
+}
+
+void KvCache::insert_rows(const KvCache& source, const at::Tensor& rows, int64_t column, bool zero_after) {
+  const int64_t k = rows.numel(), span = source.length_, first = batch_size_;
+  FERRY_CHECK(rows.dim() == 1 && k > 0 && first + k <= allocated_rows(), "KV cache: insert_rows of ", k,
+              " rows after ", first, " exceeds the ", allocated_rows(), " allocated");
+  FERRY_CHECK(span > 0 && span <= column && column <= length_ && source.num_layers() == num_layers(),
+              "KV cache: insert_rows of ", span, " positions ending at column ", column, " of ", length_);
+  const at::Tensor index = rows.to(keys_.front().device(), at::kLong);
+  auto insert = [&](const at::Tensor& to, const at::Tensor& from) {
+    const at::Tensor target = to.narrow(0, first, k);
+    if (column > span) target.narrow(2, 0, column - span).zero_();
+    target.narrow(2, column - span, span).copy_(from.narrow(2, 0, span).index_select(0, index));
+    if (zero_after && column < capacity_) target.narrow(2, column, capacity_ - column).zero_();
+  };
+  for (size_t layer = 0; layer < keys_.size(); ++layer) {
+    insert(keys_[layer], source.keys_[layer]);
+    insert(values_[layer], source.values_[layer]);
+  }
+  batch_size_ = first + k;
+}
+
+void KvCache::drop_columns(int64_t count) {
+  FERRY_CHECK(count >= 0 && count <= length_, "KV cache: cannot drop ", count, " of ", length_, " columns");
+  if (count == 0) return;
+  const int64_t kept = length_ - count;
+  for (std::vector<at::Tensor>* buffers : {&keys_, &values_}) {
+    for (at::Tensor& buffer : *buffers) {
+      // Copied out first: the ranges overlap when more columns are kept than dropped.
+      if (kept > 0) buffer.narrow(2, 0, kept).copy_(buffer.narrow(2, count, kept).clone());
+    }
+  }
+  length_ = kept;
+}
+
+void KvCache::zero_unwritten() {
+  if (length_ == capacity_) return;
+  for (std::vector<at::Tensor>* buffers : {&keys_, &values_}) {
+    for (at::Tensor& buffer : *buffers) buffer.narrow(2, length_, capacity_ - length_).zero_();
+  }
 }
 
 void KvCache::set_fixed_slot(const at::Tensor& slot, int64_t visible) {

@@ -6,7 +6,9 @@
 // the model then calls advance() with the step's token count. select_rows() makes a cache of some
 // of the rows (in any order, repeats allowed): generation shares a prompt's cache among its copies;
 // compact_rows() drops the rows that have finished, in place (the buffers keep their addresses, as
-// a captured CUDA graph needs).
+// a captured CUDA graph needs); insert_rows() adds prefilled rows after them (continuous batching:
+// a row's keys then start at a later column than its neighbours', which the decode step's
+// per-row mask and positions allow) and drop_columns() frees the columns no row attends any more.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -57,9 +59,24 @@ class KvCache {
   // one: row i of the result is row rows[i] here. Copies only the positions stored so far.
   KvCache select_rows(const at::Tensor& rows) const;
 
-  // Keeps rows `keep` ((N) int64 ascending, on any device): row i becomes row keep[i], moved within
-  // the same buffers; batch_size() becomes N. Copies only the positions stored so far.
+  // Keeps rows `keep` ((N) int64 ascending, on any device; N may be 0): row i becomes row keep[i],
+  // moved within the same buffers; batch_size() becomes N. Copies only the positions stored so far.
   void compact_rows(const at::Tensor& keep);
+
+  // Appends rows `rows` ((k) int64 on any device, repeats allowed) of `source` (a prefill's cache:
+  // positions [0, L)) as rows [batch_size(), batch_size() + k) of this one, at columns
+  // [column - L, column) (column <= length()); their columns before that are zeroed (they are
+  // masked, and must hold finite numbers), and with zero_after so are those from `column` on (a
+  // CUDA graph's step reads every column). batch_size() grows by k, within allocated_rows().
+  void insert_rows(const KvCache& source, const at::Tensor& rows, int64_t column, bool zero_after);
+
+  // Moves every allocated row's positions [count, length()) to [0, length() - count) in the same
+  // buffers and shortens length() by `count`: the first `count` columns must be masked for every row.
+  void drop_columns(int64_t count);
+
+  // Zeroes positions [length(), capacity()) of every allocated row: a step over every column (a
+  // CUDA graph's) then reads finite numbers (masked) where nothing was written yet.
+  void zero_unwritten();
 
   // Fixed-shape decoding (src/generate/fixed_decode_step.h, which CUDA graphs replay): while a slot
   // is set, append() takes a one-token step of the first key.size(0) rows (up to allocated_rows(),

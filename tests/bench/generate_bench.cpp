@@ -8,10 +8,13 @@
 //   generate_bench --model DIR --prompts prompts.safetensors [--new-tokens 128] [--threads 2]
 //                  [--repeats 3] [--eos ID,ID,...] [--sample SEED] [--tokens-out tokens.safetensors]
 //                  [--device cpu|cuda] [--dtype fp32|bf16] [--cuda-graphs 1|0]
+//                  [--max-rows N | --batches-of N]
 //   generate_bench --config config.json --random-prompts B ...   (no Python needed: a GPU machine)
 // prompts.safetensors holds input_ids and attention_mask (B, T), left-padded. --config builds a
 // random model of that config.json's shape instead, and --random-prompts B makes B/4 prompts of
-// 16-63 random tokens, each 4 times (as GRPO repeats them), left-padded.
+// 16-63 random tokens, each 4 times (as GRPO repeats them), left-padded. --max-rows N decodes N
+// rows at a time, the others joining as rows stop (continuous batching); --batches-of N instead
+// runs the rows in consecutive batches of N, each until its longest row ends (static batches).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -33,7 +36,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, prompts, tokens_out, config, device = "cpu", dtype = "fp32";
-  int64_t new_tokens = 128, threads = 2, repeats = 3, random_prompts = 0;
+  int64_t new_tokens = 128, threads = 2, repeats = 3, random_prompts = 0, max_rows = 0, batches_of = 0;
   bool cuda_graphs = true;
   std::vector<int64_t> eos;
   int64_t sample_seed = -1;  // -1: greedy
@@ -57,6 +60,8 @@ BenchArgs parse(int argc, char** argv) {
     else if (flag == "--device") args.device = value;
     else if (flag == "--dtype") args.dtype = value;
     else if (flag == "--cuda-graphs") args.cuda_graphs = value != "0";
+    else if (flag == "--max-rows") args.max_rows = std::stoll(value);
+    else if (flag == "--batches-of") args.batches_of = std::stoll(value);
     else if (flag == "--eos") {
       for (size_t at = 0; at < value.size();) {
         const size_t comma = std::min(value.find(',', at), value.size());
@@ -126,17 +131,39 @@ int main(int argc, char** argv) {
     options.stop_token_ids = args.eos;
     options.sampling.greedy = args.sample_seed < 0;
     options.cuda_graphs = args.cuda_graphs;
+    options.max_rows = args.max_rows;
+    const int64_t rows = ids.size(0), batch = args.batches_of > 0 ? std::min(args.batches_of, rows) : rows;
     std::vector<at::Generator> generators;
     auto run = [&] {
       if (args.sample_seed >= 0) {  // fresh per-row generators: every repeat samples the same rows
         generators.clear();
-        for (int64_t row = 0; row < ids.size(0); ++row) {
+        for (int64_t row = 0; row < rows; ++row) {
           generators.push_back(ferry::make_sampling_generator(static_cast<uint64_t>(args.sample_seed + row)));
         }
-        options.row_generators = &generators;
       }
-      ferry::GenerateResult out = ferry::generate(*model, ids, mask, options);
+      // Static batches: each its own generate() call; the results are stitched (padded to the
+      // longest batch's new tokens) so that they compare row by row.
+      std::vector<ferry::GenerateResult> parts;
+      for (int64_t begin = 0; begin < rows; begin += batch) {
+        const int64_t n = std::min(batch, rows - begin);
+        std::vector<at::Generator> part;
+        for (int64_t row = begin; row < begin + n && !generators.empty(); ++row) part.push_back(generators[row]);
+        options.row_generators = part.empty() ? nullptr : &part;
+        parts.push_back(ferry::generate(*model, ids.narrow(0, begin, n), mask.narrow(0, begin, n), options));
+      }
       if (device.is_cuda()) torch::cuda::synchronize();
+      if (parts.size() == 1) return parts.front();
+      int64_t width = 0;
+      for (const auto& part : parts) width = std::max(width, part.tokens.size(1));
+      ferry::GenerateResult out = parts.front();
+      std::vector<torch::Tensor> tokens, masks;
+      for (const auto& part : parts) {
+        const int64_t missing = width - part.tokens.size(1);
+        tokens.push_back(torch::constant_pad_nd(part.tokens, {0, missing}, 0));
+        masks.push_back(torch::constant_pad_nd(part.attention_mask, {0, missing}, 0));
+      }
+      out.tokens = torch::cat(tokens);
+      out.attention_mask = torch::cat(masks);
       return out;
     };
 
@@ -152,7 +179,10 @@ int main(int argc, char** argv) {
     const int64_t generated = result.attention_mask.narrow(1, result.prompt_length, result.tokens.size(1) - result.prompt_length)
                                   .sum()
                                   .item<int64_t>();
-    std::cout << "ferry" << (device.is_cuda() ? (args.cuda_graphs ? " cuda graphs" : " cuda eager") : "") << ": batch " << ids.size(0) << ", prompt " << ids.size(1) << ", new tokens at most "
+    const std::string scheme = args.max_rows > 0    ? " (" + std::to_string(args.max_rows) + " at a time, rows joining)"
+                               : args.batches_of > 0 ? " (in batches of " + std::to_string(batch) + ")"
+                                                     : "";
+    std::cout << "ferry" << (device.is_cuda() ? (args.cuda_graphs ? " cuda graphs" : " cuda eager") : "") << ": batch " << ids.size(0) << scheme << ", prompt " << ids.size(1) << ", new tokens at most "
               << result.tokens.size(1) - result.prompt_length << " (" << generated << " generated), threads "
               << args.threads << ": median " << median << " s, " << generated / median << " tokens/s\n";
     std::cout << "ferry_tokens_per_s=" << generated / median << "\n";

@@ -94,6 +94,24 @@ TEST_F(ModelCuda, CudaGraphDecodeMatchesEagerAndCpu) {
   EXPECT_GE(lengths_differ, 2) << "the test needs rows that stop at different steps";
 }
 
+// Continuous batching on the GPU: 2 rows at a time, the others joining as rows stop (their keys
+// copied into buffers a captured graph reads, the leading columns dropped when the cache needs
+// room): graphs, eager and the CPU give the tokens of all rows at once.
+TEST_F(ModelCuda, CudaGraphDecodeWithRowsJoiningMatchesAllAtOnce) {
+  const PromptBatch batch = left_pad({{5, 17, 33, 2, 99, 100, 7}, {8, 9}, {120, 121, 122, 123}, {8, 9}, {40}, {41, 42}}, 0);
+  GenerateOptions options{.max_new_tokens = 24, .pad_token_id = 0};
+  for (int64_t id = 0; id < 211; id += 13) options.stop_token_ids.push_back(id);
+  const GenerateResult all = generate(*cpu_, batch.input_ids, batch.attention_mask, options);
+  options.max_rows = 2;
+  for (bool graphs : {true, false}) {
+    options.cuda_graphs = graphs;
+    const GenerateResult joining = generate(*gpu_, batch.input_ids.cuda(), batch.attention_mask.cuda(), options);
+    EXPECT_TRUE(torch::equal(joining.tokens.cpu(), all.tokens)) << "graphs " << graphs << joining.tokens << all.tokens;
+  }
+  const GenerateResult cpu = generate(*cpu_, batch.input_ids, batch.attention_mask, options);
+  EXPECT_TRUE(torch::equal(cpu.tokens, all.tokens)) << cpu.tokens << all.tokens;
+}
+
 TEST_F(ModelCuda, SeededSamplingMatchesCpu) {
   const GenerateOptions options{.max_new_tokens = 10, .sampling = {.greedy = false, .temperature = 0.9, .top_k = 50},
                                 .pad_token_id = 0, .seed = 3};

@@ -16,12 +16,14 @@
 
 #include <array>
 #include <cstdio>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "src/generate/generate.h"
+#include "src/generate/sampling.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/chat_template.h"
@@ -116,6 +118,54 @@ TEST_F(GenerateCli, BatchFromJsonlWritesOneLinePerPrompt) {
     EXPECT_CONTAINS(line, "\"completion\":");
   }
   EXPECT_EQ(lines, 3);
+}
+
+// --batch-size only sets how many prompts decode at once (the others join as rows end): each
+// prompt samples from its own generator (seeded by --seed and its line), so the sampled
+// completions are the same at every batch size, and each equals the library's generate() of that
+// prompt alone with that line's generator.
+TEST_F(GenerateCli, SampledCompletionsDoNotDependOnTheBatchSize) {
+  const std::vector<std::string> texts = {"Sort: 3 1 2", "What is 4 * 8?", "Reverse: abc", "Hi", "Count to five",
+                                          "Name a colour", "2 + 2 ="};
+  std::string lines;
+  for (const std::string& text : texts) lines += "{\"prompt\": \"" + text + "\"}\n";
+  const std::string prompts = write("sampled_prompts.jsonl", lines);
+  auto completions = [&](int batch_size) {
+    const std::string out = (dir_ / ("sampled_" + std::to_string(batch_size) + ".jsonl")).string();
+    const Result r = run(ferry("--prompts '" + prompts + "' --output '" + out + "' --temperature 1.3 --seed 9 " +
+                               "--max-new-tokens 12 --batch-size " + std::to_string(batch_size)));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::vector<nlohmann::json> rows;
+    std::ifstream in(out);
+    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+  };
+  const std::vector<nlohmann::json> all = completions(7);
+  ASSERT_EQ(all.size(), texts.size());
+  EXPECT_EQ(completions(1), all);
+  EXPECT_EQ(completions(3), all);
+
+  LlamaForCausalLM model = causal_lm_from_pretrained(dir_ / "model");
+  const Tokenizer tokenizer((dir_ / "model").string());
+  std::set<std::string> distinct;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    at::Generator generator = row_sampling_generator(9, static_cast<int64_t>(i));
+    GenerateOptions options{.max_new_tokens = 12, .sampling = {.greedy = false, .temperature = 1.3},
+                            .eos_token_ids = {tokenizer.eos_id()}, .generator = &generator};
+    std::vector<int64_t> prompt = {tokenizer.bos_id()};  // as the CLI encodes a {"prompt"} line without --chat
+    const std::vector<int64_t> body = tokenizer.encode(texts[i]);
+    prompt.insert(prompt.end(), body.begin(), body.end());
+    const GenerateResult alone = generate(*model, torch::tensor(prompt).unsqueeze(0), torch::Tensor(), options);
+    std::vector<int64_t> ids;
+    for (int64_t t = alone.prompt_length; t < alone.tokens.size(1); ++t) {
+      const int64_t id = alone.tokens[0][t].item<int64_t>();
+      if (id == tokenizer.eos_id()) break;
+      ids.push_back(id);
+    }
+    EXPECT_EQ(all[i]["completion"], tokenizer.decode(ids)) << "line " << i + 1;
+    distinct.insert(all[i]["completion"].get<std::string>());
+  }
+  EXPECT_GE(distinct.size(), 5u) << "the prompts' completions should differ";
 }
 
 // A stop string taken from the middle of a free greedy run (several characters, so usually more

@@ -4,11 +4,13 @@
 // all equal give no NaN; the shipped example reward command gives exactly the verifier's run; a
 // reward command that crashes, hangs past its time-out or prints a non-number ends the run with a
 // message naming the command and the prompt, and the last checkpoint resumes; PPO with rloo needs
-// no critic; and GRPO (beta 0, no critic) holds less on the device than PPO for the same model.
+// no critic; GRPO (beta 0, no critic) holds less on the device than PPO for the same model; and
+// rollouts decoded a few rows at a time (generation.max_batch_rows) learn what one batch learns.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -108,6 +110,25 @@ void ExampleCommandGivesTheVerifiersRun() {
   }
 }
 
+// generation.max_batch_rows 3: the 16 rows of a rollout decode 3 at a time, the others joining as
+// rows end. Each row samples from its own generator, so the rollouts hold the same tokens and the
+// run learns what the all-at-once run learnt (log-probabilities may differ in the last bits).
+void RowsJoiningGiveTheSameRun() {
+  const Result r = grpo("joining", " --set generation.max_batch_rows=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto all_at_once = metrics_rows(base_dir() / "verifier"), joining = metrics_rows(base_dir() / "joining");
+  ASSERT_EQ(joining.size(), all_at_once.size());
+  for (size_t i = 0; i < all_at_once.size(); ++i) {
+    for (const char* key : {"reward/mean", "response_length", "ended_fraction"}) {
+      EXPECT_EQ(joining[i].at(key), all_at_once[i].at(key)) << key << " at rollout " << i + 1;
+    }
+    for (const char* key : {"entropy", "loss", "grad_norm/policy"}) {
+      const double want = all_at_once[i].at(key).get<double>();
+      EXPECT_NEAR(joining[i].at(key).get<double>(), want, 1e-5 * std::max(1.0, std::abs(want))) << key << " at rollout " << i + 1;
+    }
+  }
+}
+
 void BadCommandsEndTheRunNamingCommandAndPrompt() {
   struct Case {
     std::string command, timeout, expected;
@@ -198,6 +219,10 @@ TEST(GrpoCli, SftThenEachCheck) {
   {
     SCOPED_TRACE("ExampleCommandGivesTheVerifiersRun");
     ExampleCommandGivesTheVerifiersRun();
+  }
+  {
+    SCOPED_TRACE("RowsJoiningGiveTheSameRun");
+    RowsJoiningGiveTheSameRun();
   }
   {
     SCOPED_TRACE("BadCommandsEndTheRunNamingCommandAndPrompt");

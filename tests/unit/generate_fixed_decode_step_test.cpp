@@ -2,8 +2,9 @@
 // without a cache: at every step, each alive row's logits equal those of the whole left-padded
 // sequence so far (prompt and the tokens fed) — decoded over exactly the alive rows and written
 // columns (the CPU path), and over the shapes a CUDA graph runs (the bucket's rows, rows left from
-// finished ones among them, and every cache column), with rows leaving mid-way, with and without a
-// sliding window shorter than the sequences.
+// finished ones among them, and every cache column), with rows leaving mid-way, rows joining
+// mid-way (continuous batching: their prompts' keys end at the current column) and the leading
+// columns no row attends dropped, with and without a sliding window shorter than the sequences.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -27,7 +28,7 @@ void decode_against_full_forward(int64_t sliding_window, bool bucket_shapes) {
   model->eval();
   torch::NoGradGuard no_grad;
   const PromptBatch batch = left_pad({{5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14}, {15}, {16, 17, 18, 19}}, 0);
-  const int64_t rows = 5, prompt = batch.input_ids.size(1), steps = 7;
+  const int64_t rows = 5, prompt = batch.input_ids.size(1), steps = 9;
   KvCache cache(config, rows, prompt + steps, at::kFloat, at::kCPU);
   model->model(batch.input_ids, batch.attention_mask, torch::Tensor(), &cache);
   FixedDecodeStep decoder(*model, cache, batch.attention_mask, /*use_graphs=*/false, bucket_shapes);
@@ -39,6 +40,26 @@ void decode_against_full_forward(int64_t sliding_window, bool bucket_shapes) {
       decoder.keep_rows(keep);
       sequences = sequences.index_select(0, keep);
       mask = mask.index_select(0, keep);
+    }
+    if (step == 4) {  // two rows join, prefilled on their own; their keys end at the current column
+      const PromptBatch joining = left_pad({{21, 22, 23}, {24, 25}}, 0);
+      KvCache prefilled(config, 2, joining.input_ids.size(1), at::kFloat, at::kCPU);
+      model->model(joining.input_ids, joining.attention_mask, torch::Tensor(), &prefilled);
+      decoder.admit_rows(prefilled, torch::tensor({0, 1}, torch::kLong), joining.attention_mask);
+      const int64_t gap = sequences.size(1) - joining.input_ids.size(1);
+      sequences = torch::cat({sequences, torch::constant_pad_nd(joining.input_ids, {gap, 0})});
+      mask = torch::cat({mask, torch::constant_pad_nd(joining.attention_mask, {gap, 0})});
+    }
+    if (step == 6) {  // the longest prompt's row stops: the columns before the next one's are dropped
+      const torch::Tensor keep = torch::tensor({1, 2, 3, 4}, torch::kLong);
+      decoder.keep_rows(keep);
+      sequences = sequences.index_select(0, keep);
+      mask = mask.index_select(0, keep);
+      // Row 4's prompt starts at column 1; a window of 4 hides every column before 7 (the last
+      // step wrote column 10).
+      const int64_t dropped = sliding_window > 0 ? 7 : 1;
+      EXPECT_EQ(decoder.drop_unseen_columns(100), dropped);
+      EXPECT_EQ(cache.length(), prompt + step - dropped);
     }
     const int64_t alive = sequences.size(0);
     const torch::Tensor tokens = (torch::arange(alive, torch::kLong) * 7 + step * 3 + 20) % 97;

@@ -20,16 +20,8 @@ namespace ferry::rl {
 
 namespace {
 
-// splitmix64's finaliser: nearby inputs give unrelated seeds.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t rollout_seed(int64_t seed, int64_t rollout) {
-  return mix(mix(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(rollout));
+  return mix_seed(mix_seed(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(rollout));
 }
 
 // `tensor` (B, width) placed at column `at` of a (B, new_width) tensor filled with `fill`.
@@ -103,13 +95,13 @@ std::vector<at::Generator> rollout_row_generators(int64_t seed, int64_t rollout,
   const uint64_t base = rollout_seed(seed, rollout);
   std::vector<at::Generator> out;
   for (int64_t row = first; row < first + count; ++row) {
-    out.push_back(make_sampling_generator(mix(base ^ (static_cast<uint64_t>(row) + 1) * 0xD6E8FEB86659FD93ULL)));
+    out.push_back(row_sampling_generator(base, row));
   }
   return out;
 }
 
 at::Generator learning_generator(int64_t seed, int64_t rollout) {
-  return make_sampling_generator(mix(rollout_seed(seed, rollout) ^ 0x5851F42D4C957F2DULL));
+  return make_sampling_generator(mix_seed(rollout_seed(seed, rollout) ^ 0x5851F42D4C957F2DULL));
 }
 
 Experience gather_experience(const Experience& local, dist::Communicator& comm, int64_t pad_id) {
@@ -213,6 +205,7 @@ ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape
                                        config.generation.stop_strings.end());
   check_sampling_options(options.generate.sampling);
   options.generate.cuda_graphs = config.generation.cuda_graphs;
+  options.generate.max_rows = config.generation.max_batch_rows;
   options.micro_batch_size = 2 * config.train.micro_batch_size;  // no gradients: no activations kept
   options.logits_chunk = config.train.logits_chunk;
   options.share_prompts = config.train.share_prompts;
