@@ -128,7 +128,9 @@ PY
         flag=(--batches-of 16); [[ $scheme == joining ]] && flag=(--max-rows 16)
         "$bench" --model "$work/model" --prompts "$work/prompts.safetensors" --threads "$threads" --new-tokens 32 \
           --eos "$(cat "$work/stops.txt")" "${flag[@]}" --tokens-out "$work/tokens-$scheme.safetensors" \
-          | tee -a "$work/continuous.txt" | head -1
+          > "$work/continuous-run.txt"
+        cat "$work/continuous-run.txt" >> "$work/continuous.txt"
+        head -1 "$work/continuous-run.txt"
       done
     done
     "$python" - "$work" <<'PY'
