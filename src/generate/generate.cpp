@@ -168,12 +168,13 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
     const torch::Tensor policy_logprobs = (logits / temperature).log_softmax(-1);  // (b, V)
     const torch::Tensor chosen = policy_logprobs.gather(1, next.unsqueeze(1)).squeeze(1);
     // Each row's token goes to its own next column; the stopping token itself counts.
-    std::vector<int64_t> slots(alive.size());
+    std::vector<int64_t> slots(alive.size()), spent(alive.size());  // spent: the row's budget is used up
     bool budget_spent = false;
     for (size_t i = 0; i < alive.size(); ++i) {
       slots[i] = alive[i] * max_new + produced[i]++;
       longest = std::max(longest, produced[i]);
-      budget_spent |= produced[i] == max_new;
+      spent[i] = produced[i] == max_new;
+      budget_spent |= spent[i] != 0;
     }
     const torch::Tensor slot = torch::tensor(slots, torch::kLong).to(device);
     out_tokens.view({-1}).index_copy_(0, slot, next);
@@ -183,11 +184,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
     if (!stop_strings.empty()) {
       stopped = stopped | stop_string_hits(next, alive, generated, *options.tokenizer, stop_strings);
     }
-    if (budget_spent) {
-      std::vector<int64_t> spent(produced.size());
-      for (size_t i = 0; i < produced.size(); ++i) spent[i] = produced[i] == max_new;
-      stopped = stopped | torch::tensor(spent, torch::kLong).to(device).to(torch::kBool);
-    }
+    if (budget_spent) stopped = stopped | torch::tensor(spent, torch::kLong).to(device).to(torch::kBool);
     torch::Tensor next_input = next;
     if (stopped.any().item<bool>()) {
       const torch::Tensor keep = (~stopped).nonzero().flatten();  // (b')

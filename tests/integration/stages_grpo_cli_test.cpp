@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -96,18 +97,30 @@ void PipelineTrainsCheckpointsAndHasNoNaN() {
   EXPECT_EQ(result.at("optimizer_steps"), 4);
 }
 
+// Rollout by rollout, the metrics of the run in `got` against those in `want`: the `exact` keys
+// equal, the `close` keys within 1e-5 (relative above 1).
+void expect_same_rollouts(const fs::path& got, const fs::path& want, std::initializer_list<const char*> exact,
+                          std::initializer_list<const char*> close = {}) {
+  const auto got_rows = metrics_rows(got), want_rows = metrics_rows(want);
+  ASSERT_EQ(got_rows.size(), want_rows.size());
+  for (size_t i = 0; i < want_rows.size(); ++i) {
+    for (const char* key : exact) {
+      EXPECT_EQ(got_rows[i].at(key), want_rows[i].at(key)) << key << " at rollout " << i + 1;
+    }
+    for (const char* key : close) {
+      const double expected = want_rows[i].at(key).get<double>();
+      EXPECT_NEAR(got_rows[i].at(key).get<double>(), expected, 1e-5 * std::max(1.0, std::abs(expected)))
+          << key << " at rollout " << i + 1;
+    }
+  }
+}
+
 void ExampleCommandGivesTheVerifiersRun() {
   ASSERT_TRUE(fs::exists(base_dir() / "verifier" / "metrics.jsonl"));
   const Result r = grpo("command", " "
                                    "--set 'rewards=[{kind: command, command: \"python3 scripts/reward-exact-match.py\"}]'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto verifier = metrics_rows(base_dir() / "verifier"), command = metrics_rows(base_dir() / "command");
-  ASSERT_EQ(command.size(), verifier.size());
-  for (size_t i = 0; i < verifier.size(); ++i) {
-    for (const char* key : {"reward/mean", "loss", "grad_norm/policy"}) {
-      EXPECT_EQ(command[i].at(key), verifier[i].at(key)) << key << " at rollout " << i + 1;
-    }
-  }
+  expect_same_rollouts(base_dir() / "command", base_dir() / "verifier", {"reward/mean", "loss", "grad_norm/policy"});
 }
 
 // generation.max_batch_rows 3: the 16 rows of a rollout decode 3 at a time, the others joining as
@@ -116,17 +129,8 @@ void ExampleCommandGivesTheVerifiersRun() {
 void RowsJoiningGiveTheSameRun() {
   const Result r = grpo("joining", " --set generation.max_batch_rows=3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto all_at_once = metrics_rows(base_dir() / "verifier"), joining = metrics_rows(base_dir() / "joining");
-  ASSERT_EQ(joining.size(), all_at_once.size());
-  for (size_t i = 0; i < all_at_once.size(); ++i) {
-    for (const char* key : {"reward/mean", "response_length", "ended_fraction"}) {
-      EXPECT_EQ(joining[i].at(key), all_at_once[i].at(key)) << key << " at rollout " << i + 1;
-    }
-    for (const char* key : {"entropy", "loss", "grad_norm/policy"}) {
-      const double want = all_at_once[i].at(key).get<double>();
-      EXPECT_NEAR(joining[i].at(key).get<double>(), want, 1e-5 * std::max(1.0, std::abs(want))) << key << " at rollout " << i + 1;
-    }
-  }
+  expect_same_rollouts(base_dir() / "joining", base_dir() / "verifier", {"reward/mean", "response_length", "ended_fraction"},
+                       {"entropy", "loss", "grad_norm/policy"});
 }
 
 void BadCommandsEndTheRunNamingCommandAndPrompt() {
