@@ -22,7 +22,10 @@
 # the same with greedy decoding on 64 rows, 16 decoding at a time and the others joining as rows stop
 # (the same tokens on both sides: one GRPO rollout of 64 rows with generation.max_batch_rows=16
 # against `ferry generate --greedy --batch-size 16` on the same rows, in FERRY_BENCH_PAIRS
-# alternating pairs of processes, default 4), then whole GRPO steps against TRL's GRPOTrainer on
+# alternating pairs of processes, default 2), the same rows in one process
+# (tests/bench/rollout_generate_bench: the rollout's generation phase against generate() on the
+# model as `ferry generate` loads it, FERRY_BENCH_REPEATS alternating repeats, default 6, greedy,
+# then 4 sampled), then whole GRPO steps against TRL's GRPOTrainer on
 # the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
 # prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
 # by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
@@ -225,7 +228,7 @@ rows = [r for r in map(json.loads, open(sys.argv[1])) if "time/generate" in r]
 print(json.dumps([rows[0]["time/generate"], round(rows[0]["time/generate"] * rows[0]["tokens_per_s/generate"])]))' \
       "$work/grpo-greedy/metrics.jsonl" >> "$work/rollouts-greedy.txt"
   }
-  for pair in $(seq 1 "${FERRY_BENCH_PAIRS:-4}"); do
+  for pair in $(seq 1 "${FERRY_BENCH_PAIRS:-2}"); do
     if (( pair % 2 )); then generate_greedy; rollouts_greedy; else rollouts_greedy; generate_greedy; fi
   done
   "$python" - "$work" <<'PY'
@@ -244,6 +247,29 @@ print(f"greedy, 64 rows 16 at a time, the same {generate[0][0]} tokens: RL gener
       f"median {statistics.median(ratios):.3f}, ratio of the totals "
       f"{sum(float(s) for _, s in generate) / sum(s for s, _ in rollouts):.3f} (target >= 1)")
 PY
+  # Between processes this host's speed drifts by more than the difference asked about; in one
+  # process both sides see the same machine: the rollout's generation phase (ExperienceMaker, on the
+  # policy as train-grpo sets it up) against generate() on the model as `ferry generate` loads it,
+  # the same rows, options and row generators, alternating which goes first; the same tokens.
+  in_process=$build/tests/bench/rollout_generate_bench
+  if [[ -x $in_process ]]; then
+    rollout_settings=(--config "$here/configs/demo-grpo.yaml" --set model.path="$gguf"
+      --set tokenizer.chat_template=auto
+      --set data.prompt_file="$work/prompt-lines16.jsonl" --set data.eval_file= --set data.shuffle=false
+      --set grpo.num_generations=4 --set grpo.generation_batch_size=64 --set generation.max_new_tokens=24
+      --set generation.max_batch_rows=16 --set offload.cpu_threads="$threads")
+    echo "== the same 64 rows in one process (rollout_generate_bench), greedy"
+    OMP_NUM_THREADS=$threads "$in_process" "${rollout_settings[@]}" --set generation.greedy=true \
+      --repeats "${FERRY_BENCH_REPEATS:-6}" > "$work/in-process.txt" 2>&1 \
+      || { tail -20 "$work/in-process.txt" >&2; exit 1; }
+    grep -E '^(repeat|in one process)' "$work/in-process.txt"
+    echo "== the same 64 rows in one process, sampled (temperature 1, the rollout's row generators)"
+    OMP_NUM_THREADS=$threads "$in_process" "${rollout_settings[@]}" --repeats 4 > "$work/in-process.txt" 2>&1 \
+      || { tail -20 "$work/in-process.txt" >&2; exit 1; }
+    grep -E '^(repeat|in one process)' "$work/in-process.txt"
+  else
+    echo "(no $in_process: the in-process comparison is skipped; cmake --build $build --target rollout_generate_bench)"
+  fi
   # Whole GRPO steps (rollout: generate, score, learn, one optimizer step) against TRL's
   # GRPOTrainer on the same model, prompts and shapes: 4 prompts x 4 completions, at most 24 new
   # tokens, temperature 1, beta 0, a verifier that scores 1 when the answer contains gt_answer
