@@ -155,7 +155,6 @@ int run(int argc, char** argv) {
             << *std::max_element(rl_seconds.begin(), rl_seconds.end()) << " s (rollout), "
             << *std::min_element(generate_seconds.begin(), generate_seconds.end()) << "-"
             << *std::max_element(generate_seconds.begin(), generate_seconds.end()) << " s (generate())\n";
-  std::cout << "ratio=" << median(ratios) << " total_ratio=" << generate_total / rl_total << "\n";
   return 0;
 }
 
