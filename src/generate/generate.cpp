@@ -86,7 +86,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   const auto device = weight.device();
   const int64_t batch = input_ids.size(0), prompt_length = input_ids.size(1);
   const torch::Tensor prompt_ids = input_ids.to(device, at::kLong);
-  torch::Tensor mask = attention_mask.defined() ? attention_mask.to(device, at::kLong) : torch::ones_like(prompt_ids);
+  const torch::Tensor mask = attention_mask.defined() ? attention_mask.to(device, at::kLong) : torch::ones_like(prompt_ids);
   if (mask.sizes() != prompt_ids.sizes()) throw InputError("generate: attention_mask must have the shape of input_ids");
   if (!(mask.sum(1) > 0).all().item<bool>()) throw InputError("generate: a prompt has no tokens (all padding)");
   FERRY_CHECK(options.row_generators == nullptr || static_cast<int64_t>(options.row_generators->size()) == batch,
@@ -223,8 +223,7 @@ GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids
   GenerateResult result;
   result.prompt_length = prompt_length;
   result.tokens = torch::cat({prompt_ids, out_tokens.narrow(1, 0, longest)}, 1);
-  result.attention_mask = torch::cat({attention_mask.defined() ? attention_mask.to(device, at::kLong) : torch::ones_like(prompt_ids),
-                                      out_mask.narrow(1, 0, longest)}, 1);
+  result.attention_mask = torch::cat({mask, out_mask.narrow(1, 0, longest)}, 1);
   result.logprobs = out_logprobs.narrow(1, 0, longest);
   return result;
 }

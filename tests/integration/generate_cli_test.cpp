@@ -16,9 +16,9 @@
 
 #include <array>
 #include <cstdio>
-#include <set>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
