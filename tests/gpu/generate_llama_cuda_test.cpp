@@ -18,7 +18,7 @@ namespace {
 class ModelCuda : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no CUDA device";
     config_.vocab_size = 211;
     config_.hidden_size = 64;
     config_.intermediate_size = 160;

@@ -31,7 +31,7 @@ cuda::ElementType cuda_type(Nf4ValueType type) {
 }
 
 TEST(Nf4Gpu, DequantiseEqualsCpuBitwise) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   std::mt19937 rng(18);
   std::normal_distribution<float> normal;
   for (int64_t n : {1, 2, 63, 64, 65, 4097, 1000003}) {
@@ -64,7 +64,7 @@ TEST(Nf4Gpu, DequantiseEqualsCpuBitwise) {
 }
 
 TEST(Nf4Gpu, UnnestEqualsCpuBitwise) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(0.001f, 2.0f);
   for (int64_t blocks : {1, 256, 257, 70000}) {
@@ -90,7 +90,7 @@ TEST(Nf4Gpu, UnnestEqualsCpuBitwise) {
 #else
 
 TEST(Nf4Gpu, DequantiseEqualsCpuBitwise) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   FAIL() << "a GPU is visible but the CUDA kernels are not compiled in (FERRY_CUDA=OFF?)";
 }
 

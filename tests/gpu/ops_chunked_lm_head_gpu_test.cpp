@@ -20,7 +20,7 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 TEST(ChunkedLmHeadGpu, MatchesFullLogitsOnCuda) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   torch::manual_seed(0);
   for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
     const torch::Tensor hidden0 = torch::randn({1000, 256}, torch::kCUDA).to(dtype);
@@ -47,7 +47,7 @@ TEST(ChunkedLmHeadGpu, MatchesFullLogitsOnCuda) {
 }
 
 TEST(ChunkedLmHeadGpu, AllocatorPeakDropsWithChunks) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   const torch::Tensor hidden0 = torch::randn({4096, 256}, torch::kCUDA);
   const torch::Tensor weight0 = torch::randn({32000, 256}, torch::kCUDA) * 0.05;
   const torch::Tensor targets = torch::randint(0, 32000, {4096}, torch::TensorOptions(torch::kLong).device(torch::kCUDA));

@@ -9,7 +9,7 @@ namespace ferry {
 namespace {
 
 TEST(RmsNormGpu, KernelMatchesReference) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   ASSERT_TRUE(kernels::rms_norm_uses_cuda_kernel(torch::zeros({1}, torch::kCUDA)))
       << "a GPU is visible but the CUDA kernels are not compiled in (FERRY_CUDA=OFF?)";
   torch::manual_seed(0);
@@ -28,7 +28,7 @@ TEST(RmsNormGpu, KernelMatchesReference) {
 }
 
 TEST(RmsNormGpu, EmptyInput) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no GPU visible";
   const auto x = torch::randn({0, 64}, torch::kCUDA);
   EXPECT_EQ(kernels::rms_norm(x, torch::ones({64}, torch::kCUDA), 1e-6).numel(), 0);
 }

@@ -27,7 +27,7 @@ using namespace offload_test;  // NOLINT: the harness is this test's vocabulary
 class OffloadCuda : public ::testing::TestWithParam<OffloadPolicy> {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "[needs gpu] no CUDA device";
   }
 };
 
@@ -77,7 +77,7 @@ TEST_F(OffloadCuda, OverlappedStepMatchesTheCpu) {
 // to the GPU whole, so the allocator's peak stays far below the model size.
 TEST_F(OffloadCuda, ParamsNeverHoldsTheWholeModelOnTheGpu) {
 #ifndef FERRY_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
+  GTEST_SKIP() << "[needs gpu] built without CUDA (FERRY_CUDA=OFF?)";
 #else
   RunSpec spec;
   spec.steps = 2;
@@ -112,7 +112,7 @@ uint64_t cuda_peak_of(const RunSpec& spec, const std::string& name, RunResult* r
 
 TEST_F(OffloadCuda, OffloadedActivationsTrainTheSameWithALowerPeak) {
 #ifndef FERRY_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
+  GTEST_SKIP() << "[needs gpu] built without CUDA (FERRY_CUDA=OFF?)";
 #else
   RunSpec spec;
   spec.steps = 3;

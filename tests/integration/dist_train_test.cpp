@@ -107,9 +107,9 @@ fs::path run_from(const fs::path& checkpoint, const std::string& name) {
 }
 
 // Skips the calling test when this Ferry was built without Gloo (single-process only).
-#define SKIP_WITHOUT_GLOO()                                                                   \
-  if (run_ferry("version").output.find("data parallelism: c10d Gloo") == std::string::npos) { \
-    GTEST_SKIP() << "built without the Gloo headers (apt-get install libgloo-dev)";          \
+#define SKIP_WITHOUT_GLOO()                                                                      \
+  if (run_ferry("version").output.find("data parallelism: c10d Gloo") == std::string::npos) {    \
+    GTEST_SKIP() << "[needs gloo] built without the Gloo headers (apt-get install libgloo-dev)"; \
   }
 
 const std::vector<Row>& single() {

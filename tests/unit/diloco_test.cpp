@@ -100,7 +100,9 @@ std::vector<torch::Tensor> reference_weights() {
 }
 
 TEST(DiLoCo, OuterNesterovStepOnTheMeanPseudoGradient) {
-  if (!dist::gloo_compiled_in()) GTEST_SKIP() << "built without the Gloo headers (apt-get install libgloo-dev)";
+  if (!dist::gloo_compiled_in()) {
+    GTEST_SKIP() << "[needs gloo] built without the Gloo headers (apt-get install libgloo-dev)";
+  }
   const std::vector<torch::Tensor> expected = reference_weights();
   const int64_t values = 40 * 16 + 16 + 300;
   const fs::path dir = fs::temp_directory_path() / ("ferry_diloco_" + std::to_string(::getpid()));

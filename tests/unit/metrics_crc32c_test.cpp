@@ -54,7 +54,7 @@ TEST(MetricsCrc32c, DispatchedMatchesPublishedVectors) {
 }
 
 TEST(MetricsCrc32c, HardwareMatchesPublishedVectors) {
-  if (!crc32c_hardware_available()) GTEST_SKIP() << "no SSE4.2 on this CPU";
+  if (!crc32c_hardware_available()) GTEST_SKIP() << "[needs sse42] no SSE4.2 on this CPU";
   for (const auto& v : published_vectors()) EXPECT_EQ(crc32c_hardware(v.data), v.crc) << v.name;
 }
 
@@ -69,7 +69,7 @@ TEST(MetricsCrc32c, ExtendingEqualsWholeBuffer) {
 }
 
 TEST(MetricsCrc32c, HardwareAgreesWithSoftwareOnEveryLengthAndAlignment) {
-  if (!crc32c_hardware_available()) GTEST_SKIP() << "no SSE4.2 on this CPU";
+  if (!crc32c_hardware_available()) GTEST_SKIP() << "[needs sse42] no SSE4.2 on this CPU";
   std::mt19937 rng(7);
   std::string buffer(300, '\0');
   for (char& c : buffer) c = static_cast<char>(rng());

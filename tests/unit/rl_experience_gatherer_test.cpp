@@ -56,7 +56,9 @@ TEST(RolloutShare, MicroBatchesGoRoundRobinAndZero3PadsTheShortProcess) {
   const std::vector<rl::MicroBatchTurn> alone = rl::own_micro_batches(3, nullptr, false);
   ASSERT_EQ(alone.size(), 3u);
   EXPECT_EQ(alone[2].index, 2);
-  if (!dist::gloo_compiled_in()) GTEST_SKIP() << "built without Gloo";
+  if (!dist::gloo_compiled_in()) {
+    GTEST_SKIP() << "[needs gloo] built without the Gloo headers (apt-get install libgloo-dev)";
+  }
   ferry_test::run_two_processes([](int64_t rank, dist::Communicator& comm) {
     const rl::RolloutShare share = rl::rollout_share(6, &comm, "ppo.rollout_batch_size");
     EXPECT_EQ(share.first, 3 * rank);
@@ -98,7 +100,9 @@ rl::Experience local_experience(int64_t rows, int64_t p, int64_t r, int64_t base
 }
 
 TEST(GatherExperience, TwoProcessesGiveThePaddedWholeInRankOrder) {
-  if (!dist::gloo_compiled_in()) GTEST_SKIP() << "built without Gloo";
+  if (!dist::gloo_compiled_in()) {
+    GTEST_SKIP() << "[needs gloo] built without the Gloo headers (apt-get install libgloo-dev)";
+  }
   constexpr int64_t kPad = 9;
   // Rank 0: P 3, R 2; rank 1: P 2, R 4. The whole: P 3, R 4.
   const rl::Experience parts[2] = {local_experience(2, 3, 2, 100), local_experience(2, 2, 4, 200)};

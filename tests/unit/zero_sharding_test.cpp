@@ -140,7 +140,9 @@ struct Case {
 class ZeroSharding : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ZeroSharding, TwoProcessesStepLikeAdamWOnSummedGradientsHoldingHalfTheMoments) {
-  if (!dist::gloo_compiled_in()) GTEST_SKIP() << "built without the Gloo headers (apt-get install libgloo-dev)";
+  if (!dist::gloo_compiled_in()) {
+    GTEST_SKIP() << "[needs gloo] built without the Gloo headers (apt-get install libgloo-dev)";
+  }
   const Case c = GetParam();
   const std::string name = std::string(enum_name(c.policy)) + " zero_stage " + std::to_string(c.zero_stage);
   const fs::path dir = fs::temp_directory_path() / ("ferry_zero_" + std::to_string(::getpid()) + "_" +
