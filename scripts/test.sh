@@ -7,6 +7,11 @@
 # package (scripts/gpu-check.sh --dry-run, ~2 minutes; skipped when FERRY_GPU_DRY_RUN=0 or when
 # ctest was given arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
+# CTest counts a skipped test as passed, so the run then goes through the skip guard
+# (scripts/skip_guard.py) on ctest's JUnit file, build/tests/junit.xml: it prints the skips grouped
+# by what they need (`[needs gpu]`, `[needs gloo]`, ...) and fails the run when a test skipped for a
+# need this machine satisfies, when a skip names no need, or when a test did not run; partial runs
+# are checked on what ran. FERRY_ALLOW_SKIPS=gpu,smollm2 (tags, comma-separated) allows tags anyway.
 # The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
 # there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is
 # not a leak: Python's torch keeps a cache there once bitsandbytes or peft is imported.)
@@ -25,7 +30,14 @@ rm -rf "$scratch" && mkdir -p "$scratch"
 # (the agent CLI tests: 11 s alone, ~190 s beside another test). Waiting threads sleep instead.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$build"
-ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" "$@" || rc=$?
+junit=$build/tests/junit.xml
+rm -f "$junit"
+ctest --output-on-failure -j "${FERRY_JOBS:-$(nproc)}" --output-junit "$junit" "$@" || rc=$?
+# The skip guard runs on the deps venv's python (the one the fixtures ran on), whose packages it probes.
+python=$(sed -n 's/^FERRY_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+[[ -x $python ]] || python=${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python
+guard=0
+"$python" "$root/scripts/skip_guard.py" "$junit" --build "$build" || guard=1
 left=$(find "$scratch" -mindepth 1 -maxdepth 1 ! -name 'torchinductor_*' -printf '%f\n' | sort)
 if [[ -n $left ]]; then
   if ((rc == 0)); then
@@ -36,6 +48,7 @@ if [[ -n $left ]]; then
   fi
   echo "the failed tests' files are kept in $scratch" >&2
 fi
+if ((guard != 0 && rc == 0)); then rc=1; fi
 if [[ ${FERRY_GPU_DRY_RUN:-1} == 1 && $# == 0 ]]; then
   "$root/scripts/gpu-check.sh" --dry-run || rc=1
 fi
