@@ -8,6 +8,11 @@
 #   scripts/kill-test.sh [KILLS] [STAGES]     # defaults: 10 "sft rm ppo"; SEED=1, FERRY_KILL_DIR
 #
 # Prints, per stage, where each kill landed and whether the weights match; exits 1 on a mismatch.
+# An attempt that finds the run already ended (the random moment came after its end, or the run
+# wrote fewer files than the failpoint's number) is no kill: the summary counts those apart. A kill
+# at a random time is "mid-run" once the run has logged a step and no checkpoint or export file was
+# half-written: that may be inside a step, or between two (logging, evaluation), which the script
+# cannot tell apart.
 # The CI version (a few fixed kills) is tests/integration/train_crash_consistency_test.cpp.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,7 +66,7 @@ for stage in $stages; do
   seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   writes=$(count_writes "$ref.log")
   out=$work/${stage}_killed
-  mid_step=0 mid_checkpoint=0 mid_export=0 before_start=0 finished_early=0
+  mid_run=0 mid_checkpoint=0 mid_export=0 before_start=0 finished_early=0
   for ((i = 1; i <= kills; i++)); do
     resume=""; [[ $i -gt 1 ]] && resume="--set train.resume=auto"
     log=$out.kill$i.log
@@ -72,15 +77,17 @@ for stage in $stages; do
       $ferry $(stage_args "$stage" "$out") $resume > "$log" 2>&1 &
       pid=$!
       sleep "$delay"
-      if kill -9 $pid 2>/dev/null; then
-        wait $pid 2>/dev/null || true
+      kill -9 $pid 2>/dev/null || true
+      rc=0; wait $pid 2>/dev/null || rc=$?
+      # kill succeeds on a run that has ended but not been waited for: only the exit status (128 + 9)
+      # says the signal ended it.
+      if ((rc == 137)); then
         if compgen -G "$out/.step-*.tmp-*" > /dev/null; then mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint (time)"
         elif compgen -G "$out/.final*.tmp-*" > /dev/null; then mid_export=$((mid_export + 1)); where="final export (time)"
-        elif grep -q '"step"' "$out/metrics.jsonl" 2>/dev/null; then mid_step=$((mid_step + 1)); where="a step (time)"
+        elif grep -q '"step"' "$out/metrics.jsonl" 2>/dev/null; then mid_run=$((mid_run + 1)); where="mid-run, after a logged step (time)"
         else before_start=$((before_start + 1)); where="start-up (time)"; fi
       else
-        wait $pid 2>/dev/null || true
-        finished_early=$((finished_early + 1)); where="none: the run ended first"
+        finished_early=$((finished_early + 1)); where="no kill: the run ended first (exit $rc)"
       fi
       echo "  $stage kill $i: ${delay}s in -> $where"
     else  # halfway through the K-th file this process writes
@@ -92,7 +99,7 @@ for stage in $stages; do
       wait $! 2>/dev/null || true
       file=$(sed -n 's/^ferry failpoint: killed while writing //p' "$log" | sed 's/\.tmp-[0-9-]*$//')
       case $file in
-        "") finished_early=$((finished_early + 1)); where="none: the run wrote fewer than $k files" ;;
+        "") finished_early=$((finished_early + 1)); where="no kill: the run wrote fewer than $k files" ;;
         *"/.final"*) mid_export=$((mid_export + 1)); where="final export: $(basename "$(dirname "$file")")/$(basename "$file")" ;;
         *) mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint: $(basename "$(dirname "$file")")/$(basename "$file")" ;;
       esac
@@ -104,8 +111,9 @@ for stage in $stages; do
   $ferry $(stage_args "$stage" "$out") --set train.resume=auto > "$out.last.log" 2>&1 ||
     { echo "kill-test: the last $stage resume failed:"; tail -20 "$out.last.log"; exit 1; }
   if cmp -s "$ref/final/model.safetensors" "$out/final/model.safetensors"; then result="equal"; else result="DIFFERENT"; status=1; fi
-  line=$(printf '%-4s %3d kills: %2d mid-step, %2d mid-checkpoint, %2d mid-export, %2d at start-up, %2d after the end -> final weights %s' \
-    "$stage" "$kills" $mid_step $mid_checkpoint $mid_export $before_start $finished_early $result)
+  landed=$((kills - finished_early))
+  line=$(printf '%-4s %3d attempts, %3d kills: %2d mid-run, %2d mid-checkpoint, %2d mid-export, %2d at start-up; %2d found the run ended -> final weights %s' \
+    "$stage" "$kills" $landed $mid_run $mid_checkpoint $mid_export $before_start $finished_early $result)
   echo "$line"
   summary+=("$line")
 done
