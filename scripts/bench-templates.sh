@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Chat-template rendering speed: Ferry's Jinja renderer (src/tokenizer/jinja) against transformers'
 # apply_chat_template(..., tokenize=False), in the same run, on the parity corpus: the 52 chat
-# templates in shared/chat-templates (beside the checkout; $FERRY_CHAT_TEMPLATES overrides) and
-# three with {% generation %} blocks, times 16 conversations (tool calls, reasoning, unicode, ...),
+# templates in tests/data/chat-templates and three synthetic ones with {% generation %} blocks,
+# times 16 conversations (tool calls, reasoning, unicode, ...),
 # as tests/parity/jinja_templates_ref.py writes them. Both sides render each conversation that
 # transformers renders (its compiled templates are cached, as Ferry's are parsed once), one thread,
 # best pass of several; Ferry's texts are checked against transformers'.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference ids and loss masks for tests/parity/data_chat_template_masks_parity_test.cpp: every chat
-template of the shared corpus (<repo>/../shared/chat-templates, published models' templates) and a
-few written here with {% generation %} blocks, applied by transformers to a set of conversations
+template of the corpus in tests/data/chat-templates (published models' templates) and the
+synthetic ones written here with {% generation %} blocks (GENERATION_TEMPLATES), applied by transformers to a set of conversations
 (system + one round, two rounds, tool use with tools, reasoning in two rounds) with a byte-level BPE
 tokenizer trained here (special tokens <s>, </s>, <unk>, <pad>, <|im_start|>, <|im_end|>, ...).
 
@@ -22,7 +22,8 @@ the template refuses the conversation), or:
 The tool schema and tool call keys are in written (not sorted) order, so `tojson` shows whether
 the data's key order reaches the template. Also (tool_lines, see there) a preference pair and an
 RL prompt with tools: OUTDIR/pairs.jsonl and OUTDIR/prompts.jsonl.
-Writes OUTDIR/tokenizer/ (the tokenizer folder), OUTDIR/templates/<name>.jinja and
+Each template entry says whether it is from the corpus or synthetic ("source"), so the C++ test can
+count both. Writes OUTDIR/tokenizer/ (the tokenizer folder), OUTDIR/templates/<name>.jinja and
 OUTDIR/cases.json.
 """
 import json
@@ -43,7 +44,7 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 transformers.logging.set_verbosity_error()
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CORPUS = ROOT.parent / "shared" / "chat-templates"
+CORPUS = ROOT / "tests" / "data" / "chat-templates"
 sys.path.insert(0, str(HERE))
 from tokenizer_bpe_ref import corpus_text, split_corpus  # noqa: E402
 from tokenizer_chat_templates_ref import build_bpe  # noqa: E402
@@ -51,7 +52,7 @@ from tokenizer_chat_templates_ref import build_bpe  # noqa: E402
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>",
             "<|start_header_id|>", "<|end_header_id|>", "<|begin_of_text|>"]
 
-# Templates with {% generation %} blocks (transformers' assistant masks).
+# Synthetic templates with {% generation %} blocks (transformers' assistant masks).
 GENERATION_TEMPLATES = {
     "generation__chatml": (
         "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
@@ -210,19 +211,23 @@ def main() -> int:
     if not templates:
         print(f"data_chat_template_masks_ref: no templates in {CORPUS}", file=sys.stderr)
         return 1
+    corpus = len(templates)
     templates.update(GENERATION_TEMPLATES)
     result = {"transformers_version": transformers.__version__, "templates": []}
     for name, template in templates.items():
         path = out / "templates" / f"{name}.jinja"
         path.write_text(template, encoding="utf-8")
         cases = [case(tok, name, template, note, messages, tools) for note, messages, tools in CONVERSATIONS]
-        result["templates"].append({"name": name, "file": str(path), "cases": cases})
+        result["templates"].append({"name": name, "file": str(path),
+                                    "source": "synthetic" if name in GENERATION_TEMPLATES else "corpus",
+                                    "cases": cases})
     result["conversations"] = [{"note": note, "messages": messages, "tools": tools}
                                for note, messages, tools in CONVERSATIONS]
     result["tool_lines"] = tool_lines(tok, out)
     (out / "cases.json").write_text(json.dumps(result, ensure_ascii=False, indent=1))
     rendered = [c for t in result["templates"] for c in t["cases"] if not c["error"]]
-    print(f"data_chat_template_masks_ref: transformers {transformers.__version__}, {len(templates)} templates x "
+    print(f"data_chat_template_masks_ref: transformers {transformers.__version__}, {len(templates)} templates "
+          f"({corpus} from {CORPUS.relative_to(ROOT)}, {len(GENERATION_TEMPLATES)} synthetic) x "
           f"{len(CONVERSATIONS)} conversations: {len(rendered)} rendered, "
           f"{sum(c['no_span'] for c in rendered)} without a trainable turn, "
           f"{sum(c['generation'] for c in rendered)} with generation masks; turn spans holding their content "
