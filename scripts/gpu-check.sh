@@ -317,11 +317,14 @@ part build 270 configure_and_build build-gpu "$prefix" "$python" "$out/cmake.log
 "$ferry" version | tee -a "$summary"
 
 # 2. CUDA unit tests: kernels, ops and generation against their CPU references.
-part cuda-tests 40 bash -c "cd build-gpu && ctest -L gpu -E train_offload --output-on-failure -j 4"
+# The skip guard on each: a `[needs gpu]` skip on this machine is a failure, not a pass.
+part cuda-tests 40 bash -c "cd build-gpu && ctest -L gpu -E train_offload --output-on-failure -j 4 --output-junit cuda.xml &&
+  '$python' ../scripts/skip_guard.py cuda.xml --build ."
 grep -E 'tests passed|tests failed|\(Failed\)|\*\*\*' "$out/cuda-tests.log" | head -20 >> "$summary"
 
 # 3. Offload policies on the GPU against the CPU (same losses; allocator peaks under the budget).
-part offload 40 bash -c "cd build-gpu && ctest -R train_offload --output-on-failure"
+part offload 40 bash -c "cd build-gpu && ctest -R train_offload --output-on-failure --output-junit offload.xml &&
+  '$python' ../scripts/skip_guard.py offload.xml --build ."
 grep -E 'tests passed|tests failed|\(Failed\)|peak' "$out/offload.log" | head -20 >> "$summary"
 
 # 4. The stages, short, bf16 on the GPU (a 60-step demo SFT model first, then the rest from it).
