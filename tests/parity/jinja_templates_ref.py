@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference renders for tests/parity/jinja_templates_parity_test.cpp: every chat template in
-shared/chat-templates/*.jinja (beside the checkout; $FERRY_CHAT_TEMPLATES overrides) and a few
-templates written here with {% generation %} blocks, rendered by transformers'
+tests/data/chat-templates/*.jinja (the corpus of published models' templates) and the synthetic
+templates written here with {% generation %} blocks (GENERATION_TEMPLATES), rendered by transformers'
 apply_chat_template(messages, tools=..., tokenize=False, add_generation_prompt=..., **extra) with a
 minimal tokenizer (bos_token '<s>', eos_token '</s>') for each conversation below.
 
@@ -12,11 +12,13 @@ For each (template, conversation) cases.json holds:
   - variables: exactly what the template saw, captured from jinja2's Template.render (after
     transformers' normalisation of the messages: None values dropped, reasoning fields aliased,
     special tokens added), so the C++ renderer gets the same input;
-  - expected: the text, or raises: the Python exception ("TypeError: ...");
+  - expected: the text, or raises: the Python exception ("TypeError: ...") and raises_kind, which
+    kind of error it is (error_kind below: raised, undefined, type, syntax or other);
   - generation_spans: for templates with {% generation %}, the [begin, end) byte ranges of the
     assistant text, from render_jinja_template(return_assistant_tokens_mask=True) (transformers'
     AssistantTracker gives character offsets; converted to UTF-8 byte offsets here).
-and "templates" maps each template name to its source.
+and "templates" maps each template name to its source, "corpus" lists the names read from
+tests/data/chat-templates and "synthetic" those of GENERATION_TEMPLATES.
 
 Writes OUTDIR/cases.json.
 """
@@ -51,16 +53,10 @@ class PinnedDatetime(datetime.datetime):
 ctu.datetime = PinnedDatetime
 
 
-def templates_dir():
-    override = os.environ.get("FERRY_CHAT_TEMPLATES")
-    for candidate in ([pathlib.Path(override)] if override else []) + [ROOT.parent / "shared" / "chat-templates"]:
-        if candidate.is_dir() and any(candidate.glob("*.jinja")):
-            return candidate
-    sys.exit(f"jinja_templates_ref: no chat templates in {ROOT.parent / 'shared' / 'chat-templates'} "
-             "(set FERRY_CHAT_TEMPLATES to the folder of *.jinja files)")
+CORPUS = ROOT / "tests" / "data" / "chat-templates"
 
 
-# Templates with {% generation %} blocks, for the spans: top level, inside an if, a loop body with
+# Synthetic templates with {% generation %} blocks, for the spans: top level, inside an if, a loop body with
 # non-ASCII text, and one inside a macro (where transformers' offsets count only top-level text).
 GENERATION_TEMPLATES = {
     "generation__chatml.jinja": (
@@ -207,6 +203,26 @@ def byte_spans(text, char_spans):
     return [[offsets[a], offsets[b]] for a, b in char_spans]
 
 
+def error_kind(e):
+    """Which kind of error transformers raised, as the C++ test compares it with Ferry's ErrorKind:
+    raised (jinja2's TemplateError from the template's own raise_exception(), the function
+    transformers defines), undefined (jinja2's UndefinedError), type (Python's TypeError), syntax
+    (TemplateSyntaxError, the template does not compile) or other (any other exception)."""
+    if isinstance(e, jinja2.exceptions.UndefinedError):
+        return "undefined"
+    if isinstance(e, jinja2.exceptions.TemplateSyntaxError):
+        return "syntax"
+    if isinstance(e, TypeError):
+        return "type"
+    if type(e) is jinja2.exceptions.TemplateError:
+        tb = e.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb.tb_frame.f_code.co_name == "raise_exception":
+            return "raised"
+    return "other"
+
+
 def render_case(tok, capture, source, messages, tools, add_generation_prompt, extra):
     case = {}
     capture.variables = None
@@ -216,6 +232,7 @@ def render_case(tok, capture, source, messages, tools, add_generation_prompt, ex
         case["expected"] = text
     except Exception as e:  # noqa: BLE001 - any failure of the reference is a case to match
         case["raises"] = f"{type(e).__name__}: {e}"
+        case["raises_kind"] = error_kind(e)
     if capture.variables is None:
         raise RuntimeError("transformers did not reach the template: the case would test nothing")
     case["variables"] = capture.variables
@@ -233,7 +250,10 @@ def render_case(tok, capture, source, messages, tools, add_generation_prompt, ex
 def main():
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    sources = {p.name: p.read_bytes().decode("utf-8") for p in sorted(templates_dir().glob("*.jinja"))}
+    sources = {p.name: p.read_bytes().decode("utf-8") for p in sorted(CORPUS.glob("*.jinja"))}
+    if not sources:
+        sys.exit(f"jinja_templates_ref: no chat templates in {CORPUS}")
+    corpus = list(sources)
     sources.update(GENERATION_TEMPLATES)
     tok = make_tokenizer()
     capture = Capture()
@@ -245,11 +265,16 @@ def main():
             raised += "raises" in case
             cases.append(case)
     fixture = {"now": NOW.isoformat(), "transformers": transformers.__version__, "jinja2": jinja2.__version__,
-               "templates": sources, "cases": cases}
+               "templates": sources, "corpus": corpus, "synthetic": list(GENERATION_TEMPLATES), "cases": cases}
     (out / "cases.json").write_text(json.dumps(fixture, ensure_ascii=False, indent=1), encoding="utf-8")
     spans = sum("generation_spans" in c for c in cases)
-    print(f"jinja_templates: {len(sources)} templates x {len(conversations())} conversations = {len(cases)} cases "
-          f"({raised} raise in transformers, {spans} with generation spans)")
+    kinds = {}
+    for c in cases:
+        if "raises_kind" in c:
+            kinds[c["raises_kind"]] = kinds.get(c["raises_kind"], 0) + 1
+    print(f"jinja_templates: {len(sources)} templates ({len(corpus)} from {CORPUS.relative_to(ROOT)}, "
+          f"{len(GENERATION_TEMPLATES)} synthetic) x {len(conversations())} conversations = {len(cases)} cases "
+          f"({raised} raise in transformers: {kinds}; {spans} with generation spans)")
 
 
 if __name__ == "__main__":

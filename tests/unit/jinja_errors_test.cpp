@@ -59,7 +59,7 @@ TEST(JinjaErrors, RaiseExceptionKeepsTheTemplatesTextAndPlace) {
 TEST(JinjaErrors, RuntimeErrorsNameTheOperator) {
   const TemplateError e = error_of("{% for m in messages %}\n{{ m.content + 1 }}{% endfor %}",
                                    {{"messages", {{{"content", "hi"}}}}});
-  EXPECT_EQ(e.kind(), ErrorKind::runtime);
+  EXPECT_EQ(e.kind(), ErrorKind::type);  // Python's TypeError, as transformers raises
   EXPECT_STREQ(e.what(),
                "tokenizer_config.json chat_template:2:14: TypeError: can only concatenate str (not \"int\") to str");
 }
@@ -67,10 +67,12 @@ TEST(JinjaErrors, RuntimeErrorsNameTheOperator) {
 TEST(JinjaErrors, IteratingNoneNamesTheForStatement) {
   // What transformers says for templates that loop over `tools` when no tools are passed.
   const TemplateError e = error_of("x\n{% for tool in tools %}{% endfor %}", {{"tools", nullptr}});
+  EXPECT_EQ(e.kind(), ErrorKind::type);
   EXPECT_STREQ(e.what(), "tokenizer_config.json chat_template:2:4: TypeError: 'NoneType' object is not iterable");
 }
 
 TEST(JinjaErrors, UndefinedMessagesFollowJinja2) {
+  EXPECT_EQ(error_of("{{ nothing.attr }}").kind(), ErrorKind::undefined);  // jinja2's UndefinedError
   EXPECT_NE(std::string(error_of("{{ nothing.attr }}").what()).find("UndefinedError: 'nothing' is undefined"),
             std::string::npos);
   EXPECT_NE(std::string(error_of("{{ m.a.b }}", {{"m", nlohmann::ordered_json::object()}}).what())

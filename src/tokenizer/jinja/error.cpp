@@ -19,6 +19,12 @@ TemplateError::TemplateError(ErrorKind kind, const std::string& source_name, uin
       column_(column),
       detail_(std::move(detail)) {}
 
+ErrorKind kind_named_in(std::string_view message) {
+  if (message.starts_with("TypeError: ")) return ErrorKind::type;
+  if (message.starts_with("UndefinedError: ")) return ErrorKind::undefined;
+  return ErrorKind::runtime;
+}
+
 SourcePosition position_of(std::string_view source, size_t offset) {
   SourcePosition pos{1, 1};
   const size_t end = std::min(offset, source.size());

@@ -4,6 +4,8 @@
 //   tokenizer_config.json chat_template:12:5: unknown filter 'foo'
 // Code deep inside the renderer (filters, methods, operators) does not know where it is in the
 // template: it throws Failure, and the expression or statement being evaluated adds the place.
+// A Failure's message starts with the Python exception jinja2 would raise ("TypeError: ...",
+// "UndefinedError: ..."); its ErrorKind is read from that name unless given.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +19,20 @@ namespace ferry::jinja {
 
 // What went wrong, for callers that react differently (a template's own raise_exception is a
 // message for the user of the model; a limit says the template is hostile or the input huge).
+// The kinds follow the exceptions transformers' apply_chat_template raises for the same template
+// (tests/parity/jinja_templates_parity_test.cpp holds the two to the same kind).
 enum class ErrorKind : uint8_t {
   syntax,     // the template does not parse (also a statement the sandbox has not: include, import)
-  runtime,    // a Python error while rendering: TypeError, UndefinedError, SecurityError, ...
+  undefined,  // jinja2's UndefinedError: an undefined name or attribute used as a value
+  type,       // Python's TypeError: an operation on a value of the wrong type (iterating None, str + int)
+  runtime,    // any other Python error while rendering: ValueError, SecurityError, TemplateRuntimeError, ...
   raised,     // the template called raise_exception(message)
   limit,      // a RenderLimits bound: output size, steps, recursion depth
 };
+
+// The kind a Failure message names with its leading Python exception: "TypeError: ..." is type,
+// "UndefinedError: ..." undefined, anything else runtime.
+ErrorKind kind_named_in(std::string_view message);
 
 class TemplateError : public InputError {
  public:
@@ -43,8 +53,8 @@ class TemplateError : public InputError {
 // A failure raised where the place in the template is not known; see the file comment.
 class Failure : public std::exception {
  public:
-  explicit Failure(std::string message, ErrorKind kind = ErrorKind::runtime)
-      : message_(std::move(message)), kind_(kind) {}
+  explicit Failure(std::string message) : message_(std::move(message)), kind_(kind_named_in(message_)) {}
+  Failure(std::string message, ErrorKind kind) : message_(std::move(message)), kind_(kind) {}
   const char* what() const noexcept override { return message_.c_str(); }
   ErrorKind kind() const { return kind_; }
 
