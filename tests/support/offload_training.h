@@ -22,6 +22,7 @@
 #include "src/io/safetensors.h"
 #include "src/model/llama_heads.h"
 #include "src/model/model_state.h"
+#include "tests/support/max_difference.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/tiny_llama_config.h"
 #include "train/backbone_runner.h"
@@ -265,17 +266,16 @@ inline RunResult crash_and_resume(RunSpec spec, int64_t crash_after, RunSpec res
   return result;
 }
 
+// Largest relative loss difference (b is the reference); NaN, failing every comparison, when a
+// loss is not finite or the runs took different numbers of steps (tests/support/max_difference.h).
 inline double worst_relative(const std::vector<double>& a, const std::vector<double>& b) {
   EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return worst;
+  return test_support::max_relative_difference(a, b);
 }
 
+// Largest weight difference; NaN when a weight is not finite or the names differ.
 inline double worst_weight_difference(const io::TensorMap& a, const io::TensorMap& b) {
-  double worst = 0;
-  for (const auto& [name, t] : b) worst = std::max(worst, (a.at(name) - t).abs().max().item<double>());
-  return worst;
+  return test_support::max_abs_difference(a, b);
 }
 
 // The run trained like the reference: every loss within `tolerance` relative, every weight

@@ -16,6 +16,7 @@
 #include "kernels/cpu/adamw_kahan.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/support/max_difference.h"
 #include "tests/support/random_floats.h"
 
 namespace ferry::kernels {
@@ -30,11 +31,10 @@ TEST(AdamWKahan, ThePairHoldsSixteenSignificantBitsAndIsAFixedPoint) {
   encode_kahan_master(master.data(), w.data(), c.data(), n);
   std::vector<float> decoded(n);
   decode_kahan_master(w.data(), c.data(), decoded.data(), n);
-  double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(w[i], float_to_bf16(master[i]));  // the weight is the master rounded to bf16
-    worst = std::max(worst, std::abs(double(decoded[i]) - master[i]) / std::abs(double(master[i])));
   }
+  const double worst = test_support::max_relative_difference(decoded, master);  // NaN if any is not finite
   EXPECT_LE(worst, std::ldexp(1.0, -16));
   EXPECT_GT(worst, 0.0);  // fp32 has 24 bits: the pair cannot hold them all
   // Re-encoding a decoded master gives a pair with the same value (the pair itself may differ
@@ -141,12 +141,10 @@ TEST(AdamWKahan, ManySmallStepsFollowFp32MasterWherePlainBf16StallsOrDrifts) {
   }
   std::vector<float> kahan(n);
   decode_kahan_master(w.data(), c.data(), kahan.data(), n);
-  double moved = 0, kahan_error = 0, plain_error = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    moved = std::max(moved, double(std::abs(fp32[i] - start[i])));
-    kahan_error = std::max(kahan_error, double(std::abs(kahan[i] - fp32[i])));
-    plain_error = std::max(plain_error, double(std::abs(plain[i] - fp32[i])));
-  }
+  // NaN, failing the checks below, if any value is not finite.
+  const double moved = test_support::max_abs_difference(fp32, start);
+  const double kahan_error = test_support::max_abs_difference(kahan, fp32);
+  const double plain_error = test_support::max_abs_difference(plain, fp32);
   std::printf("moved %.4g; |kahan - fp32| %.3g, |plain bf16 - fp32| %.3g\n", moved, kahan_error, plain_error);
   EXPECT_GT(moved, 0.03);                   // fp32 master moved ~500 x 1e-4
   EXPECT_GT(plain_error, 0.5 * moved);      // plain bf16 lost most of it

@@ -21,6 +21,7 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/sft.h"
+#include "tests/support/max_difference.h"
 #include "tests/support/tiny_llama_config.h"
 #include "train/backbone_runner.h"
 #include "train/checkpoint_folders.h"
@@ -117,11 +118,8 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
   return run;
 }
 
-double max_difference(const io::TensorMap& a, const io::TensorMap& b) {
-  double worst = 0;
-  for (const auto& [name, t] : a) worst = std::max(worst, (t - b.at(name)).abs().max().item<double>());
-  return worst;
-}
+// NaN (failing every comparison) when a weight is not finite: tests/support/max_difference.h.
+double max_difference(const io::TensorMap& a, const io::TensorMap& b) { return test_support::max_abs_difference(a, b); }
 
 TEST(SftLora, AdaptersAreTheOnlyTrainedParametersAndSitInTheirLayersGroup) {
   const LlamaConfig shape = tiny_shape();

@@ -20,6 +20,7 @@
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "stages/sft.h"
+#include "tests/support/max_difference.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/tiny_llama_config.h"
 #include "train/backbone_runner.h"
@@ -127,11 +128,8 @@ TrainingRun train(const Config& config, const RunOptions& opts = {}) {
   return run;
 }
 
-double max_weight_difference(const io::TensorMap& a, const io::TensorMap& b) {
-  double worst = 0;
-  for (const auto& [name, t] : a) worst = std::max(worst, (t - b.at(name)).abs().max().item<double>());
-  return worst;
-}
+// NaN (failing every comparison) when a weight is not finite: tests/support/max_difference.h.
+double max_weight_difference(const io::TensorMap& a, const io::TensorMap& b) { return test_support::max_abs_difference(a, b); }
 
 struct Crash : std::runtime_error {
   using std::runtime_error::runtime_error;
