@@ -13,13 +13,16 @@ with tool_calls), turn 2 the answer TURN2 (encoded, then <|im_end|>). TRL's
 GRPOTrainer._tool_call_loop (CALLED on a stub `self`) runs the tool through an environment_factory
 style object (CalcEnv.calculator, which calls calculator.evaluate), builds the tool suffix with
 TRL's own _get_tool_suffix_ids, and asks _generate_single_turn (stubbed: it returns TURN2's ids) for
-the turn after it. Its tool_mask marks the policy's tokens (1) and the tool result's (0).
+the turn after it (the ids it was asked to continue are kept: turn2_context_ids). Its tool_mask marks
+the policy's tokens (1) and the tool result's (0). The C++ test stubs Ferry's generation with the same
+two turns (turn 1 for the prompt, turn 2 for what follows the tool's answer) and runs its episode
+runner.
 
 Then TRL's GRPOTrainer._compute_loss (CALLED on a stub, as rl_grpo_loss_ref.py does) on that
 episode, with the tiny model's own log-probs: new = old + 0.05 * arange-based offsets (so ratios
 differ from 1 and some clip), advantage 0.7, loss_type dapo and grpo, token level, beta 0.
 episode.json: prompt_ids, completion_ids (turn 1, tool suffix, turn 2), tool_mask, turn1_ids,
-suffix_ids, turn2_ids, tool_messages, and for each loss type the loss and d loss / d new_logps
+suffix_ids, turn2_ids, tool_messages, turn2_context_ids, and for each loss type the loss and d loss / d new_logps
 (per completion position); old_logps and new_logps themselves.
 """
 import collections
@@ -100,9 +103,11 @@ def tool_loop(tok, prompt_ids, turn1_ids, turn2_ids):
     # What TRL's _generate makes of turn 1 (its parse_response, with the Qwen response template).
     completion_message = parse_response(tok, list(turn1_ids), prefix=list(prompt_ids), tools=[env.calculator])
     assert completion_message.get("tool_calls"), completion_message
+    asked = []  # the ids TRL's loop asks the generator to continue
 
     def generate_single_turn(ids, images, multimodal_fields, num_generations, has_tool_images=False):
         assert len(ids) == 1 and num_generations == 1
+        asked.append(list(ids[0]))
         return [list(turn2_ids)], [[0.0] * len(turn2_ids)]
 
     stub = types.SimpleNamespace(
@@ -117,9 +122,9 @@ def tool_loop(tok, prompt_ids, turn1_ids, turn2_ids):
     logprobs = [[0.0] * len(turn1_ids)]
     tool_mask, completions, completion_ids, logprobs, calls, failures, _ = GRPOTrainer._tool_call_loop(
         stub, prompts, [list(prompt_ids)], completion_ids, completions, logprobs, None, None)
-    assert calls == 1 and failures == 0, (calls, failures)
+    assert calls == 1 and failures == 0 and len(asked) == 1, (calls, failures, len(asked))
     tool_messages = [m for m in completions[0] if m["role"] == "tool"]
-    return tool_mask[0], completion_ids[0], tool_messages
+    return tool_mask[0], completion_ids[0], tool_messages, asked[0]
 
 
 def trl_loss(loss_type, prompt_ids, completion_ids, tool_mask, old, new):
@@ -161,9 +166,10 @@ def main() -> int:
                                          add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
     turn1_ids = tok.encode(TURN1, add_special_tokens=False) + [end]
     turn2_ids = tok.encode(TURN2, add_special_tokens=False) + [end]
-    tool_mask, completion_ids, tool_messages = tool_loop(tok, prompt_ids, turn1_ids, turn2_ids)
+    tool_mask, completion_ids, tool_messages, turn2_context_ids = tool_loop(tok, prompt_ids, turn1_ids, turn2_ids)
     suffix_ids = completion_ids[len(turn1_ids):len(completion_ids) - len(turn2_ids)]
     assert completion_ids == turn1_ids + suffix_ids + turn2_ids
+    assert turn2_context_ids == prompt_ids + turn1_ids + suffix_ids
     assert tool_mask == [1] * len(turn1_ids) + [0] * len(suffix_ids) + [1] * len(turn2_ids)
     with torch.no_grad():
         ids = torch.tensor([prompt_ids + completion_ids])
@@ -174,6 +180,7 @@ def main() -> int:
     episode = {"transformers_version": transformers.__version__, "question": QUESTION, "turn1": TURN1, "turn2": TURN2,
                "prompt_ids": prompt_ids, "turn1_ids": turn1_ids, "suffix_ids": suffix_ids, "turn2_ids": turn2_ids,
                "completion_ids": completion_ids, "tool_mask": tool_mask, "tool_messages": tool_messages,
+               "turn2_context_ids": turn2_context_ids,
                "old_logps": old.tolist(), "new_logps": new.tolist(), "losses": {}}
     for loss_type in ["dapo", "grpo", "bnpo", "dr_grpo"]:
         loss, grad = trl_loss(loss_type, prompt_ids, completion_ids, tool_mask, old, new)

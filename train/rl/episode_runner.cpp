@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "src/data/conversation_json.h"
@@ -80,9 +81,15 @@ Conversation messages_of(const Json& body) {
 }  // namespace
 
 EpisodeRunner::EpisodeRunner(EnvironmentPool& pool, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                             EpisodeSettings settings, std::ostream& log)
-    : pool_(pool), tokenizer_(tokenizer), chat_template_(chat_template), settings_(settings), log_(log) {
+                             EpisodeSettings settings, std::ostream& log, TurnGenerator generate_turns)
+    : pool_(pool),
+      tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      settings_(settings),
+      log_(log),
+      generate_turns_(std::move(generate_turns)) {
   FERRY_CHECK(settings_.tool_call_format != ToolCallFormat::auto_, "EpisodeRunner: resolve tool_call_format first");
+  FERRY_CHECK(static_cast<bool>(generate_turns_), "EpisodeRunner: no turn generator");
 }
 
 void EpisodeRunner::note(const std::string& kind, const std::string& message) {
@@ -245,7 +252,7 @@ void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateO
   GenerateResult result;
   {
     torch::NoGradGuard no_grad;
-    result = generate(policy, batch.input_ids, batch.attention_mask, turn);
+    result = generate_turns_(policy, batch.input_ids, batch.attention_mask, turn);
   }
   const double took = monotonic_seconds() - started;
   tally.generate_seconds += took;

@@ -28,6 +28,7 @@
 #include <ATen/core/Generator.h>
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -53,11 +54,16 @@ struct EpisodeSettings {
   ToolCallFormat tool_call_format = ToolCallFormat::none;  // resolved: not auto
 };
 
+// What generates a batch of turns, with generate()'s contract (src/generate/generate.h). Rollouts use
+// generate() itself; a test may stand in fixed turns (tests/parity/rl_agent_episode_parity_test.cpp).
+using TurnGenerator = std::function<GenerateResult(LlamaForCausalLMImpl& policy, const at::Tensor& input_ids,
+                                                   const at::Tensor& attention_mask, const GenerateOptions& options)>;
+
 class EpisodeRunner {
  public:
   // `log` gets the first error of each kind the environment causes (the rest are only counted).
   EpisodeRunner(EnvironmentPool& pool, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                EpisodeSettings settings, std::ostream& log);
+                EpisodeSettings settings, std::ostream& log, TurnGenerator generate_turns = ferry::generate);
 
   // One episode per prompt; episode i samples from row_generators[i] (empty: greedy decoding).
   // `options` gives sampling, stop ids and strings and the per-turn budget (max_new_tokens).
@@ -88,6 +94,7 @@ class EpisodeRunner {
   const ChatTemplate& chat_template_;
   EpisodeSettings settings_;
   std::ostream& log_;
+  TurnGenerator generate_turns_;
   int64_t next_episode_ = 0;
   int64_t positions_ = 0;         // the policy's max_position_embeddings, during run()
   std::vector<int64_t> end_ids_;  // the ids that end a turn (EOS and stop ids), during run()
