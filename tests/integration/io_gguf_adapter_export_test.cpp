@@ -4,11 +4,11 @@
 // biases, one KV head) and from a LoRA run on its bf16 Qwen2 (no permutation). Checked three ways, none of them against Ferry's own output:
 //   - tests/parity/gguf_adapter_check.py converts the same run's PEFT adapter (`--format hf --lora
 //     adapter`) with llama.cpp's convert_lora_to_gguf.py rules and compares every metadata value
-//     and every tensor bit for bit (f32, f16, bf16, q8_0); with FERRY_LLAMA_CPP_CONVERTER naming
-//     llama.cpp's convert_lora_to_gguf.py, the script's own file too;
+//     and every tensor bit for bit (f32, f16, bf16, q8_0); llama.cpp's own convert_lora_to_gguf.py
+//     (the copy scripts/deps.sh puts in the deps venv, or FERRY_LLAMA_CPP_CONVERTER) too;
 //   - tests/parity/gguf_adapter_apply_check.py applies the adapter to the base GGUF as llama.cpp
 //     does (W + alpha / rank * B @ A, NumPy) and must get Ferry's merged export (fp32, 1e-6);
-//   - with llama-cpp-python installed, llama.cpp runs base + adapter and must give the merged
+//   - llama.cpp (llama-cpp-python in the deps venv) runs base + adapter and must give the merged
 //     model's logits (tests/parity/gguf_adapter_llama_cpp_check.py).
 // Runs without LoRA, LoRA on modules llama.cpp cannot map, and score heads are exit-2 errors.
 #include <ATen/ATen.h>
@@ -42,6 +42,17 @@ std::string shell_quoted(const fs::path& path) {
 ferry_test::CommandResult python(const std::string& script, const std::string& args) {
   return run_command(std::string("PYTHONDONTWRITEBYTECODE=1 '") + FERRY_PYTHON + "' '" + FERRY_SOURCE_DIR +
                      "/tests/parity/" + script + "' " + args);
+}
+
+// llama.cpp's convert_lora_to_gguf.py: FERRY_LLAMA_CPP_CONVERTER when set, else the copy that
+// scripts/deps.sh extracts from the llama-cpp-python sdist's vendor/llama.cpp into the deps venv
+// (<venv>/share/llama.cpp, beside the conversion/ and gguf-py/ it imports). "" when there is none.
+std::string llama_cpp_converter() {
+  const char* env = std::getenv("FERRY_LLAMA_CPP_CONVERTER");
+  const fs::path path = env != nullptr ? fs::path(env)
+                                       : fs::path(FERRY_PYTHON).parent_path().parent_path() / "share" / "llama.cpp" /
+                                             "convert_lora_to_gguf.py";
+  return fs::exists(path) ? path.string() : std::string();
 }
 
 ferry_test::CommandResult ferry_export(const fs::path& checkpoint, const fs::path& output, const std::string& flags) {
@@ -140,13 +151,14 @@ TEST_F(IoGgufAdapterExportTest, FixtureAdapterWithBiasesAndOneKvHead) {
   EXPECT_CONTAINS(r.output, "LoRA adapter 'My Adapter' of 4 projections (rank 4, alpha 8: scale 2)");
 }
 
-// llama.cpp's own convert_lora_to_gguf.py (not shipped with its Python packages: point
-// FERRY_LLAMA_CPP_CONVERTER at the script in a llama.cpp checkout, e.g. the llama-cpp-python
-// sdist's vendor/llama.cpp) writes the same metadata and tensors, bit for bit.
+// llama.cpp's own convert_lora_to_gguf.py (not shipped in a wheel: scripts/deps.sh takes it from
+// the llama-cpp-python sdist; FERRY_LLAMA_CPP_CONVERTER names another copy) writes the same metadata
+// and tensors, bit for bit.
 TEST_F(IoGgufAdapterExportTest, ConvertLoraToGgufWritesTheSameFile) {
-  const char* converter = std::getenv("FERRY_LLAMA_CPP_CONVERTER");
-  if (converter == nullptr || !fs::exists(converter)) {
-    GTEST_SKIP() << "FERRY_LLAMA_CPP_CONVERTER does not name llama.cpp's convert_lora_to_gguf.py";
+  const std::string converter = llama_cpp_converter();
+  if (converter.empty()) {
+    GTEST_SKIP() << "[needs llama_cpp] no convert_lora_to_gguf.py: neither in the deps venv's share/llama.cpp "
+                    "(scripts/deps.sh puts it there) nor named by FERRY_LLAMA_CPP_CONVERTER";
   }
   for (const std::string type : {"f32", "f16", "bf16", "q8_0"}) {
     export_and_check(*checkpoint_, "trained", type, "run-step-3", 28, converter);
@@ -171,7 +183,7 @@ TEST_F(IoGgufAdapterExportTest, Qwen2AdapterIsNotPermuted) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path checkpoint = run / "step-2";
   const fs::path peft = peft_adapter(checkpoint, "qwen2");
-  const char* converter = std::getenv("FERRY_LLAMA_CPP_CONVERTER");
+  const std::string converter = llama_cpp_converter();
   for (const std::string type : {"f32", "q8_0"}) {
     SCOPED_TRACE(type);
     const fs::path file = dir_ / ("qwen2_" + type + ".gguf");
@@ -181,9 +193,7 @@ TEST_F(IoGgufAdapterExportTest, Qwen2AdapterIsNotPermuted) {
     const auto check = python("gguf_adapter_check.py",
                               shell_quoted(peft) + " " + shell_quoted(checkpoint) + " " + shell_quoted(file) +
                                   " --type " + type + " --arch qwen2 --name qwen2_run-step-2" +
-                                  (converter != nullptr && fs::exists(converter)
-                                       ? " --converter " + shell_quoted(converter)
-                                       : std::string()));
+                                  (converter.empty() ? std::string() : " --converter " + shell_quoted(converter)));
     EXPECT_EQ(check.exit_code, 0) << check.output;
     std::cout << check.output;
   }
@@ -304,11 +314,13 @@ TEST_F(IoGgufAdapterExportTest, RunsLlamaCppCannotTakeAreInputErrors) {
   EXPECT_CONTAINS(message, "--lora none goes with --format gguf");
 }
 
-// llama.cpp itself (llama-cpp-python, when installed): the base with `lora_path` gives the merged
+// llama.cpp itself (llama-cpp-python in the deps venv): the base with `lora_path` gives the merged
 // export's logits and greedy tokens (f32 adapter, and an f16 adapter within its rounding).
 TEST_F(IoGgufAdapterExportTest, LlamaCppAppliesTheAdapter) {
   const auto probe = run_command(std::string("'") + FERRY_PYTHON + "' -c 'import llama_cpp'");
-  if (probe.exit_code != 0) GTEST_SKIP() << "llama-cpp-python is not installed in the deps venv";
+  if (probe.exit_code != 0) {
+    GTEST_SKIP() << "[needs llama_cpp] llama-cpp-python is not in the deps venv (scripts/deps.sh installs it)";
+  }
   const fs::path base = dir_ / "base.gguf", merged = dir_ / "merged.gguf";
   auto r = ferry_export(*checkpoint_, base, "--format gguf --gguf-type f32 --lora none");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -4,8 +4,9 @@
 // shape, type and bytes with its own conversion of the source (f32, f16, bf16, q8_0; a SentencePiece
 // llama with llama3 rope, a Qwen2 with a byte-level BPE tokenizer, a LoRA checkpoint with a
 // Llama 3-style tokenizer). Impossible requests and bad inputs are user errors (exit 2) that say
-// what to do. When llama-cpp-python is installed, llama.cpp itself loads an export and must give
-// transformers' logits and `ferry generate`'s greedy tokens (tests/parity/gguf_llama_cpp_check.py).
+// what to do. llama.cpp itself (llama-cpp-python, which scripts/deps.sh installs in the deps venv)
+// loads an export and must give transformers' logits and `ferry generate`'s greedy tokens
+// (tests/parity/gguf_llama_cpp_check.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -190,14 +191,16 @@ TEST_F(IoGgufExportTest, BadInputsNameTheFileAndField) {
   EXPECT_NE(message.find("has no weight 'model.layers.2.input_layernorm.weight'"), std::string::npos) << message;
 }
 
-// llama.cpp itself (llama-cpp-python, when installed) loads f32 exports: its tokenizer gives the
+// llama.cpp itself (llama-cpp-python in the deps venv) loads f32 exports: its tokenizer gives the
 // source tokenizer's ids, its logits equal transformers' and its greedy tokens transformers' and
 // `ferry generate --greedy`'s (SentencePiece llama with llama3 rope; Qwen2 BPE; the LoRA checkpoint
 // with biases, linear rope and a Llama 3 tokenizer, compared with its merged Hugging Face export).
 // f16, bf16 and q8_0 exports load and give transformers' logits within quantization error.
 TEST_F(IoGgufExportTest, LlamaCppRunsTheExport) {
   const auto probe = run_command(std::string("'") + FERRY_PYTHON + "' -c 'import llama_cpp'");
-  if (probe.exit_code != 0) GTEST_SKIP() << "llama-cpp-python is not installed in the deps venv";
+  if (probe.exit_code != 0) {
+    GTEST_SKIP() << "[needs llama_cpp] llama-cpp-python is not in the deps venv (scripts/deps.sh installs it)";
+  }
   for (const std::string model : {"llama_spm", "qwen2_bpe", "llama_lora_bpe"}) {
     SCOPED_TRACE(model);
     const fs::path file = root_ / (model + ".gguf");

@@ -17,10 +17,11 @@ ModelBase.prepare_tensors' type rules in conversion/base.py), read back with ggu
     a row is not a multiple of 32 values, the converter's QuantError fallback); bytes from gguf-py's
     own gguf.quants.quantize; compared bit for bit with Ferry's file.
 
-With --converter PATH/convert_lora_to_gguf.py (llama.cpp's script, e.g. from the llama-cpp-python
-sdist's vendor/llama.cpp), the script itself also converts the PEFT folder (--base BASE_DIR) and
-every metadata value (general.name aside: the converter derives it from the folder's name) and
-every tensor of its file must equal Ferry's, bit for bit.
+With --converter PATH/convert_lora_to_gguf.py (llama.cpp's script: scripts/deps.sh copies it from
+the llama-cpp-python sdist's vendor/llama.cpp into <deps venv>/share/llama.cpp), the script itself
+also converts the PEFT folder (--base BASE_DIR) and every metadata value (general.name aside: the
+converter derives it from the folder's name) and every tensor of its file must equal Ferry's, bit
+for bit.
 
 Usage: gguf_adapter_check.py PEFT_DIR BASE_DIR ADAPTER.gguf --type f16 --arch llama --name NAME
                              [--converter convert_lora_to_gguf.py]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""llama.cpp itself (through llama-cpp-python) applies a GGUF LoRA adapter from
-`ferry export --format gguf --lora adapter`: the base model with the adapter
+"""llama.cpp itself (through llama-cpp-python, which scripts/deps.sh installs) applies a GGUF LoRA
+adapter from `ferry export --format gguf --lora adapter`: the base model with the adapter
 (`Llama(model_path=BASE.gguf, lora_path=ADAPTER.gguf)`) gives the logits of the model Ferry merged
 (`Llama(model_path=MERGED.gguf)`) for a prompt of token ids, within --tolerance relative to the
 largest logit, and the same greedy tokens. As a control, the base without the adapter must differ

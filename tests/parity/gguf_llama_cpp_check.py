@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""llama.cpp itself (through llama-cpp-python) on a GGUF file from `ferry export --format gguf`:
+"""llama.cpp itself (through llama-cpp-python, which scripts/deps.sh installs in the deps venv) on a
+GGUF file from `ferry export --format gguf`:
 
   - tokenization: llama.cpp's tokenizer, driven only by the file's tokenizer.* metadata, gives the
     ids of the source tokenizer (sentencepiece for tokenizer.model, tokenizers for tokenizer.json)
