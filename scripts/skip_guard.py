@@ -119,7 +119,7 @@ NEEDS = {
     "sse42": Need("a CPU with SSE4.2", "an x86-64 CPU with SSE4.2", sse42),
     "gpu": Need("a usable CUDA device", "a machine with an NVIDIA GPU (scripts/gpu-check.sh)", gpu),
     # The GGUF export tests run llama.cpp through llama-cpp-python (tests/parity/gguf_llama_cpp_check.py).
-    "llama_cpp": Need("llama.cpp (llama-cpp-python in the deps venv)", "pip install llama-cpp-python in the deps venv",
+    "llama_cpp": Need("llama.cpp (llama-cpp-python in the deps venv)", "scripts/deps.sh (scripts/requirements.txt pins llama-cpp-python; it compiles llama.cpp once into a cached wheel)",
                       venv_runs("import llama_cpp; print('import llama_cpp', llama_cpp.__version__)")),
 }
 
