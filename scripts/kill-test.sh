@@ -10,9 +10,10 @@
 # Prints, per stage, where each kill landed and whether the weights match; exits 1 on a mismatch.
 # An attempt that finds the run already ended (the random moment came after its end, or the run
 # wrote fewer files than the failpoint's number) is no kill: the summary counts those apart. A kill
-# at a random time is "mid-run" once the run has logged a step and no checkpoint or export file was
-# half-written: that may be inside a step, or between two (logging, evaluation), which the script
-# cannot tell apart.
+# lands mid-checkpoint or mid-export when that process's own staging folder was there, mid-write of
+# another file (metrics.jsonl, config.yaml, ...) for the failpoint's other files or a staged file of
+# its own, "mid-run" when the killed process had logged a step of its own (inside a step or between
+# two: logging, evaluation; the script cannot tell which) and at start-up before that.
 # The CI version (a few fixed kills) is tests/integration/train_crash_consistency_test.cpp.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +54,9 @@ for stage in $stages; do
   seen+="$stage "
 done
 
+# Steps a run folder's metrics.jsonl has logged (0 without one).
+logged_steps() { local n; n=$(grep -c '"step"' "$1/metrics.jsonl" 2>/dev/null) || true; echo "${n:-0}"; }
+
 # Files a stage's uninterrupted run writes (FERRY_FAILPOINT=write:trace), to draw kill points from.
 count_writes() { grep -c '^ferry failpoint: write ' "$1" || true; }
 
@@ -66,7 +70,7 @@ for stage in $stages; do
   seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   writes=$(count_writes "$ref.log")
   out=$work/${stage}_killed
-  mid_run=0 mid_checkpoint=0 mid_export=0 before_start=0 finished_early=0
+  mid_run=0 mid_checkpoint=0 mid_export=0 other_file=0 before_start=0 finished_early=0
   for ((i = 1; i <= kills; i++)); do
     resume=""; [[ $i -gt 1 ]] && resume="--set train.resume=auto"
     log=$out.kill$i.log
@@ -74,18 +78,22 @@ for stage in $stages; do
       newest=$( (ls -d "$out"/step-* 2>/dev/null || true) | sed 's/.*step-//' | sort -n | tail -1)
       delay=$(awk -v s="$seconds" -v r=$((RANDOM % 100)) -v done="${newest:-0}" -v total="${total_steps[$stage]}" \
         'BEGIN { printf "%.2f", s * (1 - done / total) * r / 100 }')
+      steps_before=$(logged_steps "$out")
       $ferry $(stage_args "$stage" "$out") $resume > "$log" 2>&1 &
       pid=$!
       sleep "$delay"
       kill -9 $pid 2>/dev/null || true
       rc=0; wait $pid 2>/dev/null || rc=$?
       # kill succeeds on a run that has ended but not been waited for: only the exit status (128 + 9)
-      # says the signal ended it.
+      # says the signal ended it. What it was doing: the staging folders and files named with its pid
+      # (write_folder_atomic, AtomicFileWriter; an earlier kill's leftovers carry another pid), else
+      # whether it had logged a step of its own.
       if ((rc == 137)); then
-        if compgen -G "$out/.step-*.tmp-*" > /dev/null; then mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint (time)"
-        elif compgen -G "$out/.final*.tmp-*" > /dev/null; then mid_export=$((mid_export + 1)); where="final export (time)"
-        elif grep -q '"step"' "$out/metrics.jsonl" 2>/dev/null; then mid_run=$((mid_run + 1)); where="mid-run, after a logged step (time)"
-        else before_start=$((before_start + 1)); where="start-up (time)"; fi
+        if compgen -G "$out/.step-*.tmp-$pid" > /dev/null; then mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint (time)"
+        elif compgen -G "$out/.final*.tmp-$pid" > /dev/null; then mid_export=$((mid_export + 1)); where="final export (time)"
+        elif compgen -G "$out/*.tmp-$pid-*" > /dev/null; then other_file=$((other_file + 1)); where="writing $(basename "$(compgen -G "$out/*.tmp-$pid-*" | head -1)") (time)"
+        elif (($(logged_steps "$out") > steps_before)); then mid_run=$((mid_run + 1)); where="mid-run, after a step it logged (time)"
+        else before_start=$((before_start + 1)); where="start-up, before its first logged step (time)"; fi
       else
         finished_early=$((finished_early + 1)); where="no kill: the run ended first (exit $rc)"
       fi
@@ -101,7 +109,8 @@ for stage in $stages; do
       case $file in
         "") finished_early=$((finished_early + 1)); where="no kill: the run wrote fewer than $k files" ;;
         *"/.final"*) mid_export=$((mid_export + 1)); where="final export: $(basename "$(dirname "$file")")/$(basename "$file")" ;;
-        *) mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint: $(basename "$(dirname "$file")")/$(basename "$file")" ;;
+        *"/.step-"*) mid_checkpoint=$((mid_checkpoint + 1)); where="checkpoint: ${file##*/.}" ;;
+        *) other_file=$((other_file + 1)); where="another file: $(basename "$file")" ;;
       esac
       echo "  $stage kill $i: file $k -> $where"
     fi
@@ -112,8 +121,8 @@ for stage in $stages; do
     { echo "kill-test: the last $stage resume failed:"; tail -20 "$out.last.log"; exit 1; }
   if cmp -s "$ref/final/model.safetensors" "$out/final/model.safetensors"; then result="equal"; else result="DIFFERENT"; status=1; fi
   landed=$((kills - finished_early))
-  line=$(printf '%-4s %3d attempts, %3d kills: %2d mid-run, %2d mid-checkpoint, %2d mid-export, %2d at start-up; %2d found the run ended -> final weights %s' \
-    "$stage" "$kills" $landed $mid_run $mid_checkpoint $mid_export $before_start $finished_early $result)
+  line=$(printf '%-4s %3d attempts, %3d kills: %2d mid-checkpoint, %2d mid-export, %2d mid-write of another file, %2d mid-run, %2d at start-up; %2d found the run ended -> final weights %s' \
+    "$stage" "$kills" $landed $mid_checkpoint $mid_export $other_file $mid_run $before_start $finished_early $result)
   echo "$line"
   summary+=("$line")
 done
