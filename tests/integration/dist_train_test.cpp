@@ -124,11 +124,14 @@ TEST(DistTrain, TwoProcessesTakeTheStepsOfOneWithTheSameGlobalBatch) {
   for (const char* policy : {"none", "optimizer", "params"}) {
     const fs::path run = train(std::string("two_") + policy, 2, 1, std::string(" --set offload.policy=") + policy);
     expect_same_steps(single(), rows_of(run), 0, std::string("2 processes under ") + policy);
-    // Evaluation is shared between the processes and summed: the same eval losses (steps 3 and 6).
+    // Evaluation is shared between the processes and summed: the same eval losses (steps 3 and 6),
+    // to fp32 rounding: each process's eval batches have other shapes than the single process's, and
+    // on some CPUs (AVX-512 GEMMs) a row's fp32 result depends on the batch's (seen: 6.7e-9 apart on an
+    // Xeon, 0 on an AVX2 EPYC). A wrong share or sum moves the loss by far more than 1e-6.
     const std::vector<double> eval_one = eval_losses_of(test_dir() / "single"), eval_two = eval_losses_of(run);
     ASSERT_EQ(eval_one.size(), 2u);
     ASSERT_EQ(eval_two.size(), 2u) << policy;
-    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(eval_two[i], eval_one[i], 1e-9 * eval_one[i]) << policy;
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(eval_two[i], eval_one[i], 1e-6 * eval_one[i]) << policy;
     EXPECT_TRUE(fs::exists(run / "final" / "model.safetensors")) << policy;
     EXPECT_TRUE(fs::exists(run / "step-3" / "trainer_state.json")) << policy;
   }
