@@ -54,17 +54,44 @@ def positions(mask):
     return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
-def write_causal_lm_reference(model_class, config, folder, seed, random_norms=False):
-    """Writes folder/model, folder/logits.safetensors and folder/generate.safetensors (see the top)
-    for a random `model_class(config)`; `seed` picks the inputs. With random_norms, every RMSNorm
-    weight is drawn around 1 instead of being 1, so that a norm weight applied in the wrong place
-    changes the logits. Also used by model_families_ref.py."""
+def random_causal_lm(model_class, config, random_norms=False):
+    """A random `model_class(config)` in eval mode, drawn from torch's global generator. With
+    random_norms, every RMSNorm's effective scale is drawn around 1 instead of being 1, so that a
+    norm weight applied in the wrong place changes the logits: weights initialised to 1 (Llama's
+    x * w) become 1 + 0.3 N(0, 1); weights initialised to 0 (Gemma's x * (1 + w)) become 0.3 N(0, 1)."""
     model = model_class(config).eval()
     if random_norms:
         with torch.no_grad():
             for name, parameter in model.named_parameters():
                 if name.endswith("norm.weight"):
-                    parameter.copy_(1.0 + 0.3 * torch.randn_like(parameter))
+                    centre = 0.0 if bool((parameter == 0).all()) else 1.0
+                    parameter.copy_(centre + 0.3 * torch.randn_like(parameter))
+        unreached = [name for name, module in model.named_modules()
+                     if "Norm" in type(module).__name__ and not f"{name}.weight".endswith("norm.weight")]
+        assert not unreached, f"random_norms misses {unreached}"
+    return model
+
+
+def rope_frequencies(model):
+    """inv_freq of the model's rotary embedding; for models whose layer types each have their own
+    RoPE (Gemma 3, OLMo 3), inv_freq is the full-attention layers' and inv_freq_<type> /
+    rope_scaling_<type> (the cos/sin factor, shape (1,)) are given for every layer type."""
+    rotary = model.model.rotary_emb
+    if hasattr(rotary, "inv_freq"):
+        return {"inv_freq": rotary.inv_freq.float().contiguous()}
+    out = {"inv_freq": getattr(rotary, "full_attention_inv_freq").float().clone()}
+    for layer_type in rotary.layer_types:
+        out[f"inv_freq_{layer_type}"] = getattr(rotary, f"{layer_type}_inv_freq").float().contiguous()
+        out[f"rope_scaling_{layer_type}"] = torch.tensor([float(getattr(rotary, f"{layer_type}_attention_scaling"))])
+    return out
+
+
+def write_causal_lm_reference(model_class, config, folder, seed, random_norms=False, model=None):
+    """Writes folder/model, folder/logits.safetensors and folder/generate.safetensors (see the top)
+    for a random `model_class(config)` (see random_causal_lm), or `model` when given; `seed` picks
+    the inputs. Also used by model_families_ref.py."""
+    if model is None:
+        model = random_causal_lm(model_class, config, random_norms)
     model.save_pretrained(folder / "model", safe_serialization=True)
 
     generator = torch.Generator().manual_seed(7 + seed)
@@ -77,7 +104,7 @@ def write_causal_lm_reference(model_class, config, folder, seed, random_norms=Fa
         logits_fp16 = half(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits.float()
     save_file({"input_ids": ids, "attention_mask": mask, "logits": logits.contiguous(),
                "logits_bf16": logits_bf16.contiguous(), "logits_fp16": logits_fp16.contiguous(),
-               "inv_freq": model.model.rotary_emb.inv_freq.float().contiguous()},
+               **rope_frequencies(model)},
               str(folder / "logits.safetensors"))
 
     prompt_ids, prompt_mask = make_inputs(torch.Generator().manual_seed(70 + seed))
