@@ -64,7 +64,7 @@ EvalItem eval_item(const nlohmann::ordered_json& object, const Tokenizer& tokeni
 void run_eval(const EvalArgs& args) {
   if (args.batch_size < 1) throw UserError("--batch-size must be at least 1");
   InferenceModel loaded = load_inference_model(args.model);
-  LlamaForCausalLM& model = loaded.model;
+  CausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
   const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
 

@@ -177,7 +177,7 @@ void run_generate(const GenerateArgs& args) {
                     "start of the assistant's answer; --prompt is a user message, answered with --chat");
   }
   InferenceModel loaded = load_inference_model(args.model);
-  LlamaForCausalLM& model = loaded.model;
+  CausalLM& model = loaded.model;
   const Tokenizer& tokenizer = loaded.tokenizer;
   const LazyChatTemplate chat_template(args.chat_template, tokenizer);
   const PromptSource source(args, tokenizer, chat_template);

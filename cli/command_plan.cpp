@@ -26,6 +26,7 @@
 #include "offload/rate_probe.h"
 #include "src/io/hf_config.h"
 #include "src/io/model_path.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::cli {
 namespace {
@@ -134,9 +135,9 @@ void reserve_teacher(const Config& config, offload::PlannerRequest& request, std
     out << "teacher: " << folder << ": no config.json to size it by; the plan below counts the student alone\n";
     return;
   }
-  const LlamaConfig teacher = io::read_hf_config(json);
+  const ModelShape teacher = io::read_hf_config(json);
   const uint64_t bytes = config.train.precision == Precision::fp32 ? 4 : 2;
-  const uint64_t weights = static_cast<uint64_t>(teacher.num_parameters()) * bytes;
+  const uint64_t weights = static_cast<uint64_t>(parameter_count(teacher)) * bytes;
   const uint64_t table = static_cast<uint64_t>(teacher.vocab_size * teacher.hidden_size) * bytes;
   const uint64_t tables = teacher.tie_word_embeddings ? table : 2 * table;
   const uint64_t layer = (weights - std::min(weights, tables)) / static_cast<uint64_t>(std::max<int64_t>(teacher.num_hidden_layers, 1));
@@ -144,7 +145,7 @@ void reserve_teacher(const Config& config, offload::PlannerRequest& request, std
   const bool whole = policy == OffloadPolicy::none || policy == OffloadPolicy::optimizer;
   const uint64_t held = whole ? weights : std::min(weights, 2 * std::max(table, layer));
   out << "teacher: " << folder << ": " << teacher.num_hidden_layers << " layers, hidden " << teacher.hidden_size
-      << ", " << millions(teacher.num_parameters()) << " parameters, " << format_bytes_approx(weights)
+      << ", " << millions(parameter_count(teacher)) << " parameters, " << format_bytes_approx(weights)
       << " of frozen weights (no gradients or optimizer state); "
       << (whole ? "under " + std::string(enum_name(policy)) + " it stays on the device whole"
                 : "paged a group at a time (two with the prefetch, up to " + format_bytes_approx(held) + ")")
@@ -160,7 +161,7 @@ void reserve_teacher(const Config& config, offload::PlannerRequest& request, std
 void run_plan(const PlanArgs& args) {
   const Config config = resolve_config(args.config);
   const std::filesystem::path config_json = model_config_path(config);
-  const LlamaConfig model = io::read_hf_config(config_json);
+  const ModelShape model = io::read_hf_config(config_json);
   const Budget budget = resolve_budget(args, config);
   if (args.device_tflops < 0 || args.cpu_adam_rate < 0) throw UserError("rates must be positive (0: the default)");
 

@@ -94,7 +94,7 @@ void run_score(const ScoreArgs& args) {
   const bool cuda = torch::cuda::is_available();
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   const std::string folder = io::resolve_model_path(args.model).string();
-  LlamaForScore model = score_model_from_pretrained(folder, cuda ? at::kBFloat16 : at::kFloat, device);
+  ScoreModel model = score_model_from_pretrained(folder, cuda ? at::kBFloat16 : at::kFloat, device);
   const Tokenizer tokenizer(folder);
   const ChatTemplate chat_template = resolve_command_line_chat_template(args.chat_template, tokenizer);
   const int64_t pad = stage_pad_id(model->config(), tokenizer);

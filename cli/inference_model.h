@@ -6,7 +6,7 @@
 #include <string>
 
 #include "src/generate/generate.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace ferry {
@@ -16,7 +16,7 @@ struct ChatTemplate;
 namespace ferry::cli {
 
 struct InferenceModel {
-  LlamaForCausalLM model;
+  CausalLM model;
   Tokenizer tokenizer;
 
   // EOS ids (the model's and the tokenizer's), the template's stop ids, its stop strings and

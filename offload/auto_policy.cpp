@@ -13,9 +13,9 @@
 namespace ferry::offload {
 namespace {
 
-std::string group_name(int64_t group, const LlamaConfig& model) {
-  if (group == llama_embedding_group()) return "embed";
-  if (group == llama_head_group(model)) return "head";
+std::string group_name(int64_t group, const ModelShape& model) {
+  if (group == embedding_group()) return "embed";
+  if (group == head_group(model)) return "head";
   return "layers." + std::to_string(group - 1);
 }
 
@@ -26,7 +26,7 @@ bool keeps_cpu_optimizer_state(const OffloadConfig& offload) {
          offload.optimizer_state_tier == StateTier::nvme || offload.params_tier == StateTier::nvme;
 }
 
-PlannerRequest planner_request(const Config& config, const LlamaConfig& model, uint64_t device_budget) {
+PlannerRequest planner_request(const Config& config, const ModelShape& model, uint64_t device_budget) {
   PlannerRequest request;
   request.shape.model = model;
   request.shape.precision = config.train.precision;
@@ -74,7 +74,7 @@ PlannerRequest planner_request(const Config& config, const LlamaConfig& model, u
   return request;
 }
 
-AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes,
+AutoPolicy resolve_auto_policy(const Config& config, const ModelShape& model, uint64_t device_bytes,
                                const std::optional<PlannerRates>& rates) {
   AutoPolicy out;
   out.options = EngineOptions::from_config(config);

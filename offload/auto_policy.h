@@ -15,7 +15,7 @@
 #include <string>
 
 #include "core/config/config.h"
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "offload/engine.h"
 #include "offload/planner.h"
 
@@ -32,7 +32,7 @@ struct AutoPolicy {
 // sequence length, LoRA, chunking, configured rates, micro-batch; under a fixed offload.policy the
 // plan is that policy's with the configured checkpointing (nothing searched), under auto every
 // choice is searched. Shared by `ferry plan` and the runtime auto policy.
-PlannerRequest planner_request(const Config& config, const LlamaConfig& model, uint64_t device_budget);
+PlannerRequest planner_request(const Config& config, const ModelShape& model, uint64_t device_budget);
 
 // Whether the config keeps state only the CPU optimizer has (int8 moments, a bf16 master, the NVMe
 // tiers): then only the offloading policies can run it.
@@ -42,7 +42,7 @@ bool keeps_cpu_optimizer_state(const OffloadConfig& offload);
 // planner's explanation, when no plan fits the budget.
 // `rates`: measured ones (offload/rate_probe.h); unset: offload.pcie_bandwidth_gbps and the
 // defaults.
-AutoPolicy resolve_auto_policy(const Config& config, const LlamaConfig& model, uint64_t device_bytes,
+AutoPolicy resolve_auto_policy(const Config& config, const ModelShape& model, uint64_t device_bytes,
                                const std::optional<PlannerRates>& rates = std::nullopt);
 
 }  // namespace ferry::offload

@@ -1,4 +1,4 @@
-// ChunkLayout: packing tensors into aligned chunks, and the Llama parameter list.
+// ChunkLayout: packing tensors into aligned chunks, and a model's parameter list as chunk specs.
 #include "offload/chunk_layout.h"
 
 #include <algorithm>
@@ -97,41 +97,11 @@ uint64_t ChunkLayout::largest_chunk_bytes() const {
   return largest;
 }
 
-std::vector<TensorSpec> llama_parameter_tensors(const LlamaConfig& config, int64_t element_size) {
-  const int64_t h = config.hidden_size;
-  const int64_t q_out = config.num_attention_heads * config.head_dim;
-  const int64_t kv_out = config.num_key_value_heads * config.head_dim;
-  const int64_t inter = config.intermediate_size;
+std::vector<TensorSpec> parameter_tensor_specs(const ModelShape& config, int64_t element_size) {
   std::vector<TensorSpec> tensors;
-  auto add = [&](std::string name, int64_t numel, int64_t group) {
-    tensors.push_back(TensorSpec{std::move(name), numel, element_size, group});
-  };
-
-  add("model.embed_tokens.weight", config.vocab_size * h, llama_embedding_group());
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    const int64_t g = llama_layer_group(i);
-    const std::string layer = "model.layers." + std::to_string(i) + ".";
-    add(layer + "input_layernorm.weight", h, g);
-    add(layer + "self_attn.q_proj.weight", q_out * h, g);
-    if (config.attention_bias) add(layer + "self_attn.q_proj.bias", q_out, g);
-    add(layer + "self_attn.k_proj.weight", kv_out * h, g);
-    if (config.attention_bias) add(layer + "self_attn.k_proj.bias", kv_out, g);
-    add(layer + "self_attn.v_proj.weight", kv_out * h, g);
-    if (config.attention_bias) add(layer + "self_attn.v_proj.bias", kv_out, g);
-    add(layer + "self_attn.o_proj.weight", h * q_out, g);
-    if (config.attention_output_bias) add(layer + "self_attn.o_proj.bias", h, g);
-    if (config.qk_norm) add(layer + "self_attn.q_norm.weight", config.head_dim, g);
-    if (config.qk_norm) add(layer + "self_attn.k_norm.weight", config.head_dim, g);
-    add(layer + "post_attention_layernorm.weight", h, g);
-    add(layer + "mlp.gate_proj.weight", inter * h, g);
-    if (config.mlp_bias) add(layer + "mlp.gate_proj.bias", inter, g);
-    add(layer + "mlp.up_proj.weight", inter * h, g);
-    if (config.mlp_bias) add(layer + "mlp.up_proj.bias", inter, g);
-    add(layer + "mlp.down_proj.weight", h * inter, g);
-    if (config.mlp_bias) add(layer + "mlp.down_proj.bias", h, g);
+  for (const ModelTensor& t : model_tensors(config)) {
+    tensors.push_back(TensorSpec{t.name, t.numel(), element_size, t.group});
   }
-  add("model.norm.weight", h, llama_head_group(config));
-  if (!config.tie_word_embeddings) add("lm_head.weight", config.vocab_size * h, llama_head_group(config));
   return tensors;
 }
 

@@ -17,7 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::offload {
 
@@ -81,17 +82,9 @@ class ChunkLayout {
   ChunkLayoutOptions options_;
 };
 
-// Group indices of a Llama model's blocks: the embedding is group 0, decoder layer i is group i+1,
-// the final norm and the LM head are group num_hidden_layers + 1.
-inline int64_t llama_embedding_group() { return 0; }
-inline int64_t llama_layer_group(int64_t layer) { return layer + 1; }
-inline int64_t llama_head_group(const LlamaConfig& config) { return config.num_hidden_layers + 1; }
-
-// Every parameter of a Llama causal LM in execution order, named as Hugging Face names them
-// (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight,
-// lm_head.weight unless the embeddings are tied), with biases as attention_bias /
-// attention_output_bias / mlp_bias say and Qwen3's self_attn.q_norm / k_norm as qk_norm says.
-// Shapes follow transformers' LlamaForCausalLM (Qwen3ForCausalLM).
-std::vector<TensorSpec> llama_parameter_tensors(const LlamaConfig& config, int64_t element_size);
+// Every parameter of a causal LM in execution order, as its family's tensor list gives them
+// (src/model/family/model_tensors.h: Hugging Face names, groups embedding_group(), layer_group(i),
+// head_group()), each of `element_size` bytes per element.
+std::vector<TensorSpec> parameter_tensor_specs(const ModelShape& config, int64_t element_size);
 
 }  // namespace ferry::offload

@@ -13,7 +13,7 @@
 #include "offload/plain_engine.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/nf4_linear.h"
 
 namespace ferry::offload {
@@ -84,7 +84,7 @@ std::vector<ParameterGroup> group_parameters(const torch::nn::Module& model, boo
       }
     }
   }
-  if (const auto* lm = dynamic_cast<const LlamaForCausalLMImpl*>(&model); lm != nullptr && lm->tied()) {
+  if (const auto* lm = dynamic_cast<const CausalLMImpl*>(&model); lm != nullptr && lm->tied()) {
     head.also_uses.push_back("embed");  // the LM head is the embedding matrix
   }
   std::vector<ParameterGroup> groups;

@@ -31,24 +31,20 @@ int64_t compute_dtype_bytes(Precision precision) { return precision == Precision
 
 namespace {
 
-// (in, out) of a decoder layer's projection; ConfigError for an unknown name.
-std::pair<int64_t, int64_t> projection_shape(const LlamaConfig& config, const std::string& target) {
-  const int64_t h = config.hidden_size;
-  const int64_t q = config.num_attention_heads * config.head_dim;
-  const int64_t kv = config.num_key_value_heads * config.head_dim;
-  const int64_t inter = config.intermediate_size;
-  if (target == "q_proj") return {h, q};
-  if (target == "k_proj" || target == "v_proj") return {h, kv};
-  if (target == "o_proj") return {q, h};
-  if (target == "gate_proj" || target == "up_proj") return {h, inter};
-  if (target == "down_proj") return {inter, h};
-  throw ConfigError("lora.target_modules: unknown projection '" + target +
-                    "'; use q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+// (in, out) of a decoder layer's projection, from the family's tensor list; ConfigError for a name
+// that is not one of its LoRA targets.
+std::pair<int64_t, int64_t> projection_shape(const ModelShape& config, const std::string& target) {
+  for (const ModelTensor& t : layer_tensors(config, 0)) {
+    if (t.lora_target == target) return {t.shape[1], t.shape[0]};
+  }
+  std::string known;
+  for (const std::string& name : lora_targets(config)) known += (known.empty() ? "" : ", ") + name;
+  throw ConfigError("lora.target_modules: unknown projection '" + target + "'; use " + known);
 }
 
 }  // namespace
 
-int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets) {
+int64_t lora_parameters_per_layer(const ModelShape& config, int64_t rank, const std::vector<std::string>& targets) {
   if (rank <= 0) return 0;
   int64_t sum = 0;
   for (const std::string& target : targets) {
@@ -58,7 +54,7 @@ int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const
   return sum;
 }
 
-int64_t lora_input_width_per_layer(const LlamaConfig& config, const std::vector<std::string>& targets) {
+int64_t lora_input_width_per_layer(const ModelShape& config, const std::vector<std::string>& targets) {
   int64_t sum = 0;
   for (const std::string& target : targets) sum += projection_shape(config, target).first;
   return sum;
@@ -75,7 +71,7 @@ BaseFormat base_format(BaseQuantization quantize_base, bool double_quant) {
 }
 
 std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
-                                              const LlamaConfig& config, const std::map<std::string, uint64_t>& stored) {
+                                              const ModelShape& config, const std::map<std::string, uint64_t>& stored) {
   if (format == BaseFormat::compute_dtype) return tensors;
   const bool nested = format == BaseFormat::nf4_double_quant;
   std::vector<TensorSpec> out;
@@ -121,7 +117,7 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
   FERRY_CHECK(constants_.prefetch >= 0, "prefetch ", constants_.prefetch);
   FERRY_CHECK(shape_.base == BaseFormat::compute_dtype || shape_.lora_rank > 0, "an NF4 base needs LoRA");
   weight_bytes_ = compute_dtype_bytes(shape_.precision);
-  std::vector<TensorSpec> tensors = llama_parameter_tensors(shape_.model, weight_bytes_);
+  std::vector<TensorSpec> tensors = parameter_tensor_specs(shape_.model, weight_bytes_);
   for (const TensorSpec& t : tensors) {
     if (shape_.base != BaseFormat::compute_dtype && t.name.rfind("model.layers.", 0) == 0 &&
         t.name.find("_proj.weight") != std::string::npos) {
@@ -174,7 +170,7 @@ uint64_t MemoryModel::largest_trainable_chunk_bytes() const {
 
 uint64_t MemoryModel::largest_trainable_tensor_bytes() const {
   if (shape_.lora_rank > 0) {
-    const LlamaConfig& m = shape_.model;
+    const ModelShape& m = shape_.model;
     const int64_t widest = std::max({m.hidden_size, m.intermediate_size, m.num_attention_heads * m.head_dim});
     return u64(shape_.lora_rank * widest) * weight_bytes_;
   }
@@ -192,13 +188,13 @@ int64_t MemoryModel::chunk_trainable_parameters(size_t chunk) const {
 }
 
 uint64_t MemoryModel::layer_activation_bytes_per_token() const {
-  const LlamaConfig& m = shape_.model;
+  const ModelShape& m = shape_.model;
   const int64_t h = m.hidden_size, inter = m.intermediate_size;
   const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
   const int64_t lora_targets = shape_.lora_rank > 0 ? static_cast<int64_t>(shape_.lora_targets.size()) : 0;
   const int64_t elements = 2 * h                 // input_layernorm: its input and its output
                            + q + 2 * kv          // q, k (after RoPE) and v, saved by attention
-                           + (m.qk_norm ? q + kv : 0)  // Qwen3: q and k before their norms
+                           + (m.qk_norm != QkNorm::none ? q + kv : 0)  // q and k before their norms (Qwen3, Gemma 3, OLMo 2)
                            + q                   // attention output (o_proj's input)
                            + 2 * h               // post_attention_layernorm: input and output
                            + 4 * inter           // gate, up, silu(gate), silu(gate)*up (down_proj's input)
@@ -215,7 +211,7 @@ uint64_t MemoryModel::checkpointed_layer_bytes_per_token() const {
 }
 
 uint64_t MemoryModel::head_activation_bytes_per_token() const {
-  const LlamaConfig& m = shape_.model;
+  const ModelShape& m = shape_.model;
   // The final norm's input and output, then the logits in the compute dtype (when it is not fp32)
   // and three fp32 tensors of their size at the peak, in backward: the log-softmax (saved), the
   // gradient arriving at it and the gradient it passes on (measured by the activation meter:
@@ -225,7 +221,7 @@ uint64_t MemoryModel::head_activation_bytes_per_token() const {
 }
 
 int64_t MemoryModel::logits_rows(int64_t tokens) const {
-  const LlamaConfig& m = shape_.model;
+  const ModelShape& m = shape_.model;
   if (shape_.logits_chunk == 0) return tokens;
   const int64_t chunk = shape_.logits_chunk > 0 ? shape_.logits_chunk
                                                  : kernels::auto_logits_chunk(tokens, m.vocab_size, m.hidden_size);
@@ -233,13 +229,13 @@ int64_t MemoryModel::logits_rows(int64_t tokens) const {
 }
 
 uint64_t MemoryModel::head_activation_bytes(int64_t tokens) const {
-  const LlamaConfig& m = shape_.model;
+  const ModelShape& m = shape_.model;
   const uint64_t logits = head_activation_bytes_per_token() - u64(2 * m.hidden_size * weight_bytes_);
   return u64(2 * m.hidden_size * weight_bytes_) * u64(tokens) + logits * u64(logits_rows(tokens));
 }
 
 uint64_t MemoryModel::backward_workspace_bytes_per_token() const {
-  const LlamaConfig& m = shape_.model;
+  const ModelShape& m = shape_.model;
   // The hidden-state gradient and the residual branch's, plus the gradients of gate and up.
   return u64((2 * m.hidden_size + 2 * m.intermediate_size) * weight_bytes_);
 }

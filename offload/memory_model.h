@@ -1,5 +1,5 @@
 // MemoryModel: the bytes a training run needs in each tier (device, host), per category, before
-// the run starts. A pure function of the model shape (LlamaConfig), the precision, micro-batch,
+// the run starts. A pure function of the model shape (ModelShape), the precision, micro-batch,
 // sequence length, LoRA rank and the placement choices (policy, which chunks stay on the device,
 // which layers recompute their activations). The planner searches over those choices with it;
 // `ferry plan` prints its table; the accountant measures the same table at run time.
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/config/config_enum.h"
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "offload/accountant_categories.h"
 #include "offload/chunk_layout.h"
 
@@ -58,7 +58,7 @@ enum class BaseFormat { compute_dtype, nf4, nf4_double_quant, int8, gguf };
 // codes under the weight's name (n bytes) and the row scales as `<module>.SCB`; gguf's packed blocks
 // under the weight's name, `stored` bytes of them (a projection `stored` lacks keeps the compute dtype).
 std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, BaseFormat format,
-                                              const LlamaConfig& config,
+                                              const ModelShape& config,
                                               const std::map<std::string, uint64_t>& stored = {});
 
 // The format lora.quantize_base and lora.double_quant ask for.
@@ -66,7 +66,7 @@ BaseFormat base_format(BaseQuantization quantize_base, bool double_quant);
 
 // What the memory model needs to know about a run, besides the placement choices.
 struct TrainingShape {
-  LlamaConfig model;
+  ModelShape model;
   Precision precision = Precision::bf16;
   int64_t seq_len = 512;            // data.max_length: the planner sizes for full-length batches
   int64_t grad_accumulation = 1;    // > 1: host gradients accumulate in fp32 under `params`
@@ -194,8 +194,8 @@ int64_t compute_dtype_bytes(Precision precision);
 
 // LoRA adapter parameters of one decoder layer: rank × (in + out) for each targeted projection.
 // Throws ConfigError for an unknown target name.
-int64_t lora_parameters_per_layer(const LlamaConfig& config, int64_t rank, const std::vector<std::string>& targets);
+int64_t lora_parameters_per_layer(const ModelShape& config, int64_t rank, const std::vector<std::string>& targets);
 // The input widths of one decoder layer's targeted projections, summed (what LoRA dropout copies).
-int64_t lora_input_width_per_layer(const LlamaConfig& config, const std::vector<std::string>& targets);
+int64_t lora_input_width_per_layer(const ModelShape& config, const std::vector<std::string>& targets);
 
 }  // namespace ferry::offload

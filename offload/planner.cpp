@@ -314,8 +314,8 @@ std::string describe_kept_chunks(const MemoryModel& model, const PlacementChoice
                         (!choice.chunk_on_device.empty() && choice.chunk_on_device[c]);
       if (kept != on_device) continue;
       for (int64_t g = chunks[c].first_group; g <= chunks[c].last_group; ++g) {
-        if (g == llama_embedding_group()) embedding = true;
-        else if (g == llama_head_group(model.shape().model)) head = true;
+        if (g == embedding_group()) embedding = true;
+        else if (g == head_group(model.shape().model)) head = true;
         else if (layers.empty() || layers.back() != g - 1) layers.push_back(g - 1);
       }
     }

@@ -59,7 +59,7 @@ ResolvedRates resolve_rates(const PlannerRates& rates, Precision precision, bool
 
 std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
   const ChunkLayout& layout = model.layout();
-  const LlamaConfig& m = model.shape().model;
+  const ModelShape& m = model.shape().model;
   const double attention = 2.0 * model.shape().seq_len * m.num_attention_heads * m.head_dim;  // causal: half of 4·T·q
   std::vector<double> flops(layout.chunks().size(), 0.0);
   for (size_t c = 0; c < layout.chunks().size(); ++c) {
@@ -83,7 +83,7 @@ std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
 
 StepCostTable build_step_cost_table(const MemoryModel& model) {
   const ChunkLayout& layout = model.layout();
-  const LlamaConfig& m = model.shape().model;
+  const ModelShape& m = model.shape().model;
   const bool lora = model.shape().lora_rank > 0;
   const double w = static_cast<double>(model.weight_bytes());
   const double attention = 2.0 * model.shape().seq_len * m.num_attention_heads * m.head_dim;

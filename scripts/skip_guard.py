@@ -82,6 +82,13 @@ def smollm2(m):
     return there, f"{gguf} {'is there' if there else 'is not there'}"
 
 
+def gemma3(m):
+    # The file scripts/fetch-gemma3.sh joins (and tests/parity/gemma3_gguf_ref.py reads).
+    gguf = m.deps / "models" / "gemma3" / "gemma-3-270m-q4_k_m.gguf"
+    there = gguf.is_file() and gguf.stat().st_size > 0
+    return there, f"{gguf} {'is there' if there else 'is not there'}"
+
+
 def sse42(m):
     try:
         lines = m.cpuinfo.read_text().splitlines()
@@ -116,6 +123,7 @@ NEEDS = {
     "bitsandbytes": Need("bitsandbytes in the deps venv", "scripts/deps.sh (requirements.txt pins it)", venv_runs(
         "import importlib.metadata as m; print('bitsandbytes', m.version('bitsandbytes'), 'installed')")),
     "smollm2": Need("the SmolLM2-135M-Instruct GGUF file", "scripts/fetch-smollm2.sh", smollm2),
+    "gemma3": Need("the Gemma 3 270M GGUF file", "scripts/fetch-gemma3.sh", gemma3),
     "sse42": Need("a CPU with SSE4.2", "an x86-64 CPU with SSE4.2", sse42),
     "gpu": Need("a usable CUDA device", "a machine with an NVIDIA GPU (scripts/gpu-check.sh)", gpu),
     # The GGUF export tests run llama.cpp through llama-cpp-python (tests/parity/gguf_llama_cpp_check.py).

@@ -29,6 +29,7 @@
 #include "train/run_to_the_end.h"
 #include "train/sft_batches.h"
 #include "train/trainer.h"
+#include "src/model/family/model_tensors.h"
 
 namespace fs = std::filesystem;
 
@@ -66,8 +67,8 @@ uint64_t ids_hash(const torch::Tensor& ids, uint64_t seed) {
 }  // namespace
 
 DistillObjective::DistillObjective(const DistillConfig& settings, offload::ParameterEngine& engine,
-                                   std::string student_name, LlamaForCausalLMImpl& student, std::string teacher_name,
-                                   LlamaForCausalLMImpl& teacher, GenerateOptions generation, int64_t pad_id,
+                                   std::string student_name, CausalLMImpl& student, std::string teacher_name,
+                                   CausalLMImpl& teacher, GenerateOptions generation, int64_t pad_id,
                                    uint64_t seed)
     : settings_(settings),
       engine_(engine),
@@ -151,7 +152,7 @@ LossSum DistillObjective::loss(const MicroBatch& given, BackboneRunner& runner) 
   return {mean, {{"on_policy", on_policy ? 1.0 : 0.0}, {"answer_tokens", static_cast<double>(tokens)}}};
 }
 
-void check_same_tokenizer(const LlamaConfig& student, const std::string& student_tokenizer, const LlamaConfig& teacher,
+void check_same_tokenizer(const ModelShape& student, const std::string& student_tokenizer, const ModelShape& teacher,
                           const std::string& teacher_folder) {
   if (student.vocab_size != teacher.vocab_size) {
     throw ConfigError("distill.teacher_model: the teacher (" + teacher_folder + ") has a vocabulary of " +
@@ -182,7 +183,7 @@ void run_distill(const Config& given) {
   const std::string tokenizer_file = tokenizer_path(config);
   const Tokenizer tokenizer(tokenizer_file);
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // the student, on the host
-  LlamaForCausalLM& student = loaded.model;
+  CausalLM& student = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
   const fs::path teacher_json = fs::path(d.teacher_model) / "config.json";
   if (!fs::exists(teacher_json)) {
@@ -190,9 +191,9 @@ void run_distill(const Config& given) {
                       "folder, a .gguf file or ollama:NAME");
   }
   check_same_tokenizer(loaded.shape, tokenizer_file, io::read_hf_config(teacher_json), d.teacher_model);
-  LlamaForCausalLM teacher = causal_lm_from_pretrained(d.teacher_model, dtype, c10::kCPU);
+  CausalLM teacher = causal_lm_from_pretrained(d.teacher_model, dtype, c10::kCPU);
   for (auto& p : teacher->parameters()) p.set_requires_grad(false);
-  const LlamaConfig& teacher_shape = teacher->config();
+  const ModelShape& teacher_shape = teacher->config();
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   const DataConfig& data = config.data;
   if (data.train_file.empty()) {
@@ -207,7 +208,7 @@ void run_distill(const Config& given) {
   } else if (data.eval_fraction > 0) {
     eval = split_off_eval(train.samples, data.eval_fraction, static_cast<uint64_t>(config.train.seed));
   }
-  const int64_t student_parameters = loaded.shape.num_parameters(), teacher_parameters = teacher_shape.num_parameters();
+  const int64_t student_parameters = parameter_count(loaded.shape), teacher_parameters = parameter_count(teacher_shape);
   std::cout << "train-distill: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
             << "train-distill: " << data.train_file << ": " << train.stats.summary() << "\n"
             << "train-distill: " << eval.size() << " eval samples; student " << student_parameters
@@ -217,7 +218,7 @@ void run_distill(const Config& given) {
   prepare_lora(*student, config);
 
   // The auto planner sizes for the larger of the two, each within half the budget.
-  const LlamaConfig& largest = teacher_parameters > student_parameters ? teacher_shape : loaded.shape;
+  const ModelShape& largest = teacher_parameters > student_parameters ? teacher_shape : loaded.shape;
   auto engine = make_run_engine(config, largest, device, std::cout, 2);
   const std::string student_name = "policy", teacher_name = "teacher";
   engine->add_model(student_name, offload::group_parameters(*student, /*trainable_only=*/false), /*trainable=*/true);

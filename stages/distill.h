@@ -20,7 +20,7 @@
 
 #include "core/config/config.h"
 #include "src/generate/generate.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/training_task.h"
 
 namespace ferry {
@@ -35,7 +35,7 @@ class ParameterEngine;
 class DistillObjective : public TrainingObjective {
  public:
   DistillObjective(const DistillConfig& settings, offload::ParameterEngine& engine, std::string student_name,
-                   LlamaForCausalLMImpl& student, std::string teacher_name, LlamaForCausalLMImpl& teacher,
+                   CausalLMImpl& student, std::string teacher_name, CausalLMImpl& teacher,
                    GenerateOptions generation, int64_t pad_id, uint64_t seed);
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override;
 
@@ -49,15 +49,15 @@ class DistillObjective : public TrainingObjective {
   DistillConfig settings_;
   offload::ParameterEngine& engine_;
   std::string student_name_, teacher_name_;
-  LlamaForCausalLMImpl& student_;
-  LlamaForCausalLMImpl& teacher_;
+  CausalLMImpl& student_;
+  CausalLMImpl& teacher_;
   GenerateOptions generation_;
   int64_t pad_id_;
   uint64_t seed_;
 };
 
 // Throws ConfigError when the teacher's vocabulary or tokenizer differs from the student's.
-void check_same_tokenizer(const LlamaConfig& student, const std::string& student_tokenizer, const LlamaConfig& teacher,
+void check_same_tokenizer(const ModelShape& student, const std::string& student_tokenizer, const ModelShape& teacher,
                           const std::string& teacher_folder);
 
 void run_distill(const Config& config);

@@ -18,6 +18,7 @@
 #include "train/preference/reference_model.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
+#include "src/model/family/model_tensors.h"
 
 namespace fs = std::filesystem;
 
@@ -43,7 +44,7 @@ std::string loss_names(const DpoConfig& s) {
 }  // namespace
 
 DpoObjective::DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name,
-                           LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
+                           CausalLMImpl& policy, std::string reference_name, CausalLMImpl* reference)
     : settings_(settings), models_(source, std::move(policy_name), policy, std::move(reference_name), reference) {}
 
 LossSum DpoObjective::loss(const MicroBatch& batch, BackboneRunner& runner) {
@@ -82,7 +83,7 @@ void run_dpo(const Config& given) {
   const Tokenizer tokenizer(tokenizer_path(config));
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
-  LlamaForCausalLM& model = loaded.model;
+  CausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
   const fs::path reference_from = reference_folder(reference, config, config.dpo.reference_model, "dpo");
 
@@ -90,14 +91,14 @@ void run_dpo(const Config& given) {
   std::cout << "train-dpo: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
             << "train-dpo: " << data.eval.size() << " eval pairs; loss " << loss_names(config.dpo) << " (beta "
             << config.dpo.beta << "); reference: " << describe_reference(reference, reference_from)
-            << "; model " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << "; model " << parameter_count(loaded.shape) << " parameters on " << device.str() << " in "
             << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, config);
 
   PreferenceEngine held = make_preference_engine(config, loaded.shape, device, *model, reference, reference_from, dtype);
   offload::ParameterEngine* engine = held.engine.get();
   const std::string name = "policy", reference_name = "reference";
-  LlamaForCausalLMImpl* frozen = held.frozen ? held.frozen.get() : nullptr;
+  CausalLMImpl* frozen = held.frozen ? held.frozen.get() : nullptr;
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   if (reference == ReferenceSource::precomputed) {

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "core/config/config.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/preference/reference_model.h"
 #include "train/training_task.h"
 
@@ -32,8 +32,8 @@ ReferenceSource resolve_reference(const Config& config);
 class DpoObjective : public TrainingObjective {
  public:
   // `reference`: the frozen model (ReferenceSource::model) and its engine name; unused otherwise.
-  DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
-               std::string reference_name = {}, LlamaForCausalLMImpl* reference = nullptr);
+  DpoObjective(const DpoConfig& settings, ReferenceSource source, std::string policy_name, CausalLMImpl& policy,
+               std::string reference_name = {}, CausalLMImpl* reference = nullptr);
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override;
 
  private:

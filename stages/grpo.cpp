@@ -26,6 +26,7 @@
 #include "train/rl/rollout_judging.h"
 #include "train/rl/rollout_loop.h"
 #include "train/run_engine.h"
+#include "src/model/family/model_tensors.h"
 
 namespace fs = std::filesystem;
 
@@ -101,7 +102,7 @@ void run_grpo(const Config& given) {
   const Tokenizer& tokenizer = start.tokenizer;
   const ChatTemplate& chat_template = start.chat_template;
   const LoadedCausalLm& loaded = start.loaded;
-  LlamaForCausalLM& policy = start.loaded.model;
+  CausalLM& policy = start.loaded.model;
   const rl::PromptFile& prompts = start.prompts;
   rl::RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
@@ -122,7 +123,7 @@ void run_grpo(const Config& given) {
   rl::use_episodes(environment.get(), maker, evaluation);
 
   std::cout << "train-grpo: " << prompts.size() << " prompts from " << d.prompt_file << ", " << evaluation.prompts()
-            << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << " eval prompts; policy " << parameter_count(loaded.shape) << " parameters on " << device.str() << " in "
             << enum_name(config.train.precision) << "; rewards: " << rewards.describe() << "; reference: "
             << (!uses_kl ? "none (beta 0)" : lora ? "the policy with its LoRA adapters off" : "a frozen copy of model.path")
             << "\n";

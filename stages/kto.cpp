@@ -19,6 +19,7 @@
 #include "train/preference/kto_loss.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
+#include "src/model/family/model_tensors.h"
 
 namespace fs = std::filesystem;
 
@@ -36,7 +37,7 @@ MicroBatch rows_of(const MicroBatch& batch, int64_t start, int64_t count) {
 }
 
 // The summed label log-probs of `rows` under the policy.
-torch::Tensor policy_logps(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& model,
+torch::Tensor policy_logps(BackboneRunner& runner, const std::string& name, CausalLMImpl& model,
                            const MicroBatch& rows) {
   return batch_logps(runner, name, model, rows, 0).labels.sum;
 }
@@ -44,7 +45,7 @@ torch::Tensor policy_logps(BackboneRunner& runner, const std::string& name, Llam
 }  // namespace
 
 KtoObjective::KtoObjective(const KtoConfig& settings, ReferenceSource source, std::string policy_name,
-                           LlamaForCausalLMImpl& policy, std::string reference_name, LlamaForCausalLMImpl* reference)
+                           CausalLMImpl& policy, std::string reference_name, CausalLMImpl* reference)
     : settings_(settings), models_(source, std::move(policy_name), policy, std::move(reference_name), reference) {
   FERRY_CHECK(source != ReferenceSource::none, "kto always compares against a reference");
 }
@@ -150,7 +151,7 @@ void run_kto(const Config& given) {
   const Tokenizer tokenizer(tokenizer_path(config));
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   LoadedCausalLm loaded = load_causal_lm(config, dtype);  // on the host; the engine places it
-  LlamaForCausalLM& model = loaded.model;
+  CausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
   const fs::path reference_from = reference_folder(reference, config, kto.reference_model, "kto");
 
@@ -169,14 +170,14 @@ void run_kto(const Config& given) {
             << eval.rows.size() << " eval examples; loss " << enum_name(kto.loss_type) << " (beta " << kto.beta
             << ", desirable_weight " << kto.desirable_weight << ", undesirable_weight " << kto.undesirable_weight
             << "); reference: " << describe_reference(reference, reference_from) << "; model "
-            << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << parameter_count(loaded.shape) << " parameters on " << device.str() << " in "
             << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, config);
 
   PreferenceEngine held = make_preference_engine(config, loaded.shape, device, *model, reference, reference_from, dtype);
   offload::ParameterEngine* engine = held.engine.get();
   const std::string name = "policy", reference_name = "reference";
-  LlamaForCausalLMImpl* frozen = held.frozen ? held.frozen.get() : nullptr;
+  CausalLMImpl* frozen = held.frozen ? held.frozen.get() : nullptr;
 
   const int64_t pad_id = stage_pad_id(loaded.shape, tokenizer);
   if (reference == ReferenceSource::precomputed) {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/config/config.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/preference/reference_model.h"
 #include "train/training_task.h"
 
@@ -20,8 +20,8 @@ namespace ferry {
 class KtoObjective : public TrainingObjective {
  public:
   // `reference`: the frozen model (ReferenceSource::model) and its engine name; unused otherwise.
-  KtoObjective(const KtoConfig& settings, ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
-               std::string reference_name = {}, LlamaForCausalLMImpl* reference = nullptr);
+  KtoObjective(const KtoConfig& settings, ReferenceSource source, std::string policy_name, CausalLMImpl& policy,
+               std::string reference_name = {}, CausalLMImpl* reference = nullptr);
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override;
 
  private:

@@ -25,6 +25,7 @@
 #include "train/rl/rollout_judging.h"
 #include "train/rl/rollout_loop.h"
 #include "train/run_engine.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 namespace {
@@ -117,7 +118,7 @@ void run_online_dpo(const Config& given) {
   const Tokenizer& tokenizer = start.tokenizer;
   const ChatTemplate& chat_template = start.chat_template;
   const LoadedCausalLm& loaded = start.loaded;
-  LlamaForCausalLM& policy = start.loaded.model;
+  CausalLM& policy = start.loaded.model;
   const rl::PromptFile& prompts = start.prompts;
   rl::RewardMix& rewards = *start.rewards;
   // The reference: with LoRA (and no other folder) the policy with its adapters off; else a frozen
@@ -145,7 +146,7 @@ void run_online_dpo(const Config& given) {
   const rl::RolloutSettings rollout_settings{2, config.train.seed, pad_id, rows_setting};
 
   std::cout << "train-dpo: online; " << prompts.size() << " prompts from " << config.data.prompt_file << ", "
-            << evaluation.prompts() << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on "
+            << evaluation.prompts() << " eval prompts; policy " << parameter_count(loaded.shape) << " parameters on "
             << device.str() << " in " << enum_name(config.train.precision) << "; rewards: " << rewards.describe()
             << "; reference: " << describe_reference(held, folder) << "\n";
 

@@ -40,6 +40,7 @@
 #include "train/rl/rollout_loop.h"
 #include "train/run_engine.h"
 #include "train/sft_batches.h"
+#include "src/model/family/model_tensors.h"
 
 namespace fs = std::filesystem;
 
@@ -115,7 +116,7 @@ void run_ppo(const Config& given) {
   const Tokenizer& tokenizer = start.tokenizer;
   const ChatTemplate& chat_template = start.chat_template;
   const LoadedCausalLm& loaded = start.loaded;
-  LlamaForCausalLM& policy = start.loaded.model;
+  CausalLM& policy = start.loaded.model;
   const rl::PromptFile& prompts = start.prompts;
   rl::RewardMix& rewards = *start.rewards;
   const DataConfig& d = config.data;
@@ -130,8 +131,8 @@ void run_ppo(const Config& given) {
     throw ConfigError("ppo.critic_model: advantages from GAE need a critic to start from (a reward model or a causal "
                       "LM folder); set ppo.critic_model, or use ppo.advantage_estimator=rloo (no critic)");
   }
-  LlamaForScore critic{nullptr};
-  LlamaConfig critic_shape;
+  ScoreModel critic{nullptr};
+  ModelShape critic_shape;
   if (gae) {
     critic = score_model_from_pretrained(critic_folder, dtype, c10::kCPU, /*from_causal_lm=*/true,
                                          static_cast<uint64_t>(config.train.seed));
@@ -154,7 +155,7 @@ void run_ppo(const Config& given) {
   rl::use_episodes(environment.get(), maker, evaluation);
 
   std::cout << "train-ppo: " << prompts.size() << " prompts from " << d.prompt_file << ", " << evaluation.prompts()
-            << " eval prompts; policy " << loaded.shape.num_parameters() << " parameters on " << device.str() << " in "
+            << " eval prompts; policy " << parameter_count(loaded.shape) << " parameters on " << device.str() << " in "
             << enum_name(config.train.precision) << "; rewards: " << rewards.describe() << "; advantages: "
             << enum_name(p.advantage_estimator) << (gae ? " with a critic from " + critic_folder : std::string())
             << "; reference: "

@@ -16,10 +16,11 @@
 #include "train/run_engine.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 
-torch::Tensor sequence_rewards(const MicroBatch& batch, const std::string& model_name, LlamaForScoreImpl& model,
+torch::Tensor sequence_rewards(const MicroBatch& batch, const std::string& model_name, ScoreModelImpl& model,
                                BackboneRunner& runner) {
   const torch::Tensor values =
       runner.score(model_name, model, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"));
@@ -51,16 +52,16 @@ void run_rm(const Config& given) {
   const Tokenizer tokenizer(tokenizer_path(config));
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   // Built on the host (the engine places it); a causal LM's lm_head is dropped and the score head drawn.
-  LlamaForScore model = score_model_from_pretrained(config.model.path, dtype, c10::kCPU, /*from_causal_lm=*/true,
+  ScoreModel model = score_model_from_pretrained(config.model.path, dtype, c10::kCPU, /*from_causal_lm=*/true,
                                                     static_cast<uint64_t>(config.train.seed));
   model->train();
-  LlamaConfig shape = model->config();
+  ModelShape shape = model->config();
   shape.torch_dtype = torch_dtype_name(dtype);
   check_tokenizer_fits(tokenizer, shape);
 
   PreferenceSplit data = load_preference_split(config, tokenizer, chat_template, "train-rm", std::cout);
   std::cout << "train-rm: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
-            << "train-rm: " << data.eval.size() << " eval pairs; model " << shape.num_parameters() << " parameters on "
+            << "train-rm: " << data.eval.size() << " eval pairs; model " << parameter_count(shape) << " parameters on "
             << device.str() << " in " << enum_name(config.train.precision) << "\n";
   prepare_lora(*model, *model->model, config);
   if (config.lora.rank > 0) model->score->weight.set_requires_grad(true);

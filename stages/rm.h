@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/config/config.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/training_task.h"
 
 namespace ferry {
@@ -18,18 +18,18 @@ namespace ferry {
 // Summed pair losses; extra values: accuracy, rewards/chosen, rewards/rejected, rewards/gap.
 class RewardObjective : public TrainingObjective {
  public:
-  RewardObjective(std::string model_name, LlamaForScoreImpl& model, double center_rewards_coefficient)
+  RewardObjective(std::string model_name, ScoreModelImpl& model, double center_rewards_coefficient)
       : name_(std::move(model_name)), model_(model), center_(center_rewards_coefficient) {}
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override;
 
  private:
   std::string name_;
-  LlamaForScoreImpl& model_;
+  ScoreModelImpl& model_;
   double center_;
 };
 
 // The score of each row at its last token: (2B) fp32 for a preference micro-batch.
-torch::Tensor sequence_rewards(const MicroBatch& batch, const std::string& model_name, LlamaForScoreImpl& model,
+torch::Tensor sequence_rewards(const MicroBatch& batch, const std::string& model_name, ScoreModelImpl& model,
                                BackboneRunner& runner);
 
 void run_rm(const Config& config);

@@ -17,6 +17,7 @@
 #include "train/run_engine.h"
 #include "train/run_to_the_end.h"
 #include "train/trainer.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 
@@ -29,7 +30,7 @@ void run_sft(const Config& given) {
   // Built on the host: the engine places the weights on the device as its policy says (a model
   // bigger than the GPU never goes there whole).
   LoadedCausalLm loaded = load_causal_lm(config, dtype);
-  LlamaForCausalLM& model = loaded.model;
+  CausalLM& model = loaded.model;
   check_tokenizer_fits(tokenizer, loaded.shape);
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   const DataConfig& d = config.data;
@@ -43,7 +44,7 @@ void run_sft(const Config& given) {
   }
   std::cout << "train-sft: chat template " << chat_template.name << " (" << chat_template.source << ")\n"
             << "train-sft: " << d.train_file << ": " << train.stats.summary() << "\n"
-            << "train-sft: " << eval.size() << " eval samples; model " << loaded.shape.num_parameters()
+            << "train-sft: " << eval.size() << " eval samples; model " << parameter_count(loaded.shape)
             << " parameters on " << device.str() << " in " << enum_name(config.train.precision) << "\n";
 
   prepare_lora(*model, config);

@@ -14,7 +14,7 @@
 
 #include "core/config/config.h"
 #include "src/data/sft_dataset.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/causal_lm_loss.h"
 #include "train/model_setup.h"
 #include "train/sft_batches.h"

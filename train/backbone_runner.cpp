@@ -3,6 +3,8 @@
 
 #include <memory>
 
+#include "core/error.h"
+
 #include "train/activation_checkpoint.h"
 
 namespace ferry {
@@ -38,7 +40,7 @@ torch::Tensor BackboneRunner::run_group(const offload::GroupRef& group, bool dec
   return out;
 }
 
-torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
+torch::Tensor BackboneRunner::layers(const std::string& model, DecoderModelImpl& backbone, const torch::Tensor& input_ids,
                                      const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   const torch::Tensor& weight = backbone.embed_tokens->weight;
   const c10::Device device = weight.device();
@@ -47,41 +49,45 @@ torch::Tensor BackboneRunner::layers(const std::string& model, LlamaModelImpl& b
                                                    to_device(position_ids, device), nullptr, weight.scalar_type());
   // The embedding's input is token ids; a recomputed embedding hangs off an empty float anchor.
   const torch::Tensor anchor = torch::empty({0}, weight.options().dtype(torch::kFloat).requires_grad(false));
-  torch::nn::EmbeddingImpl* embed = backbone.embed_tokens.get();
-  torch::Tensor h = run_group({&model, 0}, false, [embed, ids](const torch::Tensor&) { return embed->forward(ids); }, anchor);
+  DecoderModelImpl* embed = &backbone;
+  torch::Tensor h = run_group({&model, 0}, false, [embed, ids](const torch::Tensor&) { return embed->embed(ids); }, anchor);
   for (int64_t i = 0; i < backbone.num_layers(); ++i) {
-    LlamaDecoderLayerImpl* layer = backbone.decoder_layers[static_cast<size_t>(i)].get();
+    DecoderLayerImpl* layer = backbone.decoder_layers[static_cast<size_t>(i)].get();
     h = run_group({&model, 1 + i}, true,
-                  [layer, inputs](const torch::Tensor& x) { return layer->forward(x, inputs.cos, inputs.sin, inputs.mask); },
+                  [layer, inputs](const torch::Tensor& x) { return layer->forward(x, inputs); },
                   h);  // (B, T, C)
   }
   return h;
 }
 
-torch::Tensor BackboneRunner::causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+torch::Tensor BackboneRunner::causal_lm(const std::string& model, CausalLMImpl& lm, const torch::Tensor& input_ids,
                                         const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
                                         int64_t first_column, int64_t columns) {
   torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids);
   if (first_column > 0 || columns >= 0) {
     h = h.narrow(1, first_column, columns >= 0 ? columns : h.size(1) - first_column);
   }
-  LlamaForCausalLMImpl* head = &lm;
+  CausalLMImpl* head = &lm;
   return run_group({&model, lm.model->num_layers() + 1}, false,
                    [head](const torch::Tensor& x) { return head->logits(head->model->norm(x)); }, h);  // (B, T, V)
 }
 
-torch::Tensor BackboneRunner::causal_lm_head(const std::string& model, LlamaForCausalLMImpl& lm,
+torch::Tensor BackboneRunner::causal_lm_head(const std::string& model, CausalLMImpl& lm,
                                              const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                              const torch::Tensor& position_ids, int64_t first_column, int64_t columns,
                                              const LmHeadFn& head) {
+  if (lm.config().final_logit_softcapping > 0) {
+    throw UserError("training a model with final_logit_softcapping (Gemma 2) is not supported yet: Ferry's chunked "
+                    "LM-head loss does not soft-cap the logits; docs/models.md says what each family supports");
+  }
   const torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids).narrow(1, first_column, columns);
-  LlamaForCausalLMImpl* lm_ptr = &lm;
+  CausalLMImpl* lm_ptr = &lm;
   return run_group({&model, lm.model->num_layers() + 1}, false,
                    [lm_ptr, head](const torch::Tensor& x) { return head(lm_ptr->model->norm(x), lm_ptr->head_weight()); },
                    h);
 }
 
-kernels::LmHeadTokens BackboneRunner::token_logprobs(const std::string& model, LlamaForCausalLMImpl& lm,
+kernels::LmHeadTokens BackboneRunner::token_logprobs(const std::string& model, CausalLMImpl& lm,
                                                      const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                      const torch::Tensor& position_ids, const torch::Tensor& targets,
                                                      int64_t first_column, double temperature, bool with_entropy) {
@@ -97,10 +103,10 @@ kernels::LmHeadTokens BackboneRunner::token_logprobs(const std::string& model, L
   return {both[0].view({rows, columns}), both[1].view({rows, columns})};
 }
 
-torch::Tensor BackboneRunner::score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
+torch::Tensor BackboneRunner::score(const std::string& model, ScoreModelImpl& scorer, const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask, const torch::Tensor& position_ids) {
   torch::Tensor h = layers(model, *scorer.model, input_ids, attention_mask, position_ids);
-  LlamaForScoreImpl* head = &scorer;
+  ScoreModelImpl* head = &scorer;
   return run_group({&model, scorer.model->num_layers() + 1}, false,
                    [head](const torch::Tensor& x) { return head->score(head->model->norm(x)).squeeze(-1); }, h);  // (B, T)
 }

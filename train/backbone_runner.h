@@ -13,7 +13,7 @@
 
 #include "kernels/ops/chunked_lm_head.h"
 #include "offload/engine.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 
 namespace ferry {
 
@@ -25,11 +25,11 @@ class BackboneRunner {
   BackboneRunner(offload::ParameterEngine& engine, bool activation_checkpointing, int64_t logits_chunk = 0)
       : engine_(engine), checkpointing_(activation_checkpointing), logits_chunk_(logits_chunk) {}
 
-  // Arguments as LlamaModel::forward (attention_mask (B, T) 1/0 or a bool (B, 1, T, T) mask with
+  // Arguments as DecoderModel::forward (attention_mask (B, T) 1/0 or a bool (B, 1, T, T) mask with
   // position_ids). `model` is the name given to the engine's add_model.
   // Returns logits (B, T, V) in the model's dtype; with `first_column`/`columns`, only those columns'
   // logits (B, columns, V) — the head never sees the others (RL scores only the response).
-  torch::Tensor causal_lm(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+  torch::Tensor causal_lm(const std::string& model, CausalLMImpl& lm, const torch::Tensor& input_ids,
                           const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
                           int64_t first_column = 0, int64_t columns = -1);
   // What an objective computes from the final hidden states (B, columns, C), after the final norm,
@@ -37,18 +37,18 @@ class BackboneRunner {
   // group is recomputed, so it may read only its arguments and tensors that need no gradient.
   using LmHeadFn = std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& weight)>;
   // The backbone, then `head` in the LM head's group at columns [first_column, first_column + columns).
-  torch::Tensor causal_lm_head(const std::string& model, LlamaForCausalLMImpl& lm, const torch::Tensor& input_ids,
+  torch::Tensor causal_lm_head(const std::string& model, CausalLMImpl& lm, const torch::Tensor& input_ids,
                                const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
                                int64_t first_column, int64_t columns, const LmHeadFn& head);
   // Per-token log-probs of `targets` (B, T') — the ids the positions first_column ..
   // first_column + T' − 1 predict — and the entropy there (when with_entropy): fp32 (B, T'), log-prob
   // 0 where a target is negative. Never more than logits_chunk rows of logits at once.
-  kernels::LmHeadTokens token_logprobs(const std::string& model, LlamaForCausalLMImpl& lm,
+  kernels::LmHeadTokens token_logprobs(const std::string& model, CausalLMImpl& lm,
                                        const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                        const torch::Tensor& position_ids, const torch::Tensor& targets,
                                        int64_t first_column, double temperature, bool with_entropy);
   // Returns one value per token (B, T) in the model's dtype (reward models, critics).
-  torch::Tensor score(const std::string& model, LlamaForScoreImpl& scorer, const torch::Tensor& input_ids,
+  torch::Tensor score(const std::string& model, ScoreModelImpl& scorer, const torch::Tensor& input_ids,
                       const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
 
   bool activation_checkpointing() const { return checkpointing_; }
@@ -56,7 +56,7 @@ class BackboneRunner {
 
  private:
   // Embedding and decoder layers; returns the last layer's output (B, T, C), before the final norm.
-  torch::Tensor layers(const std::string& model, LlamaModelImpl& backbone, const torch::Tensor& input_ids,
+  torch::Tensor layers(const std::string& model, DecoderModelImpl& backbone, const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
 
   // Whether the group's forward is recomputed in backward: decoder layers under

@@ -7,7 +7,7 @@
 
 namespace ferry {
 
-torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, CausalLMImpl& lm,
                                  const MicroBatch& batch) {
   const torch::Tensor& labels = batch.at("labels");
   // (B, T-1) flattened; kIgnoreLabel is negative.

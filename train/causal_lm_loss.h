@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/training_task.h"
 
 namespace ferry {
@@ -18,18 +18,18 @@ class BackboneRunner;
 // Summed causal-LM cross-entropy over label tokens; loss_weight of a batch is its label count.
 class SftObjective : public TrainingObjective {
  public:
-  SftObjective(std::string model_name, LlamaForCausalLMImpl& model) : name_(std::move(model_name)), model_(model) {}
+  SftObjective(std::string model_name, CausalLMImpl& model) : name_(std::move(model_name)), model_(model) {}
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override;
 
  private:
   std::string name_;
-  LlamaForCausalLMImpl& model_;
+  CausalLMImpl& model_;
 };
 
 // The batch's input_ids, attention_mask, position_ids and labels (B, T) with kIgnoreLabel where no
 // loss is taken; position t predicts labels[t + 1]. Returns the fp32 sum of -log p(label) over the
 // labelled positions, through the runner's (chunked) LM head.
-torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, LlamaForCausalLMImpl& lm,
+torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& model, CausalLMImpl& lm,
                                  const MicroBatch& batch);
 
 // Label tokens that count after the shift: labels[:, 1:] != kIgnoreLabel.

@@ -40,14 +40,14 @@ std::string tokenizer_path(const Config& config) {
                     "has no model folder to take the tokenizer from)");
 }
 
-void check_tokenizer_fits(const Tokenizer& tokenizer, const LlamaConfig& shape) {
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape) {
   if (tokenizer.vocab_size() > shape.vocab_size) {
     throw InputError(detail::concat(tokenizer.path(), " has ", tokenizer.vocab_size(), " tokens but the model has only ",
                                     shape.vocab_size, "; use the model's own tokenizer or a larger vocab_size"));
   }
 }
 
-int64_t stage_pad_id(const LlamaConfig& shape, const Tokenizer& tokenizer) {
+int64_t stage_pad_id(const ModelShape& shape, const Tokenizer& tokenizer) {
   return shape.pad_token_id >= 0 ? shape.pad_token_id : std::max<int64_t>(0, tokenizer.pad_id());
 }
 
@@ -119,8 +119,8 @@ LoadedCausalLm load_causal_lm(const Config& config, at::ScalarType dtype) {
   } else if (!config.model.config.empty()) {
     out.shape = io::read_hf_config(config.model.config);
     io::check_model_fits_host(out.shape, build_bytes_per_parameter(dtype), 0, "model.config " + config.model.config);
-    out.model = LlamaForCausalLM(out.shape);
-    init_llama_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
+    out.model = CausalLM(out.shape);
+    init_model_weights(*out.model, out.shape, 0.02, static_cast<uint64_t>(config.train.seed));
     out.model->to(dtype);
     if (quantized) quantize_base(*out.model->model, kind, config.lora.double_quant);
   } else {
@@ -138,13 +138,13 @@ void require_full_precision_base(const Config& config, const std::string& stage)
                     "lora.quantize_base=none");
 }
 
-void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config) {
+void prepare_lora(torch::nn::Module& model, DecoderModelImpl& backbone, const Config& config) {
   if (config.lora.rank <= 0) return;
   apply_lora(backbone, config.lora, static_cast<uint64_t>(config.train.seed));
   freeze_base_weights(model);
 }
 
-TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
+TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const ModelShape& shape,
                                  const Config& config, const Tokenizer& tokenizer) {
   std::optional<io::LoraAdapterConfig> adapter;
   if (config.lora.rank > 0) {

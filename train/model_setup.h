@@ -13,7 +13,7 @@
 
 #include "core/config/config.h"
 #include "offload/engine.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/trainer.h"
 
 namespace ferry {
@@ -24,17 +24,17 @@ class Tokenizer;
 std::string tokenizer_path(const Config& config);
 
 // Throws InputError when the tokenizer has more tokens than the model's vocabulary.
-void check_tokenizer_fits(const Tokenizer& tokenizer, const LlamaConfig& shape);
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape);
 
 // The padding id batches use: the model's pad_token_id, else the tokenizer's, else 0.
-int64_t stage_pad_id(const LlamaConfig& shape, const Tokenizer& tokenizer);
+int64_t stage_pad_id(const ModelShape& shape, const Tokenizer& tokenizer);
 
 // The dtype name config.json records for weights of `dtype`.
 std::string torch_dtype_name(at::ScalarType dtype);
 
 struct LoadedCausalLm {
-  LlamaForCausalLM model{nullptr};
-  LlamaConfig shape;  // torch_dtype set to the run's precision
+  CausalLM model{nullptr};
+  ModelShape shape;  // torch_dtype set to the run's precision
 };
 
 // model.path (a Hugging Face folder), else model.config (initialised from train.seed), built on the
@@ -49,8 +49,8 @@ void require_full_precision_base(const Config& config, const std::string& stage)
 
 // With lora.rank > 0: attaches adapters to `backbone` (src/model/lora.h, A drawn from train.seed) and
 // freezes every other weight of `model`, so the engine keeps optimizer state for the adapters only.
-void prepare_lora(torch::nn::Module& model, LlamaModelImpl& backbone, const Config& config);
-inline void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) { prepare_lora(model, *model.model, config); }
+void prepare_lora(torch::nn::Module& model, DecoderModelImpl& backbone, const Config& config);
+inline void prepare_lora(CausalLMImpl& model, const Config& config) { prepare_lora(model, *model.model, config); }
 
 // How a stage saves and resumes its model (a causal LM or a score model). save: config.json +
 // weights (with LoRA: base weights and adapters together, plus adapter_config.json, which makes
@@ -58,7 +58,7 @@ inline void prepare_lora(LlamaForCausalLMImpl& model, const Config& config) { pr
 // the tokenizer's files (Tokenizer::files(): tokenizer.model, or tokenizer.json with its
 // tokenizer_config.json, chat templates and additional_chat_templates/). load: the weights of such a
 // folder into the live model.
-TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const LlamaConfig& shape,
+TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& model, const ModelShape& shape,
                                  const Config& config, const Tokenizer& tokenizer);
 
 // With LoRA, rewrites output.dir/final (saved by the trainer as a checkpoint) in lora.export's

@@ -37,7 +37,7 @@ uint64_t device_memory_peak(c10::Device device) {
   return 0;
 }
 
-std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
+std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const ModelShape& model, c10::Device device,
                                                  std::ostream& log, int64_t models) {
   const uint64_t total = device_memory_total(device);
   offload::EngineOptions options = offload::EngineOptions::from_config(config);

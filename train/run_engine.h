@@ -12,7 +12,7 @@
 #include <ostream>
 
 #include "core/config/config.h"
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "offload/engine.h"
 
 namespace ferry {
@@ -33,7 +33,7 @@ uint64_t device_memory_peak(c10::Device device);
 // plans one model within budget / models, so that every model keeping the planned groups fits
 // together; when no such plan exists the engine pages every group (params), which needs about one
 // model's working set. The engine's budget stays the whole one.
-std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const LlamaConfig& model, c10::Device device,
+std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const ModelShape& model, c10::Device device,
                                                  std::ostream& log, int64_t models = 1);
 
 }  // namespace ferry

@@ -7,7 +7,7 @@
 
 namespace ferry {
 
-GenerateOptions chat_generate_options(const LlamaConfig& config, const Tokenizer& tokenizer,
+GenerateOptions chat_generate_options(const ModelShape& config, const Tokenizer& tokenizer,
                                       const ChatTemplate* chat_template) {
   GenerateOptions options;
   options.eos_token_ids = config.eos_token_ids;

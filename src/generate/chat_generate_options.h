@@ -6,7 +6,7 @@
 // sampling; `tokenizer` must outlive the options (stop strings are decoded with it).
 #pragma once
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "src/generate/generate.h"
 
 namespace ferry {
@@ -14,7 +14,7 @@ namespace ferry {
 struct ChatTemplate;
 class Tokenizer;
 
-GenerateOptions chat_generate_options(const LlamaConfig& config, const Tokenizer& tokenizer,
+GenerateOptions chat_generate_options(const ModelShape& config, const Tokenizer& tokenizer,
                                       const ChatTemplate* chat_template);
 
 }  // namespace ferry

@@ -26,7 +26,7 @@ struct FixedDecodeStep::Graph {
   at::Tensor logits;  // (bucket, V): what each replay writes
 };
 
-FixedDecodeStep::FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, const at::Tensor& prompt_mask,
+FixedDecodeStep::FixedDecodeStep(CausalLMImpl& model, KvCache& cache, const at::Tensor& prompt_mask,
                                  bool use_graphs, bool bucket_shapes)
     : model_(model), cache_(cache), bucket_shapes_(bucket_shapes), alive_(cache.batch_size()) {
   const at::Tensor weight = model.model->embed_tokens->weight;
@@ -45,6 +45,8 @@ FixedDecodeStep::FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, co
   positions_ = (prompt_mask.to(device, at::kLong).sum(1, true) - 1);  // each row's last prompt token
   visible_ = at::zeros({rows, cache.capacity()}, index.dtype(at::kBool));
   visible_.narrow(1, 0, prompt).copy_(prompt_mask.to(device).to(at::kBool));
+  const ModelShape& config = model.model->config();
+  if (config.any_layer_slides() && !config.every_layer_slides()) sliding_visible_ = at::zeros_like(visible_);
   slot_ = at::zeros({1}, index);
   if (use_graphs_ || bucket_shapes_) cache.zero_unwritten();  // such a step reads every column
 }
@@ -59,10 +61,17 @@ at::Tensor FixedDecodeStep::step(const at::Tensor& tokens) {
   positions_.narrow(0, 0, n).add_(1);
   slot_.fill_(column);
   visible_.narrow(0, 0, n).select(1, column).fill_(true);
-  // Mistral's sliding window: the query at `column` sees keys column - window + 1 .. column only
-  // (attention_mask.h's apply_sliding_window, which the prefill's mask went through).
-  const int64_t window = model_.model->config().sliding_window;
-  if (window > 0 && column - window >= 0) visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
+  // The sliding window: the query at `column` sees keys column - window + 1 .. column only
+  // (attention_mask.h's apply_sliding_window, which the prefill's mask went through). Every layer
+  // sliding (Mistral): in visible_ itself; some (Gemma): in a copy for the sliding layers.
+  const ModelShape& config = model_.model->config();
+  const int64_t window = config.sliding_window;
+  if (sliding_visible_.defined()) {
+    sliding_visible_.copy_(visible_);
+    if (column - window >= 0) sliding_visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
+  } else if (config.every_layer_slides() && column - window >= 0) {
+    visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
+  }
   at::Tensor logits = use_graphs_ ? replay(n) : at::Tensor();
   if (!logits.defined()) {
     logits = bucket_shapes_ ? run(bucket(n), cache_.capacity()).narrow(0, 0, n) : run(n, column + 1);
@@ -76,8 +85,11 @@ at::Tensor FixedDecodeStep::run(int64_t rows, int64_t columns) {
   c10::InferenceMode inference;
   cache_.set_fixed_slot(slot_, columns);
   const at::Tensor mask = visible_.narrow(0, 0, rows).narrow(1, 0, columns).unsqueeze(1).unsqueeze(1);  // (b, 1, 1, K)
-  const at::Tensor hidden =
-      model_.model->forward_fixed(tokens_.narrow(0, 0, rows), positions_.narrow(0, 0, rows), mask, cache_);
+  const at::Tensor sliding_mask =
+      sliding_visible_.defined() ? sliding_visible_.narrow(0, 0, rows).narrow(1, 0, columns).unsqueeze(1).unsqueeze(1)
+                                 : mask;
+  const at::Tensor hidden = model_.model->forward_fixed(tokens_.narrow(0, 0, rows), positions_.narrow(0, 0, rows), mask,
+                                                        sliding_mask, cache_);
   cache_.clear_fixed_slot();
   return model_.logits(hidden.squeeze(1)).to(at::kFloat);  // (b, V)
 }

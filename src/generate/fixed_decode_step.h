@@ -6,7 +6,7 @@
 // (B, 1), which key columns each row may attend (B, capacity) bool, the KV cache (in place: rows
 // that stop are compacted within the same buffers, KvCache::compact_rows) and the column this
 // step's keys and values go to ((1) int64 on the device: KvCache::set_fixed_slot). The step itself
-// (LlamaModelImpl::forward_fixed, then the LM head) reads nothing back to the host.
+// (DecoderModelImpl::forward_fixed, then the LM head) reads nothing back to the host.
 //
 // Rows may also join mid-way (continuous batching: admit_rows) with their prompts' keys ending at
 // the current column, so rows' columns start at different places; each row's mask and positions
@@ -24,7 +24,7 @@
 #include <map>
 #include <memory>
 
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 
 namespace ferry {
 
@@ -37,7 +37,7 @@ class FixedDecodeStep {
   // elsewhere, and dropped for the rest of the generation if a capture fails).
   // bucket_shapes: run the shapes a graph runs (bucket rows, every cache column) eagerly where no
   // graph is captured — what tests check the graphs' inputs against on the CPU.
-  FixedDecodeStep(LlamaForCausalLMImpl& model, KvCache& cache, const at::Tensor& prompt_mask, bool use_graphs,
+  FixedDecodeStep(CausalLMImpl& model, KvCache& cache, const at::Tensor& prompt_mask, bool use_graphs,
                   bool bucket_shapes = false);
   ~FixedDecodeStep();
 
@@ -62,7 +62,7 @@ class FixedDecodeStep {
   at::Tensor replay(int64_t rows);  // through the bucket's graph (captured on first use)
   int64_t bucket(int64_t rows) const;  // a power of two, at most the cache's rows
 
-  LlamaForCausalLMImpl& model_;
+  CausalLMImpl& model_;
   KvCache& cache_;
   bool use_graphs_;
   bool bucket_shapes_;
@@ -70,6 +70,10 @@ class FixedDecodeStep {
   at::Tensor tokens_;     // (B, 1) int64
   at::Tensor positions_;  // (B, 1) int64: the position of each row's last token
   at::Tensor visible_;    // (B, capacity) bool: key columns each row may attend
+  // (B, capacity) bool: the same within the sliding window, for the sliding layers of a model that
+  // mixes them with full ones (Gemma, OLMo 3); undefined otherwise (a model whose every layer
+  // slides, Mistral, narrows visible_ itself).
+  at::Tensor sliding_visible_;
   at::Tensor slot_;       // (1) int64: the column this step writes
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by bucket (rows)
 };

@@ -38,10 +38,10 @@ torch::Tensor stop_string_hits(const torch::Tensor& next, const std::vector<int6
 // The prompts' final hidden states at their last tokens (B, C), their keys and values stored in
 // the empty `cache`: packed (packed_prefill.h) when that saves rows and no sliding window would
 // count the packed columns, else left-padded as given.
-torch::Tensor prefill(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask, KvCache& cache) {
+torch::Tensor prefill(CausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask, KvCache& cache) {
   c10::InferenceMode inference;  // as FixedDecodeStep::run: no autograd bookkeeping per op
   const int64_t window = model.config().sliding_window;
-  if (window <= 0 || ids.size(1) <= window) {
+  if (!model.config().any_layer_slides() || ids.size(1) <= window) {
     if (const std::optional<PackedPrefill> packed = pack_prefill(ids, mask)) {
       cache.scatter_next(packed->token_index, packed->cache_rows, packed->cache_columns, packed->input_ids.size(0),
                          ids.size(1));
@@ -55,7 +55,7 @@ torch::Tensor prefill(LlamaForCausalLMImpl& model, const torch::Tensor& ids, con
 // Prefills rows joining a running batch (ids, mask: (k, T) left-padded, trimmed here to their
 // longest prompt; copies of one prompt share a prefill), adds them to `decoder` and returns their
 // first logits (k, V) fp32.
-torch::Tensor admit(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask,
+torch::Tensor admit(CausalLMImpl& model, const torch::Tensor& ids, const torch::Tensor& mask,
                     FixedDecodeStep& decoder) {
   const int64_t width = mask.sum(1).max().item<int64_t>(), total = ids.size(1);
   const torch::Tensor trimmed_ids = ids.narrow(1, total - width, width);
@@ -72,7 +72,7 @@ torch::Tensor admit(LlamaForCausalLMImpl& model, const torch::Tensor& ids, const
 
 }  // namespace
 
-GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
+GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                         const GenerateOptions& options) {
   torch::NoGradGuard no_grad;
   check_sampling_options(options.sampling);

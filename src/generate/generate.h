@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "src/generate/sampling.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 
 namespace ferry {
 
@@ -69,7 +69,7 @@ struct GenerateResult {
 // whenever it was decoded. Runs without autograd, on the model's
 // device; the returned tensors are on that device. Text of a row: completion_of (stop_strings.h).
 // Throws UserError for stop_strings without a tokenizer.
-GenerateResult generate(LlamaForCausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
+GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                         const GenerateOptions& options);
 
 }  // namespace ferry

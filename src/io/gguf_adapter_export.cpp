@@ -13,6 +13,7 @@
 #include "src/io/gguf_writer.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/model/family/model_family.h"
 #include "src/io/hf_export.h"
 #include "src/io/lora_adapter.h"
 
@@ -55,12 +56,14 @@ GgufAdapterExportSummary export_gguf_adapter(const GgufAdapterExportOptions& opt
     throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Ferry LoRA checkpoint "
                      "(output.dir/step-N of a run with lora.rank > 0)");
   }
-  const LlamaConfig config = read_hf_config(in / "config.json");
-  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;  // as gguf_export.h
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    throw UserError("GGUF export supports model_type llama, mistral, qwen2 and qwen3; '" + in.string() +
-                    "/config.json' says '" + config.model_type + "'");
+  const ModelShape config = read_hf_config(in / "config.json");
+  const ModelFamily& family = family_of(config);
+  const std::string arch = family.gguf_architecture;  // as gguf_export.h
+  if (arch.empty()) {
+    throw UserError("GGUF export: llama.cpp has no architecture for model_type '" + config.model_type + "' ('" +
+                    in.string() + "/config.json'); export the adapter with --format hf --lora adapter");
   }
+  if (family.write_gguf != nullptr) family.write_gguf(config);  // llama.cpp must run the base as transformers does
   const HfWeights weights(in);
   if (read_hf_head(in / "config.json") == HfHead::score || weights.contains("score.weight")) {
     throw InputError("checkpoint '" + in.string() + "' has a score head (a reward model or critic): llama.cpp applies "
@@ -76,7 +79,7 @@ GgufAdapterExportSummary export_gguf_adapter(const GgufAdapterExportOptions& opt
   const LoraAdapterConfig adapter = read_adapter_config(in / kAdapterConfigFile);
 
   // Every lora_A / lora_B pair must adapt a matrix llama.cpp has, with shapes that fit it.
-  const std::vector<GgufTensorLayout> layouts = gguf_tensor_layouts(config, arch);
+  const std::vector<GgufTensorLayout> layouts = gguf_tensor_layouts(config);
   std::map<std::string, const GgufTensorLayout*> by_hf_name;
   for (const GgufTensorLayout& layout : layouts) by_hf_name[layout.hf_name] = &layout;
   std::map<std::string, AdaptedWeight> adapted;  // by base weight name

@@ -22,14 +22,15 @@
 #include "src/io/int8_checkpoint.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/family/model_family.h"
 
 namespace ferry::io {
 namespace fs = std::filesystem;
 namespace {
 
 // llama3 rope: one factor per rotary frequency, computed in float32 as convert_hf_to_gguf.py
-// computes them (LlamaModel.generate_extra_tensors), op for op.
-at::Tensor llama3_rope_factors(const LlamaConfig& c) {
+// computes them (DecoderModel.generate_extra_tensors), op for op.
+at::Tensor llama3_rope_factors(const ModelShape& c) {
   const RopeScaling& s = c.rope_scaling;
   const at::Tensor exponent = at::arange(0, c.head_dim, 2, at::kFloat) / c.head_dim;
   const at::Tensor freqs = at::reciprocal(at::pow(c.rope_theta, exponent));  // 1.0 / base ** exponent
@@ -102,18 +103,21 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     throw InputError("checkpoint folder '" + in.string() + "' has no config.json; pass a Hugging Face model folder "
                      "or a Ferry checkpoint (output.dir/step-N or output.dir/final)");
   }
-  const LlamaConfig config = read_hf_config(in / "config.json");
-  // Mistral is a Llama in llama.cpp (its converter registers MistralForCausalLM as LlamaModel).
-  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    throw UserError("GGUF export supports model_type llama, mistral, qwen2 and qwen3; '" + in.string() +
-                    "/config.json' says '" + config.model_type + "'");
+  const ModelShape config = read_hf_config(in / "config.json");
+  // The family's llama.cpp architecture (Mistral is a Llama there: its converter registers
+  // MistralForCausalLM as DecoderModel).
+  const ModelFamily& family = family_of(config);
+  const std::string arch = family.gguf_architecture;
+  if (arch.empty()) {
+    throw UserError("GGUF export: llama.cpp has no architecture for model_type '" + config.model_type + "' ('" +
+                    in.string() + "/config.json'); export it with --format hf");
   }
+  const std::vector<GgufKey> family_keys = family.write_gguf != nullptr ? family.write_gguf(config) : std::vector<GgufKey>{};
   if (read_hf_head(in / "config.json") == HfHead::score) {
     throw UserError("'" + in.string() + "' is a sequence-classification (reward) model; GGUF export writes causal "
                     "language models (export it with --format hf instead)");
   }
-  if (config.rope_scaling.type == RopeScalingType::llama3 && arch != "llama") {
+  if (config.rope_scaling.type == RopeScalingType::llama3 && !family.gguf_permutes_qk) {
     throw UserError("'" + in.string() + "/config.json': llama3 rope scaling with model_type " + arch +
                     " has no llama.cpp equivalent (llama.cpp applies llama3 frequency factors to the llama "
                     "architecture only)");
@@ -149,7 +153,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   }
 
   // Match the checkpoint's weights against what the config needs, before anything is written.
-  const std::vector<GgufTensorLayout> planned = gguf_tensor_layouts(config, arch);
+  const std::vector<GgufTensorLayout> planned = gguf_tensor_layouts(config);
   std::set<std::string> used;
   for (const GgufTensorLayout& tensor : planned) {
     if (!weights.contains(tensor.hf_name)) {
@@ -179,7 +183,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     }
     if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: llama.cpp reuses token_embd
     throw InputError("checkpoint '" + in.string() + "': weight '" + name + "' has no place in a GGUF " + arch +
-                     " model (GGUF export writes Llama / Qwen2 / Qwen3 decoders)");
+                     " model as its family describes it");
   }
 
   GgufExportSummary summary;
@@ -212,8 +216,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   writer.add_uint32(arch + ".attention.head_count_kv", u32(config.num_key_value_heads));
   writer.add_float32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(config.rms_norm_eps));
   writer.add_float32(arch + ".rope.freq_base", static_cast<float>(config.rope_theta));
-  writer.add_uint32(arch + ".rope.dimension_count", u32(config.head_dim));
-  if (config_has_head_dim(in / "config.json")) {
+  writer.add_uint32(arch + ".rope.dimension_count", u32(config.rotary_dim()));
+  if (config_has_head_dim(in / "config.json") || config.head_dim * config.num_attention_heads != config.hidden_size) {
     writer.add_uint32(arch + ".attention.key_length", u32(config.head_dim));
     writer.add_uint32(arch + ".attention.value_length", u32(config.head_dim));
   }
@@ -221,6 +225,13 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   if (config.rope_scaling.type == RopeScalingType::linear) {
     writer.add_string(arch + ".rope.scaling.type", "linear");
     writer.add_float32(arch + ".rope.scaling.factor", static_cast<float>(config.rope_scaling.factor));
+  }
+  for (const GgufKey& key : family_keys) {
+    if (key.type == GgufKey::Type::u32) {
+      writer.add_uint32(arch + "." + key.key, u32(static_cast<int64_t>(key.value)));
+    } else {
+      writer.add_float32(arch + "." + key.key, static_cast<float>(key.value));
+    }
   }
   writer.add_uint32("general.file_type", gguf_file_type_id(options.type));
   writer.add_uint32("general.quantization_version", 2);
@@ -252,6 +263,7 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
         value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
       }
       if (tensor.permutation != GgufRowPermutation::none) value = permute_gguf_rows(value, tensor.groups);
+      if (tensor.offset != 0) value = value.to(at::kFloat) + tensor.offset;  // Gemma's norms: stored as 1 + w
       return to_ggml(value, type);
     });
   }

@@ -10,16 +10,36 @@
 #include "core/error.h"
 #include "src/io/ggml_dequantize_tensor.h"
 #include "src/io/gguf_tensor_layout.h"
+#include "src/model/family/gguf_metadata.h"
+#include "src/model/family/model_family.h"
 
 namespace ferry::io {
-
-const char* const kGgufArchitectures = "llama, qwen2, qwen3";
 
 namespace {
 
 [[noreturn]] void fail(const GgufFile& file, const std::string& what) {
   throw InputError(file.describe() + ": " + what);
 }
+
+// A GgufFile as the family descriptions see it (src/model/family/gguf_metadata.h).
+class FileMetadata : public GgufMetadata {
+ public:
+  FileMetadata(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+  const std::string& architecture() const override { return arch_; }
+  bool has(const std::string& key) const override { return file_.has(arch_ + "." + key); }
+  int64_t get_int(const std::string& key, int64_t fallback) const override {
+    return file_.get_int(arch_ + "." + key, fallback);
+  }
+  double get_float(const std::string& key, double fallback) const override {
+    return file_.get_float(arch_ + "." + key, fallback);
+  }
+  bool has_tensor(const std::string& name) const override { return file_.find_tensor(name) != nullptr; }
+  [[noreturn]] void fail(const std::string& what) const override { ::ferry::io::fail(file_, what); }
+
+ private:
+  const GgufFile& file_;
+  std::string arch_;
+};
 
 int64_t positive(const GgufFile& file, const std::string& key, int64_t value) {
   if (value <= 0 || value > (int64_t{1} << 40)) {
@@ -95,14 +115,16 @@ RopeScaling llama3_rope_from_factors(const GgufFile& file, const GgufTensorInfo&
 
 }  // namespace
 
-LlamaConfig gguf_llama_config(const GgufFile& file) {
+ModelShape gguf_model_config(const GgufFile& file) {
   const std::string arch = file.get_string("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    fail(file, "general.architecture is '" + arch + "', which Ferry does not read (it reads " + kGgufArchitectures + ")");
+  const ModelFamily* family = find_gguf_family(arch);
+  if (family == nullptr) {
+    fail(file, "general.architecture is '" + arch + "', which Ferry does not read (it reads " +
+                   supported_gguf_architectures() + ")");
   }
   const std::string p = arch + ".";
-  LlamaConfig c;
-  c.model_type = arch;
+  ModelShape c;
+  c.model_type = family->model_types.front();
   c.max_position_embeddings = positive_key(file, p + "context_length");
   if (c.max_position_embeddings > (int64_t{1} << 24)) {
     fail(file, "metadata '" + p + "context_length' = " + std::to_string(c.max_position_embeddings) +
@@ -133,10 +155,12 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
     fail(file, "attention.value_length differs from attention.key_length; Ferry's attention needs them equal");
   }
   if (c.head_dim % 2 != 0) fail(file, "the head size " + std::to_string(c.head_dim) + " is odd; RoPE needs it even");
-  if (file.get_int(p + "rope.dimension_count", c.head_dim) != c.head_dim) {
-    fail(file, "rope.dimension_count " + std::to_string(file.get_int(p + "rope.dimension_count")) +
-                   " differs from the head size " + std::to_string(c.head_dim) + " (partial rotary); Ferry rotates whole heads");
+  const int64_t rotary = file.get_int(p + "rope.dimension_count", c.head_dim);
+  if (rotary <= 0 || rotary > c.head_dim || rotary % 2 != 0) {
+    fail(file, "rope.dimension_count " + std::to_string(rotary) + " must be even and at most the head size " +
+                   std::to_string(c.head_dim));
   }
+  c.partial_rotary_factor = static_cast<double>(rotary) / static_cast<double>(c.head_dim);
   // float32 in the file; transformers takes the float32 value as it is, and so does Ferry.
   c.rms_norm_eps = file.get_float(p + "attention.layer_norm_rms_epsilon");
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) fail(file, "attention.layer_norm_rms_epsilon is not in (0, 1)");
@@ -151,7 +175,7 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
     fail(file, "rope.scaling.type '" + scaling + "' is not supported (Ferry runs none, linear, and llama3 rope factors)");
   }
   if (const GgufTensorInfo* factors = file.find_tensor("rope_freqs.weight")) {
-    if (arch != "llama" || c.rope_scaling.type != RopeScalingType::none) {
+    if (!family->gguf_permutes_qk || c.rope_scaling.type != RopeScalingType::none) {
       fail(file, "a 'rope_freqs.weight' tensor is only read for the llama architecture without other rope scaling");
     }
     c.rope_scaling = llama3_rope_from_factors(file, *factors, c.rope_theta, c.head_dim);
@@ -169,8 +193,7 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
   c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
   c.attention_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.attention_output_bias = file.find_tensor("blk.0.attn_output.bias") != nullptr;
-  c.qk_norm = arch == "qwen3";
-  if (arch == "qwen2") c.attention_bias = true, c.attention_output_bias = false;
+  if (family->read_gguf != nullptr) family->read_gguf(FileMetadata(file, arch), c);
   c.bos_token_id = file.get_int("tokenizer.ggml.bos_token_id", -1);
   const int64_t eos = file.get_int("tokenizer.ggml.eos_token_id", -1);
   c.eos_token_ids = eos >= 0 ? std::vector<int64_t>{eos} : std::vector<int64_t>{};
@@ -182,10 +205,10 @@ LlamaConfig gguf_llama_config(const GgufFile& file) {
   return c;
 }
 
-GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_llama_config(file_)) {
-  const std::string arch = config_.model_type;
+GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_model_config(file_)) {
+  const std::string arch = file_.get_string("general.architecture");
   std::set<std::string> used{"rope_freqs.weight"};
-  for (const GgufTensorLayout& layout : gguf_tensor_layouts(config_, arch)) {
+  for (const GgufTensorLayout& layout : gguf_tensor_layouts(config_)) {
     const std::string& gguf_name = layout.gguf_name;
     const GgufTensorInfo* tensor = file_.find_tensor(gguf_name);
     if (tensor == nullptr) {
@@ -203,6 +226,7 @@ GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_l
     Source source;
     source.tensor = tensor;
     source.permute_groups = layout.permutation == GgufRowPermutation::none ? 0 : layout.groups;
+    source.offset = layout.offset;
     source.info.shape = layout.shape;
     source.info.dtype = tensor->type == GgmlType::f16 ? at::kHalf : tensor->type == GgmlType::bf16 ? at::kBFloat16 : at::kFloat;
     used.insert(gguf_name);
@@ -212,7 +236,7 @@ GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_l
   for (const GgufTensorInfo& tensor : file_.tensors()) {
     if (used.count(tensor.name) == 0) {
       fail(file_, "tensor '" + tensor.name + "' is not part of a " + arch + " model as Ferry reads it (a different "
-                  "architecture written under this name?); Ferry reads " + kGgufArchitectures);
+                  "architecture written under this name?); Ferry reads " + supported_gguf_architectures());
     }
   }
   std::sort(names_.begin(), names_.end());
@@ -237,6 +261,7 @@ at::Tensor GgufWeights::load(const std::string& name) const {
   at::Tensor value = dequantize_tensor(source.tensor->type, file_.tensor_data(*source.tensor), source.info.shape,
                                        source.info.dtype);
   if (source.permute_groups > 0) value = unpermute_gguf_rows(value, source.permute_groups);
+  if (source.offset != 0) value = value - source.offset;  // Gemma's norms: stored as 1 + w
   return value;
 }
 
@@ -245,7 +270,8 @@ GgmlTensor GgufWeights::packed(const std::string& name) const {
   FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
   const Source& source = it->second;
   const GgufTensorInfo& tensor = *source.tensor;
-  FERRY_CHECK(tensor.ne.size() == 2, "GgufWeights::packed: ", tensor.name, " is not 2-D");
+  FERRY_CHECK(tensor.ne.size() == 2 && source.offset == 0, "GgufWeights::packed: ", tensor.name,
+              " is not a 2-D weight stored as it is");
   const int64_t rows = tensor.ne[1];
   const int64_t row_bytes = static_cast<int64_t>(tensor.nbytes) / rows;
   at::Tensor blocks = at::empty({rows, row_bytes}, at::TensorOptions().dtype(at::kByte));

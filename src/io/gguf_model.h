@@ -1,22 +1,25 @@
 // A GGUF model file read as the Hugging Face model it was converted from, the way transformers'
 // from_pretrained(..., gguf_file=...) reads it:
 //
-//   architecture  general.architecture "llama" (Llama 2 / 3.x, SmolLM2, Mistral as llama),
-//                 "qwen2", "qwen3"; any other is an InputError listing these
+//   architecture  general.architecture picks the family whose description (src/model/family/) names
+//                 it ("llama": Llama 2 / 3.x, SmolLM2, Mistral as llama; "qwen2", "qwen3", "gemma2",
+//                 "gemma3", "smollm3", "olmo2", "olmo3"); any other is an InputError listing them
 //   config        <arch>.context_length -> max_position_embeddings, embedding_length -> hidden_size,
 //                 block_count -> num_hidden_layers, feed_forward_length -> intermediate_size,
 //                 attention.head_count / head_count_kv (default: head_count) -> heads / kv heads,
 //                 attention.key_length (default hidden / heads) -> head_dim,
 //                 attention.layer_norm_rms_epsilon, rope.freq_base (default 10000) -> rope_theta,
+//                 rope.dimension_count / head_dim -> partial_rotary_factor,
 //                 rope.scaling.type linear + rope.scaling.factor, a `rope_freqs.weight` tensor (llama3
 //                 rope: its factors are fitted back to factor, low/high_freq_factor and the original
 //                 context, and must be reproduced by them), vocab_size from <arch>.vocab_size or the
 //                 token list or token_embd; tie_word_embeddings when `output.weight` is absent;
-//                 biases and q/k norms from the tensors present; bos / eos / pad ids from
-//                 tokenizer.ggml.*_token_id
+//                 biases from the tensors present; bos / eos / pad ids from tokenizer.ggml.*_token_id;
+//                 then the family's own switches and keys (its description's read_gguf)
 //   weights       llama.cpp's names (gguf_tensor_layout.h) back to Hugging Face's, each dequantised
 //                 (ggml_dequantize.h) to float32 (F16 / BF16 tensors keep their dtype) and, for the
-//                 "llama" architecture, q/k rows put back in HF's rotate-half order. A tensor the
+//                 families that permute (llama), q/k rows put back in HF's rotate-half order; Gemma's
+//                 norms less the 1 the converter added. A tensor the
 //                 model needs that is missing, of the wrong shape, or one Ferry does not know is an
 //                 InputError naming the file and tensor.
 #pragma once
@@ -28,18 +31,15 @@
 #include <string>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "src/io/ggml_tensor.h"
 #include "src/io/gguf_file.h"
 #include "src/io/safetensors.h"
 
 namespace ferry::io {
 
-// The architectures Ferry reads from GGUF ("llama, qwen2, qwen3"), for messages.
-extern const char* const kGgufArchitectures;
-
 // The Hugging Face config of the model in `file`. Throws InputError naming the file and key.
-LlamaConfig gguf_llama_config(const GgufFile& file);
+ModelShape gguf_model_config(const GgufFile& file);
 
 // The weights of a GGUF model under their Hugging Face names, converted when asked for.
 class GgufWeights {
@@ -47,7 +47,7 @@ class GgufWeights {
   explicit GgufWeights(GgufFile file);
 
   const GgufFile& file() const { return file_; }
-  const LlamaConfig& config() const { return config_; }
+  const ModelShape& config() const { return config_; }
   const std::vector<std::string>& names() const { return names_; }  // sorted HF names
   bool contains(const std::string& name) const { return sources_.count(name) != 0; }
   // dtype (float32, or F16 / BF16 as stored) and HF shape of the converted tensor.
@@ -65,11 +65,12 @@ class GgufWeights {
   struct Source {
     const GgufTensorInfo* tensor = nullptr;
     int64_t permute_groups = 0;  // 0: rows as stored
+    double offset = 0;           // stored = Hugging Face weight + offset
     TensorInfo info;
   };
 
   GgufFile file_;
-  LlamaConfig config_;
+  ModelShape config_;
   std::map<std::string, Source> sources_;
   std::vector<std::string> names_;
 };

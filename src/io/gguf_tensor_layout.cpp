@@ -3,32 +3,11 @@
 
 #include <ATen/ATen.h>
 
-#include <map>
-
 #include "core/error.h"
 #include "src/io/ggml_quantize.h"
-#include "src/io/hf_tensor_specs.h"
+#include "src/model/family/model_family.h"
 
 namespace ferry::io {
-namespace {
-
-// llama.cpp's name for a Hugging Face weight name (without "model.layers.<i>." in a layer).
-std::string gguf_tensor_name(const HfTensorSpec& spec) {
-  static const std::map<std::string, std::string> global = {{"model.embed_tokens.weight", "token_embd.weight"},
-                                                            {"model.norm.weight", "output_norm.weight"},
-                                                            {"lm_head.weight", "output.weight"}};
-  static const std::map<std::string, std::string> module = {
-      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"},   {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},   {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
-      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
-      {"mlp.up_proj", "ffn_up"},        {"mlp.down_proj", "ffn_down"}};
-  if (spec.layer < 0) return global.at(spec.name);
-  const size_t dot = spec.suffix.rfind('.');  // "...q_proj" + ".weight" / ".bias"
-  return "blk." + std::to_string(spec.layer) + "." + module.at(spec.suffix.substr(0, dot)) + spec.suffix.substr(dot);
-}
-
-}  // namespace
-
 GgufFileType parse_gguf_file_type(const std::string& name) {
   if (name == "f32") return GgufFileType::f32;
   if (name == "f16") return GgufFileType::f16;
@@ -58,16 +37,17 @@ GgmlType gguf_tensor_type(GgufFileType file_type, const std::vector<int64_t>& sh
   return GgmlType::f32;
 }
 
-std::vector<GgufTensorLayout> gguf_tensor_layouts(const LlamaConfig& c, const std::string& arch) {
-  const bool permute = arch == "llama";
+std::vector<GgufTensorLayout> gguf_tensor_layouts(const ModelShape& c) {
+  const bool permute = family_of(c).gguf_permutes_qk;
   std::vector<GgufTensorLayout> out;
-  for (HfTensorSpec& spec : hf_tensor_specs(c)) {
-    GgufTensorLayout layout{gguf_tensor_name(spec), spec.name, std::move(spec.shape)};
-    if (permute && spec.suffix.rfind("self_attn.q_proj.", 0) == 0) {
+  for (ModelTensor& tensor : model_tensors(c)) {
+    GgufTensorLayout layout{tensor.gguf_name, tensor.name, std::move(tensor.shape)};
+    layout.offset = tensor.gguf_offset;
+    if (permute && tensor.suffix.rfind("self_attn.q_proj.", 0) == 0) {
       layout.permutation = GgufRowPermutation::query;
       layout.groups = c.num_attention_heads;
     }
-    if (permute && spec.suffix.rfind("self_attn.k_proj.", 0) == 0) {
+    if (permute && tensor.suffix.rfind("self_attn.k_proj.", 0) == 0) {
       layout.permutation = GgufRowPermutation::key;
       layout.groups = c.num_key_value_heads;
     }

@@ -1,16 +1,16 @@
-// How llama.cpp lays out a Hugging Face Llama-family model's weights in GGUF, shared by the model
+// How llama.cpp lays out a Hugging Face model's weights in GGUF, shared by the model
 // export (gguf_export.h), the LoRA adapter export (gguf_adapter_export.h) and reading a GGUF model
 // (gguf_model.h, which undoes the permutation):
 //
-//   names         model.embed_tokens -> token_embd, model.norm -> output_norm, lm_head -> output
-//                 (absent with tied embeddings), model.layers.N.{input_layernorm -> attn_norm,
-//                 post_attention_layernorm -> ffn_norm, self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output},
-//                 self_attn.{q,k}_norm -> attn_{q,k}_norm, mlp.{gate,up,down}_proj -> ffn_{gate,up,down}}
-//                 as blk.N.*, with .weight / .bias kept
-//   permutation   llama only (convert_hf_to_gguf.py's LlamaModel.permute): the rows of q_proj (n_head
+//   names         each tensor's gguf_name in the family's tensor list (src/model/family/model_tensors.h):
+//                 model.embed_tokens -> token_embd, model.norm -> output_norm, lm_head -> output
+//                 (absent with tied embeddings), model.layers.N.self_attn.q_proj -> blk.N.attn_q, ...
+//   offset        Gemma's norm weights are stored + 1 (the converter's norm_shift): offset 1
+//   permutation   the families whose description says so (llama, mistral; convert_hf_to_gguf.py's
+//                 DecoderModel.permute): the rows of q_proj (n_head
 //                 groups) and k_proj (n_kv_head groups) and their biases go from Hugging Face's
 //                 rotate-half order to llama.cpp's interleaved pairs: reshape(groups, 2, head_dim/2, ...)
-//                 -> swap axes 1, 2. qwen2 / qwen3 weights are written as they are (NEOX rope).
+//                 -> swap axes 1, 2. other families are written as they are (NEOX rope).
 //   types         --gguf-type f32: everything F32. f16 / bf16: matrices F16 / BF16, 1-D tensors F32.
 //                 q8_0: matrices Q8_0, except a matrix whose rows are not a multiple of 32 values,
 //                 which is F16 (the converter's fallback); 1-D F32.
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "src/io/ggml_types.h"
 
 namespace ferry::io {
@@ -48,14 +48,15 @@ struct GgufTensorLayout {
   std::vector<int64_t> shape;
   GgufRowPermutation permutation = GgufRowPermutation::none;
   int64_t groups = 0;      // row groups of the permutation: n_head (query) or n_kv_head (key)
+  double offset = 0;       // stored = Hugging Face weight + offset (Gemma's norms: 1)
 };
 
-// The weights `config` needs (hf_tensor_specs.h) under llama.cpp's `arch` ("llama", "qwen2", "qwen3"),
-// in the file's order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
-std::vector<GgufTensorLayout> gguf_tensor_layouts(const LlamaConfig& config, const std::string& arch);
+// The weights `config` needs (its family's tensor list) under llama.cpp's names, in the file's
+// order: token_embd, blk.0.*, blk.1.*, ..., output_norm, output.
+std::vector<GgufTensorLayout> gguf_tensor_layouts(const ModelShape& config);
 
 // Hugging Face's rotate-half row order -> llama.cpp's interleaved pairs, per group of rows
-// (LlamaModel.permute); `w` is (rows, ...) or a bias (rows). Returns a contiguous tensor.
+// (DecoderModel.permute); `w` is (rows, ...) or a bias (rows). Returns a contiguous tensor.
 at::Tensor permute_gguf_rows(const at::Tensor& w, int64_t groups);
 // The inverse: llama.cpp's interleaved pairs -> Hugging Face's rotate-half rows.
 at::Tensor unpermute_gguf_rows(const at::Tensor& w, int64_t groups);

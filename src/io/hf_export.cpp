@@ -105,7 +105,7 @@ HfExportSummary export_hf_model(const HfExportOptions& options) {
     throw UserError("--output '" + out.string() + "' is the checkpoint folder itself; choose a new folder");
   }
 
-  const LlamaConfig config = read_hf_config(in / "config.json");
+  const ModelShape config = read_hf_config(in / "config.json");
   const HfWeights weights(in);
   const bool lora = checkpoint_has_lora(in, weights);
   if (options.lora == LoraExport::adapter && !lora) {

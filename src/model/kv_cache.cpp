@@ -8,7 +8,7 @@
 
 namespace ferry {
 
-KvCache::KvCache(const LlamaConfig& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype,
+KvCache::KvCache(const ModelShape& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype,
                  c10::Device device)
     : batch_size_(batch_size), capacity_(max_length) {
   if (batch_size <= 0 || max_length <= 0) {

@@ -19,14 +19,14 @@
 #include <utility>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 
 namespace ferry {
 
 class KvCache {
  public:
   KvCache() = default;
-  KvCache(const LlamaConfig& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype, c10::Device device);
+  KvCache(const ModelShape& config, int64_t batch_size, int64_t max_length, at::ScalarType dtype, c10::Device device);
 
   int64_t length() const { return length_; }    // tokens stored so far
   int64_t capacity() const { return capacity_; }

@@ -20,7 +20,7 @@ struct Projection {
   LoraAdapter* adapter;
 };
 
-Projection projection(LlamaDecoderLayerImpl& layer, const std::string& target) {
+Projection projection(DecoderLayerImpl& layer, const std::string& target) {
   auto& a = *layer.self_attn;
   auto& m = *layer.mlp;
   if (target == "q_proj") return {&a.q_proj, &a.q_lora};
@@ -60,7 +60,7 @@ void check_lora_settings(const LoraConfig& s) {
   }
 }
 
-void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed) {
+void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed) {
   check_lora_settings(settings);
   if (has_lora(model)) throw UserError("the model already has LoRA adapters; apply LoRA once");
   torch::NoGradGuard no_grad;
@@ -112,7 +112,7 @@ void freeze_base_weights(torch::nn::Module& model) {
   }
 }
 
-bool has_lora(const LlamaModelImpl& model) {
+bool has_lora(const DecoderModelImpl& model) {
   for (const auto& layer : model.decoder_layers) {
     for (const auto& target : lora_target_names()) {
       if (projection(*layer.ptr(), target).adapter->attached()) return true;
@@ -121,7 +121,7 @@ bool has_lora(const LlamaModelImpl& model) {
   return false;
 }
 
-bool set_lora_enabled(LlamaModelImpl& model, bool enabled) {
+bool set_lora_enabled(DecoderModelImpl& model, bool enabled) {
   bool any = false;
   for (auto& layer : model.decoder_layers) {
     for (const auto& target : lora_target_names()) {
@@ -170,7 +170,7 @@ void load_lora_state(torch::nn::Module& model, const io::TensorMap& tensors, con
   }
 }
 
-void merge_lora(LlamaModelImpl& model) {
+void merge_lora(DecoderModelImpl& model) {
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
     for (const auto& target : lora_target_names()) {

@@ -14,7 +14,7 @@
 
 #include "core/config/config.h"
 #include "src/io/safetensors.h"
-#include "src/model/llama_model.h"
+#include "src/model/decoder_model.h"
 
 namespace ferry {
 
@@ -29,28 +29,28 @@ void check_lora_settings(const LoraConfig& settings);
 // device: lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform_(a=sqrt(5))) drawn on the CPU
 // from `seed` (layer by layer, in lora_target_names() order), lora_B = 0. Throws UserError when the
 // model already has adapters.
-void apply_lora(LlamaModelImpl& model, const LoraConfig& settings, uint64_t seed);
+void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed);
 
 // requires_grad(false) on every parameter of `model` that is not a lora_A/lora_B weight.
 void freeze_base_weights(torch::nn::Module& model);
 
 // True when any projection carries an adapter.
-bool has_lora(const LlamaModelImpl& model);
+bool has_lora(const DecoderModelImpl& model);
 
 // Switches every attached adapter on or off; off, the model computes its base weights' function
 // (DPO's reference without a second copy of the weights). Returns whether any adapter is attached.
-bool set_lora_enabled(LlamaModelImpl& model, bool enabled);
+bool set_lora_enabled(DecoderModelImpl& model, bool enabled);
 
 // Adapters off for the guard's lifetime (and back on after it, also when an exception leaves).
 class LoraDisabled {
  public:
-  explicit LoraDisabled(LlamaModelImpl& model) : model_(model) { set_lora_enabled(model_, false); }
+  explicit LoraDisabled(DecoderModelImpl& model) : model_(model) { set_lora_enabled(model_, false); }
   ~LoraDisabled() { set_lora_enabled(model_, true); }
   LoraDisabled(const LoraDisabled&) = delete;
   LoraDisabled& operator=(const LoraDisabled&) = delete;
 
  private:
-  LlamaModelImpl& model_;
+  DecoderModelImpl& model_;
 };
 
 // The adapter tensors by parameter name (detached, sharing storage): with `model.` in front when
@@ -63,6 +63,6 @@ void load_lora_state(torch::nn::Module& model, const io::TensorMap& tensors, con
 
 // Folds every adapter into its base weight (W += scaling * B @ A, in fp32) and removes the adapters;
 // the model computes the same function as before, with plain projections.
-void merge_lora(LlamaModelImpl& model);
+void merge_lora(DecoderModelImpl& model);
 
 }  // namespace ferry

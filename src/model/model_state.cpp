@@ -14,7 +14,7 @@
 #include "src/io/nf4_checkpoint.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/nf4_linear.h"
 
 namespace ferry {
@@ -36,7 +36,7 @@ std::string join_limited(const std::vector<std::string>& items, size_t limit = 2
 }
 
 bool ties_lm_head(torch::nn::Module& model) {
-  if (auto* lm = dynamic_cast<LlamaForCausalLMImpl*>(&model)) return lm->tied();
+  if (auto* lm = dynamic_cast<CausalLMImpl*>(&model)) return lm->tied();
   return false;
 }
 
@@ -200,14 +200,14 @@ io::TensorMap state_of(const torch::nn::Module& model) {
   return state;
 }
 
-void init_llama_weights(torch::nn::Module& model, const LlamaConfig& config, double std, uint64_t seed) {
+void init_model_weights(torch::nn::Module& model, const ModelShape& config, double std, uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
     torch::Tensor& parameter = item.value();
     if (ends_with(name, "norm.weight")) {
-      parameter.fill_(1.0);
+      parameter.fill_(config.norm_weight == NormWeight::one_plus ? 0.0 : 1.0);  // Gemma: (1 + w), w = 0
     } else if (ends_with(name, ".bias")) {
       parameter.zero_();
     } else {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "src/io/safetensors.h"
 
 namespace ferry {
@@ -37,6 +37,6 @@ io::TensorMap state_of(const torch::nn::Module& model);
 // Hugging Face's initialisation: Linear and Embedding weights ~ N(0, std), biases 0, norm weights
 // 1, and the embedding row of pad_token_id (if any) 0. Deterministic for a given seed on any
 // device (drawn on the CPU).
-void init_llama_weights(torch::nn::Module& model, const LlamaConfig& config, double std = 0.02, uint64_t seed = 0);
+void init_model_weights(torch::nn::Module& model, const ModelShape& config, double std = 0.02, uint64_t seed = 0);
 
 }  // namespace ferry

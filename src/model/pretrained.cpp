@@ -25,7 +25,7 @@ io::TensorMap read_weights(const io::HfWeights& files, const std::filesystem::pa
   return weights;
 }
 
-LlamaConfig read_config(const std::filesystem::path& dir) {
+ModelShape read_config(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) {
     throw InputError("model folder " + dir.string() + " does not exist (expected config.json and *.safetensors)");
   }
@@ -38,17 +38,17 @@ uint64_t build_bytes_per_parameter(at::ScalarType dtype) {
   return 4 + (dtype == at::kFloat ? 0 : c10::elementSize(dtype));  // float32 first, then converted
 }
 
-void check_model_folder(const LlamaConfig& config, const io::HfWeights& weights, const std::filesystem::path& dir,
+void check_model_folder(const ModelShape& config, const io::HfWeights& weights, const std::filesystem::path& dir,
                         at::ScalarType dtype) {
   io::check_weights_match_config(config, weights, dir / "config.json");
   io::check_model_fits_host(config, build_bytes_per_parameter(dtype), weights.file_bytes(), "loading model folder " + dir.string());
 }
 
-LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device) {
-  const LlamaConfig config = read_config(dir);
+CausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device) {
+  const ModelShape config = read_config(dir);
   const io::HfWeights files(dir);
   check_model_folder(config, files, dir, dtype);
-  LlamaForCausalLM model(config);
+  CausalLM model(config);
   model->to(dtype);
   LoadStateOptions options;
   options.source = "model folder " + dir.string();
@@ -58,12 +58,12 @@ LlamaForCausalLM causal_lm_from_pretrained(const std::filesystem::path& dir, at:
   return model;
 }
 
-LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device,
+ScoreModel score_model_from_pretrained(const std::filesystem::path& dir, at::ScalarType dtype, c10::Device device,
                                           bool from_causal_lm, uint64_t seed) {
-  const LlamaConfig config = read_config(dir);
+  const ModelShape config = read_config(dir);
   const io::HfWeights files(dir);
   check_model_folder(config, files, dir, dtype);
-  LlamaForScore model(config);
+  ScoreModel model(config);
   model->to(dtype);
   const io::TensorMap weights = read_weights(files, dir);
   LoadStateOptions options;
@@ -84,12 +84,12 @@ LlamaForScore score_model_from_pretrained(const std::filesystem::path& dir, at::
   return model;
 }
 
-void save_pretrained(const torch::nn::Module& model, const LlamaConfig& config, const std::filesystem::path& dir,
+void save_pretrained(const torch::nn::Module& model, const ModelShape& config, const std::filesystem::path& dir,
                      uint64_t max_shard_bytes) {
   std::filesystem::create_directories(dir);
   io::save_hf_weights(dir, state_of(model), max_shard_bytes);
   // A score model is written as a sequence classifier, so AutoModelForSequenceClassification loads it.
-  const bool score = dynamic_cast<const LlamaForScoreImpl*>(&model) != nullptr;
+  const bool score = dynamic_cast<const ScoreModelImpl*>(&model) != nullptr;
   io::write_hf_config(dir / "config.json", config, score ? io::HfHead::score : io::HfHead::causal_lm);
 }
 

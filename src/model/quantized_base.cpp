@@ -34,7 +34,7 @@ struct NamedProjection {
 const char* const kProjectionNames[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                                         "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 
-std::vector<NamedProjection> projections(LlamaDecoderLayerImpl& layer) {
+std::vector<NamedProjection> projections(DecoderLayerImpl& layer) {
   auto& a = *layer.self_attn;
   auto& m = *layer.mlp;
   torch::nn::LinearImpl* const linears[] = {a.q_proj.get(),    a.k_proj.get(), a.v_proj.get(),   a.o_proj.get(),
@@ -82,7 +82,7 @@ void quantize_linear(torch::nn::LinearImpl& linear, const torch::Tensor& source,
 
 }  // namespace
 
-void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant) {
+void quantize_base(DecoderModelImpl& model, BaseQuantization kind, bool double_quant) {
   FERRY_CHECK(kind != BaseQuantization::none, "quantize_base: no format given");
   if (kind == BaseQuantization::gguf) {
     throw ConfigError("lora.quantize_base gguf keeps the projections of a GGUF model as its file stores them; this "
@@ -98,7 +98,7 @@ void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_qua
   }
 }
 
-void dequantize_base(LlamaModelImpl& model) {
+void dequantize_base(DecoderModelImpl& model) {
   for (auto& layer : model.decoder_layers) {
     for (const NamedProjection& p : projections(*layer)) {
       if (nf4_weight_of(*p.linear) != nullptr) dequantize_linear_nf4(*p.linear);
@@ -108,14 +108,14 @@ void dequantize_base(LlamaModelImpl& model) {
   }
 }
 
-LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
+CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
                                                      BaseQuantization kind, bool double_quant,
                                                      QuantizedLoadReport* report) {
   FERRY_CHECK(kind != BaseQuantization::none, "causal_lm_from_pretrained_quantized: no format given");
   if (!std::filesystem::is_directory(dir)) {
     throw InputError("model folder " + dir.string() + " does not exist (expected config.json and *.safetensors)");
   }
-  const LlamaConfig config = io::read_hf_config(dir / "config.json");
+  const ModelShape config = io::read_hf_config(dir / "config.json");
   const bool folder_4bit = io::read_hf_quantization(dir / "config.json").nf4;
   const io::HfWeights weights(dir);  // mapped: a tensor is read when it is converted
   const std::string source = "model folder " + dir.string();
@@ -131,7 +131,7 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
   QuantizedLoadReport found;
   std::vector<std::string> missing;
   std::set<std::string> taken;  // tensors consumed here (projection weights and their quantised groups)
-  const LayerBuiltHook quantize_layer = [&](LlamaDecoderLayerImpl& layer, int64_t index) {
+  const LayerBuiltHook quantize_layer = [&](DecoderLayerImpl& layer, int64_t index) {
     torch::NoGradGuard no_grad;
     for (const NamedProjection& p : projections(layer)) {
       const std::string name = weight_name(index, p.name);
@@ -202,7 +202,7 @@ LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path
     malloc_trim(0);
 #endif
   };
-  LlamaForCausalLM model(config, quantize_layer);
+  CausalLM model(config, quantize_layer);
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];

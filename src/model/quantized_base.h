@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "core/config/config_enum.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 
 namespace ferry {
 
 // Quantises every decoder projection of `model` from its current float weight (a model built from
 // scratch, or loaded in full precision) into `kind` (nf4 or int8; `double_quant` for nf4). Throws
 // UserError when some are quantised already, ConfigError for gguf (only a GGUF file has its blocks).
-void quantize_base(LlamaModelImpl& model, BaseQuantization kind, bool double_quant);
+void quantize_base(DecoderModelImpl& model, BaseQuantization kind, bool double_quant);
 
 // What causal_lm_from_pretrained_quantized found in the folder, for the caller's notes.
 struct QuantizedLoadReport {
@@ -56,12 +56,12 @@ struct QuantizedLoadReport {
 // projection keeps the file's ggml blocks as they are (GgmlWeight, rows put in Hugging Face order),
 // one F32 / F16 / BF16 in the file stays a float weight in `dtype`. nf4 and int8 on a GGUF model
 // quantise its dequantised weights.
-LlamaForCausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
+CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, at::ScalarType dtype,
                                                      BaseQuantization kind, bool double_quant,
                                                      QuantizedLoadReport* report = nullptr);
 
 // Undoes quantize_base: every quantised projection gets its dequantised float weight back (frozen).
-void dequantize_base(LlamaModelImpl& model);
+void dequantize_base(DecoderModelImpl& model);
 
 // lora.quantize_base gguf on the GGUF model folder `dir` (model_path.h): the bytes of each decoder
 // projection kept in the file's ggml blocks, by Hugging Face weight name (the plan counts them as
@@ -77,10 +77,10 @@ struct QuantizedBaseSize {
 QuantizedBaseSize quantized_base_size(const torch::nn::Module& model);
 
 // NF4 shorthands (QLoRA's usual form).
-inline void quantize_base_nf4(LlamaModelImpl& model, bool double_quant) {
+inline void quantize_base_nf4(DecoderModelImpl& model, bool double_quant) {
   quantize_base(model, BaseQuantization::nf4, double_quant);
 }
-inline LlamaForCausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir, at::ScalarType dtype,
+inline CausalLM causal_lm_from_pretrained_nf4(const std::filesystem::path& dir, at::ScalarType dtype,
                                                       bool double_quant, QuantizedLoadReport* report = nullptr) {
   return causal_lm_from_pretrained_quantized(dir, dtype, BaseQuantization::nf4, double_quant, report);
 }

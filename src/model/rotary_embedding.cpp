@@ -10,15 +10,18 @@
 
 namespace ferry {
 
-at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
-  const int64_t dim = config.head_dim;
+at::Tensor rope_inverse_frequencies(const ModelShape& config) {
+  return rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling);
+}
+
+at::Tensor rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling& scaling) {
   if (dim <= 0 || dim % 2 != 0) {
-    throw ConfigError(detail::concat("model config: head_dim must be a positive even number for RoPE, got ", dim));
+    throw ConfigError(detail::concat("model config: the rotated part of a head (head_dim x partial_rotary_factor) must "
+                                     "be a positive even number for RoPE, got ", dim));
   }
   // inv_freq = 1 / theta^(2i / dim), i = 0 .. dim/2 - 1
   const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
-  at::Tensor inv_freq = at::reciprocal(at::pow(config.rope_theta, exponents));
-  const RopeScaling& scaling = config.rope_scaling;
+  at::Tensor inv_freq = at::reciprocal(at::pow(theta, exponents));
   switch (scaling.type) {
     case RopeScalingType::none:
       return inv_freq;
@@ -44,7 +47,10 @@ at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
   return {};
 }
 
-RotaryEmbedding::RotaryEmbedding(const LlamaConfig& config) : inv_freq_(rope_inverse_frequencies(config)) {}
+RotaryEmbedding::RotaryEmbedding(const ModelShape& config) : inv_freq_(rope_inverse_frequencies(config)) {}
+
+RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, double theta, const RopeScaling& scaling)
+    : inv_freq_(rope_inverse_frequencies(rotary_dim, theta, scaling)) {}
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& position_ids, at::ScalarType dtype) const {
   if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != position_ids.device()) {

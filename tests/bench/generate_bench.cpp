@@ -104,11 +104,11 @@ int main(int argc, char** argv) {
   try {
     const BenchArgs args = parse(argc, argv);
     torch::set_num_threads(static_cast<int>(args.threads));
-    ferry::LlamaForCausalLM model{nullptr};
+    ferry::CausalLM model{nullptr};
     if (!args.config.empty()) {
-      const ferry::LlamaConfig config = ferry::io::read_hf_config(args.config);
-      model = ferry::LlamaForCausalLM(config);
-      ferry::init_llama_weights(*model, config, 0.02, 0);
+      const ferry::ModelShape config = ferry::io::read_hf_config(args.config);
+      model = ferry::CausalLM(config);
+      ferry::init_model_weights(*model, config, 0.02, 0);
     } else {
       model = ferry::causal_lm_from_pretrained(args.model);
     }

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     using namespace ferry;
     const BenchArgs args = parse(argc, argv);
     torch::set_num_threads(static_cast<int>(args.threads));
-    LlamaForCausalLM model = causal_lm_from_pretrained(args.model);
+    CausalLM model = causal_lm_from_pretrained(args.model);
     model->train();
     const io::TensorMap tensors = io::load_safetensors(args.batch);
     MicroBatch batch;

@@ -29,18 +29,18 @@ class ModelCuda : public ::testing::Test {
     config_.rope_scaling.type = RopeScalingType::llama3;
     config_.rope_scaling.factor = 8.0;
     config_.rope_scaling.original_max_position_embeddings = 64;
-    cpu_ = LlamaForCausalLM(config_);
-    init_llama_weights(*cpu_, config_, 0.2, 4);
+    cpu_ = CausalLM(config_);
+    init_model_weights(*cpu_, config_, 0.2, 4);
     cpu_->eval();
-    gpu_ = LlamaForCausalLM(config_);
+    gpu_ = CausalLM(config_);
     load_state(*gpu_, state_of(*cpu_));
     gpu_->to(torch::kCUDA);
     gpu_->eval();
     batch_ = left_pad({{5, 17, 33, 2, 99, 100, 7}, {8, 9}, {120, 121, 122, 123}}, 0);
   }
 
-  LlamaConfig config_;
-  LlamaForCausalLM cpu_{nullptr}, gpu_{nullptr};
+  ModelShape config_;
+  CausalLM cpu_{nullptr}, gpu_{nullptr};
   PromptBatch batch_;
 };
 
@@ -124,14 +124,14 @@ TEST_F(ModelCuda, SeededSamplingMatchesCpu) {
 // Qwen3's q/k norms and a sliding window shorter than the sequences (the window mask through SDPA
 // on CUDA, and through the KV cache): fp32 logits and greedy tokens equal the CPU's.
 TEST_F(ModelCuda, QkNormsAndSlidingWindowMatchCpu) {
-  LlamaConfig config = config_;
-  config.qk_norm = true;
+  ModelShape config = config_;
+  config.qk_norm = QkNorm::per_head;
   config.head_dim = 32;
   config.sliding_window = 3;
-  LlamaForCausalLM cpu(config);
-  init_llama_weights(*cpu, config, 0.2, 6);
+  CausalLM cpu(config);
+  init_model_weights(*cpu, config, 0.2, 6);
   cpu->eval();
-  LlamaForCausalLM gpu(config);
+  CausalLM gpu(config);
   load_state(*gpu, state_of(*cpu));
   gpu->to(torch::kCUDA);
   gpu->eval();

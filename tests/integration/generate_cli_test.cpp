@@ -45,13 +45,13 @@ class GenerateCli : public ::testing::Test {
     std::filesystem::create_directories(dir_ / "model");
     const std::string tokenizer_file = std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model";
     const Tokenizer tokenizer(tokenizer_file);
-    LlamaConfig config = test_support::tiny_llama_config(
+    ModelShape config = test_support::tiny_llama_config(
         {.vocab_size = tokenizer.vocab_size(), .max_position_embeddings = 512, .rms_norm_eps = 1e-6});
     config.bos_token_id = tokenizer.bos_id();
     config.eos_token_ids = {tokenizer.eos_id()};
     config.pad_token_id = tokenizer.pad_id();
-    LlamaForCausalLM model(config);
-    init_llama_weights(*model, config, 0.5, 3);  // large weights: varied, prompt-dependent text
+    CausalLM model(config);
+    init_model_weights(*model, config, 0.5, 3);  // large weights: varied, prompt-dependent text
     save_pretrained(*model, config, dir_ / "model");
     std::filesystem::copy_file(tokenizer_file, dir_ / "model" / "tokenizer.model",
                                std::filesystem::copy_options::overwrite_existing);
@@ -74,7 +74,7 @@ TEST_F(GenerateCli, GreedyChatTextEqualsTheLibrary) {
   const Result r = run(ferry("--prompt 'What is 2 + 3?' --chat --greedy --max-new-tokens 12"), false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir_ / "model");
+  CausalLM model = causal_lm_from_pretrained(dir_ / "model");
   const Tokenizer tokenizer((dir_ / "model").string());
   const ChatTemplate chat = load_chat_template("demo");
   const std::vector<int64_t> prompt = chat.render_prompt({{ChatRole::user, "What is 2 + 3?"}}, tokenizer);
@@ -145,7 +145,7 @@ TEST_F(GenerateCli, SampledCompletionsDoNotDependOnTheBatchSize) {
   EXPECT_EQ(completions(1), all);
   EXPECT_EQ(completions(3), all);
 
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir_ / "model");
+  CausalLM model = causal_lm_from_pretrained(dir_ / "model");
   const Tokenizer tokenizer((dir_ / "model").string());
   std::set<std::string> distinct;
   for (size_t i = 0; i < texts.size(); ++i) {

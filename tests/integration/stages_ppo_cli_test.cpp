@@ -116,7 +116,7 @@ void NonFiniteRewardsAreSkippedAndNeverReachTheWeights() {
   ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
   // A reward model whose score head is NaN: every response's score is NaN.
   const fs::path broken = base_dir() / "nan_rm";
-  ferry::LlamaForScore rm = ferry::score_model_from_pretrained(base_dir() / "rm" / "final");
+  ferry::ScoreModel rm = ferry::score_model_from_pretrained(base_dir() / "rm" / "final");
   {
     torch::NoGradGuard no_grad;
     rm->score->weight.fill_(std::numeric_limits<float>::quiet_NaN());

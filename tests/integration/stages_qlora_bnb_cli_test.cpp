@@ -34,10 +34,10 @@ const std::string kQ0 = "model.layers.0.self_attn.q_proj.weight";
 // the weights and what transformers writes into config.json, with `quantization` merged into its
 // quantization_config; the demo tokenizer beside them.
 void write_4bit_folder(const fs::path& dir, const nlohmann::json& quantization = nlohmann::json::object()) {
-  LlamaConfig shape = io::read_hf_config(fs::path(FERRY_SOURCE_DIR) / "configs/demo-model.json");
+  ModelShape shape = io::read_hf_config(fs::path(FERRY_SOURCE_DIR) / "configs/demo-model.json");
   shape.num_hidden_layers = 1;
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.02, 1);
+  CausalLM model(shape);
+  init_model_weights(*model, shape, 0.02, 1);
   quantize_base_nf4(*model->model, /*double_quant=*/true);
   save_pretrained(*model, shape, dir);
   nlohmann::json config = nlohmann::json::parse(read_file(dir / "config.json"));

@@ -67,7 +67,7 @@ TEST(QloraGgufCli, TrainsResumesAndExports) {
   EXPECT_EQ(out.count(w + ".ggml_type"), 0u);
   EXPECT_EQ(out.at(w).scalar_type(), torch::kFloat);
   EXPECT_EQ(out.at(w).sizes(), (c10::IntArrayRef{128, 256}));
-  LlamaForCausalLM merged = causal_lm_from_pretrained(dir / "out");
+  CausalLM merged = causal_lm_from_pretrained(dir / "out");
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::isfinite(merged->forward(torch::tensor({{1, 5, 9}}))).all().item<bool>());
   // Back to GGUF: the blocks dequantised, the adapters folded in, written in f32.

@@ -51,7 +51,7 @@ TEST(QloraInt8Cli, TrainsResumesAndExports) {
   const io::TensorMap out = io::load_hf_weights(dir / "out");
   EXPECT_EQ(out.count(m + ".SCB"), 0u);
   EXPECT_EQ(out.at(m + ".weight").scalar_type(), torch::kFloat);
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir / "out");
+  CausalLM model = causal_lm_from_pretrained(dir / "out");
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::isfinite(model->forward(torch::tensor({{1, 5, 9}}))).all().item<bool>());
   fs::remove_all(dir);

@@ -56,7 +56,7 @@ TEST_P(ChatFolderParity, AutoRendersAndGeneratesAsTransformers) {
   const std::string dir = f["folder"].get<std::string>();
   const Tokenizer tokenizer(dir);
   const ChatTemplate tmpl = resolve_chat_template("auto", tokenizer);
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir);
+  CausalLM model = causal_lm_from_pretrained(dir);
   torch::NoGradGuard no_grad;
   for (const auto& c : f["cases"]) {
     SCOPED_TRACE(c["text"].get<std::string>());
@@ -89,7 +89,7 @@ TEST_P(ChatFolderParity, ContinuesAPrefilledAnswerAsTransformers) {
   const std::string dir = f["folder"].get<std::string>();
   const Tokenizer tokenizer(dir);
   const ChatTemplate tmpl = resolve_chat_template("auto", tokenizer);
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir);
+  CausalLM model = causal_lm_from_pretrained(dir);
   torch::NoGradGuard no_grad;
   ASSERT_GE(f["continued"].size(), 2u);
   for (const auto& c : f["continued"]) {

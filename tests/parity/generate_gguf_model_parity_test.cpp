@@ -39,7 +39,7 @@ class GgufModelParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufModelParity, LogitsAndGreedyTokensMatchTransformers) {
   const io::TensorMap expected = io::load_safetensors(fixture(GetParam()) / "reference.safetensors");
-  LlamaForCausalLM model = causal_lm_from_pretrained(prepared(GetParam()));
+  CausalLM model = causal_lm_from_pretrained(prepared(GetParam()));
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = model->forward(expected.at("input_ids"));
   const torch::Tensor& reference = expected.at("logits");
@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GgufModelParity,
 // against the Hugging Face model the file was written from (transformers' GGUF loader ignores it).
 TEST(GgufModelLlama3Rope, LogitsAndGreedyTokensMatchTheSourceModel) {
   const io::TensorMap expected = io::load_safetensors(fixture("llama3_rope") / "reference.safetensors");
-  LlamaForCausalLM model = causal_lm_from_pretrained(prepared("llama3_rope"));
+  CausalLM model = causal_lm_from_pretrained(prepared("llama3_rope"));
   const RopeScaling& rope = model->config().rope_scaling;
   EXPECT_EQ(rope.type, RopeScalingType::llama3);
   EXPECT_DOUBLE_EQ(rope.factor, 8.0);

@@ -21,7 +21,7 @@ namespace {
 
 struct Fixture {
   io::TensorMap expected;
-  LlamaForCausalLM model{nullptr};
+  CausalLM model{nullptr};
 };
 
 // `name`: <fixture stem>/<model>, e.g. "model_llama/plain" or "model_families/qwen3".
@@ -76,7 +76,9 @@ INSTANTIATE_TEST_SUITE_P(Llama, GenerateParity,
                                            "model_llama/bias_linear"),
                          model_name);
 INSTANTIATE_TEST_SUITE_P(Families, GenerateParity,
-                         ::testing::Values("model_families/qwen3", "model_families/qwen3_bias",
+                         ::testing::Values("model_families/gemma2", "model_families/gemma3",
+                                           "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/qwen3", "model_families/qwen3_bias",
                                            "model_families/smollm2", "model_families/mistral",
                                            "model_families/mistral_window_big", "model_families/mistral_window_5"),
                          model_name);

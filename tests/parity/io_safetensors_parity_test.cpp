@@ -95,7 +95,7 @@ TEST_F(IoParityTest, ReadsShardedCheckpointWrittenByTransformers) {
   }
   EXPECT_EQ(loaded.size(), expected["weights"].size());
 
-  const LlamaConfig config = read_hf_config(model / "config.json");
+  const ModelShape config = read_hf_config(model / "config.json");
   const json& c = expected["config"];
   EXPECT_EQ(config.vocab_size, c["vocab_size"].get<int64_t>());
   EXPECT_EQ(config.hidden_size, c["hidden_size"].get<int64_t>());
@@ -113,7 +113,7 @@ TEST_F(IoParityTest, ReadsConfigsAsTransformersDoes) {
   ASSERT_GE(expected.size(), 4u);
   for (const auto& [name, want] : expected.items()) {
     SCOPED_TRACE(name);
-    const LlamaConfig c = read_hf_config(kFixtures / "configs" / name / "config.json");
+    const ModelShape c = read_hf_config(kFixtures / "configs" / name / "config.json");
     EXPECT_EQ(c.model_type, want["model_type"].get<std::string>());
     EXPECT_EQ(c.vocab_size, want["vocab_size"].get<int64_t>());
     EXPECT_EQ(c.hidden_size, want["hidden_size"].get<int64_t>());
@@ -141,7 +141,7 @@ TEST_F(IoParityTest, ReadsConfigsAsTransformersDoes) {
     EXPECT_EQ(c.attention_bias, want["attention_bias"].get<bool>());
     EXPECT_EQ(c.attention_output_bias, want["attention_output_bias"].get<bool>());
     EXPECT_EQ(c.mlp_bias, want["mlp_bias"].get<bool>());
-    EXPECT_EQ(c.qk_norm, want["qk_norm"].get<bool>());
+    EXPECT_EQ(c.qk_norm != QkNorm::none, want["qk_norm"].get<bool>());
     EXPECT_EQ(c.sliding_window, want["sliding_window"].get<int64_t>());
     EXPECT_EQ(c.bos_token_id, want["bos_token_id"].get<int64_t>());
     EXPECT_EQ(c.eos_token_ids, want["eos_token_ids"].get<std::vector<int64_t>>());
@@ -160,7 +160,7 @@ TEST_F(IoParityTest, PythonReadsWhatFerryWrites) {
 TEST_F(IoParityTest, TransformersLoadsFerryWeightsSingleAndSharded) {
   const fs::path original = kFixtures / "llama_sharded";
   const TensorMap weights = load_hf_weights(original);
-  const LlamaConfig config = read_hf_config(original / "config.json");
+  const ModelShape config = read_hf_config(original / "config.json");
 
   write_hf_config(dir_ / "single" / "config.json", config);
   save_hf_weights(dir_ / "single", weights);
@@ -184,12 +184,12 @@ TEST_F(IoParityTest, TransformersLoadsFerryWeightsSingleAndSharded) {
 TEST_F(IoParityTest, TransformersReadsFerryConfigs) {
   struct Case {
     std::string name;
-    LlamaConfig config;
+    ModelShape config;
     json expected;
   };
   std::vector<Case> cases;
 
-  LlamaConfig gqa;
+  ModelShape gqa;
   gqa.vocab_size = 64, gqa.hidden_size = 32, gqa.intermediate_size = 48, gqa.num_hidden_layers = 1;
   gqa.num_attention_heads = 4, gqa.num_key_value_heads = 2, gqa.head_dim = 16, gqa.max_position_embeddings = 128;
   gqa.rms_norm_eps = 1e-5, gqa.rope_theta = 500000.0, gqa.tie_word_embeddings = true;
@@ -203,7 +203,7 @@ TEST_F(IoParityTest, TransformersReadsFerryConfigs) {
                     {"bos_token_id", 0}, {"eos_token_id", {1, 2}}, {"pad_token_id", 3}, {"dtype", "bfloat16"},
                     {"biases", {{"q", false}, {"o", false}, {"mlp", false}}}}});
 
-  LlamaConfig llama3 = gqa;
+  ModelShape llama3 = gqa;
   llama3.tie_word_embeddings = false, llama3.max_position_embeddings = 1024;
   llama3.rope_scaling = {RopeScalingType::llama3, 8.0, 1.0, 4.0, 256};
   llama3.eos_token_ids = {2}, llama3.pad_token_id = -1, llama3.attention_bias = llama3.attention_output_bias = true;
@@ -216,7 +216,7 @@ TEST_F(IoParityTest, TransformersReadsFerryConfigs) {
                     {"attention_bias", true}, {"mlp_bias", true}, {"head_dim", 16},
                     {"biases", {{"q", true}, {"o", true}, {"mlp", true}}}}});
 
-  LlamaConfig linear;  // defaults apart from the shape: a 7B-like config, not instantiated
+  ModelShape linear;  // defaults apart from the shape: a 7B-like config, not instantiated
   linear.rope_scaling.type = RopeScalingType::linear, linear.rope_scaling.factor = 4.0;
   linear.bos_token_id = -1, linear.eos_token_ids = {};
   cases.push_back({"linear_7b", linear,
@@ -224,27 +224,27 @@ TEST_F(IoParityTest, TransformersReadsFerryConfigs) {
                     {"rope_parameters", {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 4.0}}},
                     {"bos_token_id", nullptr}, {"eos_token_id", nullptr}, {"dtype", "float32"}}});
 
-  LlamaConfig qwen2 = gqa;
+  ModelShape qwen2 = gqa;
   qwen2.model_type = "qwen2", qwen2.attention_bias = true, qwen2.attention_output_bias = false;
   qwen2.tie_word_embeddings = false, qwen2.eos_token_ids = {5};
   cases.push_back({"qwen2", qwen2,
                    {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"num_key_value_heads", 2},
                     {"eos_token_id", 5}, {"head_dim", 16}, {"biases", {{"q", true}, {"o", false}, {"mlp", false}}}}});
 
-  LlamaConfig qwen3 = gqa;  // head_dim 16 with hidden 32 / 4 heads: explicit, and not hidden / heads
-  qwen3.model_type = "qwen3", qwen3.qk_norm = true, qwen3.bos_token_id = -1, qwen3.eos_token_ids = {2};
+  ModelShape qwen3 = gqa;  // head_dim 16 with hidden 32 / 4 heads: explicit, and not hidden / heads
+  qwen3.model_type = "qwen3", qwen3.qk_norm = QkNorm::per_head, qwen3.bos_token_id = -1, qwen3.eos_token_ids = {2};
   cases.push_back({"qwen3", qwen3,
                    {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"head_dim", 16},
                     {"attention_bias", false}, {"sliding_window", nullptr}, {"tie_word_embeddings", true},
                     {"bos_token_id", nullptr}, {"eos_token_id", 2},
                     {"biases", {{"q", false}, {"o", false}, {"mlp", false}}}, {"qk_norm", true}}});
-  LlamaConfig qwen3_bias = qwen3;
+  ModelShape qwen3_bias = qwen3;
   qwen3_bias.attention_bias = qwen3_bias.attention_output_bias = true, qwen3_bias.tie_word_embeddings = false;
   cases.push_back({"qwen3_bias", qwen3_bias,
                    {{"architectures", {"Qwen3ForCausalLM"}}, {"attention_bias", true}, {"tie_word_embeddings", false},
                     {"head_dim", 16}, {"biases", {{"q", true}, {"o", true}, {"mlp", false}}}, {"qk_norm", true}}});
 
-  LlamaConfig mistral = gqa;
+  ModelShape mistral = gqa;
   mistral.model_type = "mistral", mistral.sliding_window = 4096, mistral.tie_word_embeddings = false;
   cases.push_back({"mistral_window", mistral,
                    {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 4096},

@@ -1,7 +1,7 @@
 // The Llama-family model against transformers: tiny random models written by model_llama_ref.py
-// (LlamaForCausalLM: plain; GQA + tied embeddings + llama3 RoPE + head_dim != hidden/heads;
+// (CausalLM: plain; GQA + tied embeddings + llama3 RoPE + head_dim != hidden/heads;
 // q/k/v/o + MLP biases + linear RoPE) and model_families_ref.py (Qwen3ForCausalLM with q/k norms
-// and head_dim != hidden/heads, with and without biases; a SmolLM2-shaped tied LlamaForCausalLM;
+// and head_dim != hidden/heads, with and without biases; a SmolLM2-shaped tied CausalLM;
 // MistralForCausalLM with sliding_window null, 4096 and 5), loaded with causal_lm_from_pretrained,
 // on left-padded input, in fp32, bf16 and fp16 (each against transformers in the same dtype). The
 // families' models, saved again by Ferry's save_pretrained, load in transformers as the same model.
@@ -54,17 +54,24 @@ class ModelParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(ModelParity, RopeFrequenciesMatch) {
   const auto folder = fixture(GetParam());
   const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
-  const LlamaConfig config = io::read_hf_config(folder / "model" / "config.json");
+  const ModelShape config = io::read_hf_config(folder / "model" / "config.json");
   const torch::Tensor got = rope_inverse_frequencies(config);
   ASSERT_EQ(got.sizes(), expected.at("inv_freq").sizes());
   EXPECT_TRUE(torch::allclose(got, expected.at("inv_freq"), 1e-6, 0.0)) << got << expected.at("inv_freq");
+  if (expected.count("inv_freq_sliding_attention")) {  // Gemma 3, OLMo 3: the sliding layers' own RoPE
+    const double theta = config.sliding_rope_theta > 0 ? config.sliding_rope_theta : config.rope_theta;
+    const RopeScaling scaling = config.sliding_rope_theta > 0 ? RopeScaling{} : config.rope_scaling;
+    const torch::Tensor sliding = rope_inverse_frequencies(config.rotary_dim(), theta, scaling);
+    EXPECT_TRUE(torch::allclose(sliding, expected.at("inv_freq_sliding_attention"), 1e-6, 0.0))
+        << sliding << expected.at("inv_freq_sliding_attention");
+  }
 }
 
 TEST_P(ModelParity, Fp32LogitsMatchTransformers) {
   torch::NoGradGuard no_grad;
   const auto folder = fixture(GetParam());
   const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
+  CausalLM model = causal_lm_from_pretrained(folder / "model");
   const torch::Tensor& mask = expected.at("attention_mask");
   const torch::Tensor logits = model(expected.at("input_ids"), mask);
   ASSERT_EQ(logits.sizes(), expected.at("logits").sizes());
@@ -81,7 +88,7 @@ TEST_P(ModelParity, Bf16LogitsMatchTransformersBf16) {
   torch::NoGradGuard no_grad;
   const auto folder = fixture(GetParam());
   const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model", torch::kBFloat16);
+  CausalLM model = causal_lm_from_pretrained(folder / "model", torch::kBFloat16);
   const torch::Tensor& mask = expected.at("attention_mask");
   const torch::Tensor logits = model(expected.at("input_ids"), mask);
   EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
@@ -102,7 +109,7 @@ TEST_P(ModelParity, Fp16LogitsMatchTransformersFp16) {
   const auto folder = fixture(GetParam());
   const io::TensorMap expected = io::load_safetensors(folder / "logits.safetensors");
   ASSERT_TRUE(expected.count("logits_fp16")) << "fixture predates fp16: rerun `ctest -R parity_fixture_model_llama`";
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model", torch::kHalf);
+  CausalLM model = causal_lm_from_pretrained(folder / "model", torch::kHalf);
   const torch::Tensor& mask = expected.at("attention_mask");
   const torch::Tensor logits = model(expected.at("input_ids"), mask);
   EXPECT_EQ(logits.scalar_type(), torch::kHalf);
@@ -122,7 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Llama, ModelParity,
                                            "model_llama/bias_linear"),
                          model_name);
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
-                         ::testing::Values("model_families/qwen3", "model_families/qwen3_bias",
+                         ::testing::Values("model_families/gemma2", "model_families/gemma3",
+                                           "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/qwen3", "model_families/qwen3_bias",
                                            "model_families/smollm2", "model_families/mistral",
                                            "model_families/mistral_window_big", "model_families/mistral_window_5"),
                          model_name);
@@ -152,7 +161,9 @@ TEST_P(SaveParity, SavePretrainedLoadsInTransformersAsTheSameModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SaveParity,
-                         ::testing::Values("model_families/qwen3", "model_families/qwen3_bias",
+                         ::testing::Values("model_families/gemma2", "model_families/gemma3",
+                                           "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/qwen3", "model_families/qwen3_bias",
                                            "model_families/smollm2", "model_families/mistral",
                                            "model_families/mistral_window_5"),
                          model_name);
@@ -164,7 +175,7 @@ TEST(ScoreModelParity, ValuesAndLastTokenScoresMatchTransformers) {
   const auto folder = std::filesystem::path(FERRY_FIXTURES_DIR) / "model_llama" / "score";
   ASSERT_TRUE(std::filesystem::exists(folder / "score.safetensors")) << "run the parity fixtures first";
   const io::TensorMap expected = io::load_safetensors(folder / "score.safetensors");
-  LlamaForScore model = score_model_from_pretrained(folder / "model");
+  ScoreModel model = score_model_from_pretrained(folder / "model");
   const torch::Tensor& mask = expected.at("attention_mask");
   const torch::Tensor values = model(expected.at("input_ids"), mask);  // (B, T)
   EXPECT_LE(((values - expected.at("values")).abs() * mask).max().item<double>(), 1e-4);
@@ -182,9 +193,9 @@ TEST(ScoreModelParity, StartsFromACausalLmFolder) {
     EXPECT_NE(std::string(e.what()).find("score.weight"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("lm_head.weight"), std::string::npos) << e.what();
   }
-  LlamaForScore model = score_model_from_pretrained(folder, torch::kFloat, torch::kCPU, /*from_causal_lm=*/true, 1);
+  ScoreModel model = score_model_from_pretrained(folder, torch::kFloat, torch::kCPU, /*from_causal_lm=*/true, 1);
   EXPECT_GT(model->score->weight.abs().sum().item<double>(), 0.0);
-  LlamaForCausalLM lm = causal_lm_from_pretrained(folder);
+  CausalLM lm = causal_lm_from_pretrained(folder);
   EXPECT_TRUE(torch::equal(model->model->norm->weight, lm->model->norm->weight));
 }
 

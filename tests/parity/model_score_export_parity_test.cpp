@@ -1,5 +1,5 @@
 // Reward models in Hugging Face's sequence-classification layout, checked with transformers:
-// a LlamaForScore saved by Ferry (llama, qwen2, qwen3, mistral) loads with AutoModelForSequenceClassification
+// a ScoreModel saved by Ferry (llama, qwen2, qwen3, mistral) loads with AutoModelForSequenceClassification
 // and scores a padded batch as Ferry does (model_score_check.py, <= 1e-4); `ferry export` (the
 // library call behind it) writes a reward-model folder back out as a sequence classifier, whether
 // the input says so in config.json or only through score.weight; a transformers-saved
@@ -57,8 +57,8 @@ nlohmann::json read_json(const fs::path& file) {
   return nlohmann::json::parse(in);
 }
 
-LlamaConfig tiny_config(const std::string& model_type) {
-  LlamaConfig config = test_support::tiny_llama_config(
+ModelShape tiny_config(const std::string& model_type) {
+  ModelShape config = test_support::tiny_llama_config(
       {.vocab_size = 96, .hidden_size = 32, .intermediate_size = 64, .head_dim = 8, .max_position_embeddings = 64});
   config.model_type = model_type;
   config.bos_token_id = 1;
@@ -68,7 +68,7 @@ LlamaConfig tiny_config(const std::string& model_type) {
     config.attention_bias = true;  // q/k/v only
     config.attention_output_bias = false;
   }
-  if (model_type == "qwen3") config.qk_norm = true;
+  if (model_type == "qwen3") config.qk_norm = QkNorm::per_head;
   if (model_type == "mistral") config.sliding_window = 4;  // shorter than the 8-token rows
 
   return config;
@@ -76,9 +76,9 @@ LlamaConfig tiny_config(const std::string& model_type) {
 
 // A random score model with non-zero biases (when it has any), norm weights other than 1 (q/k
 // norms included) and a non-trivial score head.
-LlamaForScore random_score_model(const LlamaConfig& config, uint64_t seed) {
-  LlamaForScore model(config);
-  init_llama_weights(*model, config, 0.2, seed);
+ScoreModel random_score_model(const ModelShape& config, uint64_t seed) {
+  ScoreModel model(config);
+  init_model_weights(*model, config, 0.2, seed);
   torch::NoGradGuard no_grad;
   torch::manual_seed(seed);
   for (auto& item : model->named_parameters()) {
@@ -102,7 +102,7 @@ std::pair<torch::Tensor, torch::Tensor> padded_batch(int64_t vocab) {
 }
 
 // Ferry's scores (the value at each row's last token) and the inputs, for the Python check.
-fs::path write_expected(LlamaForScoreImpl& model, const fs::path& file) {
+fs::path write_expected(ScoreModelImpl& model, const fs::path& file) {
   torch::NoGradGuard no_grad;
   const auto [ids, mask] = padded_batch(model.config().vocab_size);
   const torch::Tensor scores = last_token_values(model.forward(ids, mask), mask).to(torch::kFloat);
@@ -124,8 +124,8 @@ class ScoreExport : public ::testing::Test {
 };
 
 TEST_F(ScoreExport, FerryLlamaScoreModelLoadsInTransformersWithTheSameScores) {
-  const LlamaConfig config = tiny_config("llama");
-  LlamaForScore model = random_score_model(config, 11);
+  const ModelShape config = tiny_config("llama");
+  ScoreModel model = random_score_model(config, 11);
   save_pretrained(*model, config, root_ / "rm");
   const nlohmann::json written = read_json(root_ / "rm" / "config.json");
   EXPECT_EQ(written["architectures"], nlohmann::json({"LlamaForSequenceClassification"}));
@@ -137,7 +137,7 @@ TEST_F(ScoreExport, FerryLlamaScoreModelLoadsInTransformersWithTheSameScores) {
   std::cout << check.output;
 
   // And back into Ferry: the same scores.
-  LlamaForScore loaded = score_model_from_pretrained(root_ / "rm");
+  ScoreModel loaded = score_model_from_pretrained(root_ / "rm");
   const io::TensorMap inputs = io::load_safetensors(expected);
   torch::NoGradGuard no_grad;
   const torch::Tensor again = last_token_values(loaded(inputs.at("input_ids"), inputs.at("attention_mask")),
@@ -146,8 +146,8 @@ TEST_F(ScoreExport, FerryLlamaScoreModelLoadsInTransformersWithTheSameScores) {
 }
 
 TEST_F(ScoreExport, FerryQwen2ScoreModelLoadsInTransformersWithTheSameScores) {
-  const LlamaConfig config = tiny_config("qwen2");
-  LlamaForScore model = random_score_model(config, 12);
+  const ModelShape config = tiny_config("qwen2");
+  ScoreModel model = random_score_model(config, 12);
   save_pretrained(*model, config, root_ / "rm");
   const fs::path expected = write_expected(*model, root_ / "expected.safetensors");
   const CheckResult check = transformers_check(root_ / "rm", expected, "Qwen2ForSequenceClassification");
@@ -160,8 +160,8 @@ TEST_F(ScoreExport, FerryQwen3AndMistralScoreModelsLoadInTransformersWithTheSame
        {std::pair<std::string, std::string>{"qwen3", "Qwen3ForSequenceClassification"},
         std::pair<std::string, std::string>{"mistral", "MistralForSequenceClassification"}}) {
     SCOPED_TRACE(model_type);
-    const LlamaConfig config = tiny_config(model_type);
-    LlamaForScore model = random_score_model(config, 13);
+    const ModelShape config = tiny_config(model_type);
+    ScoreModel model = random_score_model(config, 13);
     save_pretrained(*model, config, root_ / model_type);
     const fs::path expected = write_expected(*model, root_ / (model_type + ".safetensors"));
     const CheckResult check = transformers_check(root_ / model_type, expected, architecture);
@@ -169,11 +169,11 @@ TEST_F(ScoreExport, FerryQwen3AndMistralScoreModelsLoadInTransformersWithTheSame
   }
 }
 
-// A reward-model checkpoint whose config.json says LlamaForCausalLM (as Ferry wrote before) is
+// A reward-model checkpoint whose config.json says CausalLM (as Ferry wrote before) is
 // recognised by its score.weight; `ferry export` writes it as a sequence classifier.
 TEST_F(ScoreExport, ExportRecognisesScoreWeightAndWritesASequenceClassifier) {
-  const LlamaConfig config = tiny_config("llama");
-  LlamaForScore model = random_score_model(config, 13);
+  const ModelShape config = tiny_config("llama");
+  ScoreModel model = random_score_model(config, 13);
   fs::create_directories(root_ / "ckpt");
   io::save_hf_weights(root_ / "ckpt", state_of(*model));
   io::write_hf_config(root_ / "ckpt" / "config.json", config, io::HfHead::causal_lm);
@@ -190,7 +190,7 @@ TEST_F(ScoreExport, ExportRecognisesScoreWeightAndWritesASequenceClassifier) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 
   // A causal LM stays one.
-  LlamaForCausalLM lm(config);
+  CausalLM lm(config);
   io::save_hf_weights(root_ / "lm", state_of(*lm));
   io::write_hf_config(root_ / "lm" / "config.json", config);
   options.checkpoint = root_ / "lm";
@@ -207,7 +207,7 @@ TEST_F(ScoreExport, TransformersSavedRewardModelLoadsAndExports) {
   const io::TensorMap expected = io::load_safetensors(fixture / "score.safetensors");
   {
     torch::NoGradGuard no_grad;
-    LlamaForScore model = score_model_from_pretrained(fixture / "model");
+    ScoreModel model = score_model_from_pretrained(fixture / "model");
     const torch::Tensor& mask = expected.at("attention_mask");
     const torch::Tensor scores = last_token_values(model(expected.at("input_ids"), mask), mask);
     EXPECT_LE((scores - expected.at("scores")).abs().max().item<double>(), 1e-4);

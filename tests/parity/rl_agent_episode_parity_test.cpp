@@ -63,7 +63,7 @@ struct ScriptedTurns {
   std::vector<std::vector<int64_t>> turns;
   std::vector<std::vector<int64_t>> asked;
 
-  GenerateResult operator()(LlamaForCausalLMImpl&, const at::Tensor& input_ids, const at::Tensor& attention_mask,
+  GenerateResult operator()(CausalLMImpl&, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                             const GenerateOptions& options) {
     EXPECT_EQ(input_ids.size(0), 1) << "one episode, one row";
     asked.push_back(to_vector(input_ids[0].masked_select(attention_mask[0] != 0)));
@@ -90,7 +90,7 @@ TEST(AgentEpisodeParity, TheRunnersEpisodeMaskLogProbsAndLossAreTrls) {
   const Tokenizer tokenizer(folder);
   const ChatTemplate tmpl = resolve_chat_template("auto", tokenizer);
   ASSERT_NE(tmpl.jinja, nullptr);
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder);
+  CausalLM model = causal_lm_from_pretrained(folder);
 
   // The prompt line as a GRPO run loads it; the calculator's reset adds its tools.
   const Json line{{"messages", Json::array({{{"role", "user"}, {"content", episode()["question"]}}})}, {"gt_answer", "8"}};

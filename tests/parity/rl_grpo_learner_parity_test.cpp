@@ -96,7 +96,7 @@ TEST(GrpoLearnerParity, LossAndGradientsOfEveryLossTypeMatchTrlsTrainer) {
                                 GrpoLoss::sapo, GrpoLoss::luspo, GrpoLoss::vespo}) {
       const std::string name = c.name + "." + std::string(enum_name(type));
       const Config config = config_for(c, type);
-      LlamaForCausalLM policy = causal_lm_from_pretrained(folder / "policy");
+      CausalLM policy = causal_lm_from_pretrained(folder / "policy");
       policy->train();
       const std::unique_ptr<offload::ParameterEngine> engine = offload::make_parameter_engine(offload::EngineOptions{});
       engine->add_model("policy", offload::group_parameters(*policy, false), true);

@@ -40,8 +40,8 @@ double expected(const std::string& name) {
 }
 
 struct Models {
-  LlamaForCausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
-  LlamaForCausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
+  CausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
+  CausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
   std::unique_ptr<offload::ParameterEngine> engine = offload::make_parameter_engine(offload::EngineOptions{});
   Models() {
     policy->train();

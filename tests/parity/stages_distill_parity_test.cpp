@@ -45,8 +45,8 @@ double expected(const std::string& name) {
 }
 
 struct DistillModels {
-  LlamaForCausalLM student = causal_lm_from_pretrained(fixture() / "student");
-  LlamaForCausalLM teacher = causal_lm_from_pretrained(fixture() / "teacher");
+  CausalLM student = causal_lm_from_pretrained(fixture() / "student");
+  CausalLM teacher = causal_lm_from_pretrained(fixture() / "teacher");
   std::unique_ptr<offload::ParameterEngine> engine;
   explicit DistillModels(OffloadPolicy policy = OffloadPolicy::none) {
     offload::EngineOptions options;

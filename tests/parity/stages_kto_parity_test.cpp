@@ -69,8 +69,8 @@ double max_error(const torch::Tensor& a, const torch::Tensor& b) {
 double scalar(const io::TensorMap& expected, const std::string& name) { return expected.at(name).item<double>(); }
 
 struct KtoModels {
-  LlamaForCausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
-  LlamaForCausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
+  CausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
+  CausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
   std::unique_ptr<offload::ParameterEngine> engine = offload::make_parameter_engine(offload::EngineOptions{});
   KtoModels() {
     policy->train();

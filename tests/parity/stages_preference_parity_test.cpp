@@ -54,8 +54,8 @@ double max_error(const torch::Tensor& a, const torch::Tensor& b) {
 
 // The policy and the frozen reference of the fixture in one `none` engine, as train-dpo holds them.
 struct DpoModels {
-  LlamaForCausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
-  LlamaForCausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
+  CausalLM policy = causal_lm_from_pretrained(fixture() / "policy");
+  CausalLM reference = causal_lm_from_pretrained(fixture() / "reference");
   std::unique_ptr<offload::ParameterEngine> engine = offload::make_parameter_engine(offload::EngineOptions{});
   DpoModels() {
     policy->train();
@@ -184,7 +184,7 @@ TEST(PreferenceParity, SigmoidMetricsAndGradientsMatchTrl) {
 TEST(PreferenceParity, RewardModelMatchesTrlRewardTrainer) {
   torch::set_num_threads(1);
   const io::TensorMap expected = io::load_safetensors(fixture() / "expected.safetensors");
-  LlamaForScore model = score_model_from_pretrained(fixture() / "reward");
+  ScoreModel model = score_model_from_pretrained(fixture() / "reward");
   auto engine = offload::make_parameter_engine(offload::EngineOptions{});
   engine->add_model("reward", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, false);
@@ -231,7 +231,7 @@ TEST(PreferenceParity, ReferenceFromModelLoraOffAndPrecomputeAgree) {
   const torch::Tensor from_model = reference_logps(batch, "reference", *models.reference, false, runner);
 
   // The reference's weights with LoRA adapters whose B is not zero: on, they change the model.
-  LlamaForCausalLM adapted = causal_lm_from_pretrained(fixture() / "reference");
+  CausalLM adapted = causal_lm_from_pretrained(fixture() / "reference");
   LoraConfig lora;
   lora.rank = 4;
   lora.target_modules = {"q_proj", "v_proj", "down_proj"};

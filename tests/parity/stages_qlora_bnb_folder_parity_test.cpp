@@ -57,7 +57,7 @@ double logit_error(const torch::Tensor& ferry, const io::TensorMap& reference) {
   return (ferry.to(torch::kFloat) - reference.at("logits")).index({keep}).abs().max().item<double>();
 }
 
-torch::Tensor logits_of(LlamaForCausalLMImpl& model, const io::TensorMap& inputs) {
+torch::Tensor logits_of(CausalLMImpl& model, const io::TensorMap& inputs) {
   torch::NoGradGuard no_grad;
   return model.forward(inputs.at("input_ids"), inputs.at("attention_mask"));  // (B, T, V)
 }
@@ -72,7 +72,7 @@ TEST_P(BnbFolder, Nf4LoadingTakesTheStoredBitsAndGivesTransformersLogits) {
   const io::TensorMap file = io::load_safetensors(dir / "model.safetensors");
   QuantizedLoadReport report;
   // double_quant true for both: the file decides (dq0 is not double-quantised).
-  LlamaForCausalLM model = causal_lm_from_pretrained_nf4(dir, at::kFloat, /*double_quant=*/true, &report);
+  CausalLM model = causal_lm_from_pretrained_nf4(dir, at::kFloat, /*double_quant=*/true, &report);
   EXPECT_EQ(report.stored, dq1 ? 14 : 12);
   EXPECT_EQ(report.stored_double_quant, dq1 ? 14 : 0);
   EXPECT_EQ(report.quantized, 0) << "nothing may be requantised";
@@ -106,7 +106,7 @@ TEST_P(BnbFolder, Nf4LoadingTakesTheStoredBitsAndGivesTransformersLogits) {
 
   const io::TensorMap reference = io::load_safetensors(dir / "logits.safetensors");
   const double nf4_error = logit_error(logits_of(*model, reference), reference);
-  LlamaForCausalLM dequantised = causal_lm_from_pretrained(dir);
+  CausalLM dequantised = causal_lm_from_pretrained(dir);
   const double float_error = logit_error(logits_of(*dequantised, reference), reference);
   std::cout << GetParam() << ": max |logits - transformers' 4-bit model|: " << nf4_error << " (quantize_base nf4), "
             << float_error << " (dequantised into fp32)\n";
@@ -156,7 +156,7 @@ TEST(BnbFolderCli, TrainSftExportGenerateAndEval) {
   config.lora.dropout = 0.0;
   config.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   config.lora.quantize_base = BaseQuantization::nf4;
-  LlamaForCausalLM trained = causal_lm_from_pretrained_nf4(model, at::kFloat, true);
+  CausalLM trained = causal_lm_from_pretrained_nf4(model, at::kFloat, true);
   prepare_lora(*trained, config);
   stage_trained_model("policy", *trained, trained->config(), config, Tokenizer(source + "/data/tokenizer.model"))
       .load(step);

@@ -62,7 +62,7 @@ TEST_P(QloraLoadParity, LoadingQuantisesAsBitsandbytes) {
   torch::set_num_threads(1);
   const at::ScalarType dtype = GetParam();
   const io::TensorMap bnb = io::load_safetensors(folder_of(dtype) / "nf4.safetensors");
-  LlamaForCausalLM model = causal_lm_from_pretrained_nf4(fixture() / "model", dtype, /*double_quant=*/true);
+  CausalLM model = causal_lm_from_pretrained_nf4(fixture() / "model", dtype, /*double_quant=*/true);
   const io::TensorMap ferry = state_of(*model);
   int compared = 0;
   for (const auto& [name, want] : bnb) {
@@ -96,7 +96,7 @@ TEST_P(QloraParity, LossAndAdapterGradientsMatchPeftOnBitsandbytes) {
   const auto folder = folder_of(dtype);
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
   const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
-  LlamaForCausalLM model = causal_lm_from_pretrained_nf4(fixture() / "model", dtype, /*double_quant=*/true);
+  CausalLM model = causal_lm_from_pretrained_nf4(fixture() / "model", dtype, /*double_quant=*/true);
   Config config;
   config.lora.rank = 4;
   config.lora.alpha = 8;

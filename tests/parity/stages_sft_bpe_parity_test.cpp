@@ -109,7 +109,7 @@ TEST_P(SftBpe, LoraTrainsAndTheExportLoadsInTransformersWithFerrysLogitsAndIds) 
   // The trained model as Ferry resumes it from the last checkpoint: base + adapters, not merged.
   const Tokenizer tokenizer(step.string());
   EXPECT_EQ(tokenizer.kind(), TokenizerKind::byte_level_bpe);
-  LlamaForCausalLM model = causal_lm_from_pretrained(base);
+  CausalLM model = causal_lm_from_pretrained(base);
   prepare_lora(*model, config);
   stage_trained_model("policy", *model, model->config(), config, tokenizer).load(step);
   model->eval();

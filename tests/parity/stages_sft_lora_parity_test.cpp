@@ -64,7 +64,7 @@ TEST_P(SftLoraParity, LossAdapterGradientsAndFirstStepMatchPeft) {
   const auto folder = fixture();
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
   const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
+  CausalLM model = causal_lm_from_pretrained(folder / "model");
   const Config config = lora_config();
   prepare_lora(*model, config);
   const io::PeftAdapter adapter = io::read_peft_adapter(folder / "init_adapter");
@@ -160,7 +160,7 @@ TEST(SftLoraExport, PeftLoadsTheAdapterAndTransformersTheMergedModelWithFerrysLo
   EXPECT_FALSE(fs::exists(final_dir / "model.safetensors")) << "an adapter folder holds no base weights";
 
   // The trained model as Ferry resumes it from the last checkpoint: base + adapters, not merged.
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
+  CausalLM model = causal_lm_from_pretrained(folder / "model");
   prepare_lora(*model, config);
   stage_trained_model("policy", *model, model->config(), config, Tokenizer(config.tokenizer.path)).load(step);
   model->eval();

@@ -40,7 +40,7 @@ TEST_P(SftParity, LossGradientsAndFirstStepMatchTransformers) {
   const auto folder = fixture();
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
   const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
-  LlamaForCausalLM model = causal_lm_from_pretrained(folder / "model");
+  CausalLM model = causal_lm_from_pretrained(folder / "model");
   model->train();
 
   offload::EngineOptions options;

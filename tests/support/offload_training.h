@@ -20,7 +20,7 @@
 #include "offload/chunked_engine.h"
 #include "offload/engine.h"
 #include "src/io/safetensors.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/model_state.h"
 #include "tests/support/max_difference.h"
 #include "tests/support/scratch_dir.h"
@@ -34,15 +34,15 @@ namespace fs = std::filesystem;
 
 // The demo model's shape (configs/demo-model.json) with a smaller vocabulary and 3 layers, so 20
 // steps under every policy stay fast.
-inline LlamaConfig small_shape(bool tied = false) {
-  LlamaConfig c = test_support::tiny_llama_config(
+inline ModelShape small_shape(bool tied = false) {
+  ModelShape c = test_support::tiny_llama_config(
       {.vocab_size = 512, .intermediate_size = 176, .num_hidden_layers = 3, .max_position_embeddings = 64});
   c.tie_word_embeddings = tied;
   return c;
 }
 
-inline LlamaConfig demo_shape() {
-  LlamaConfig c = small_shape();
+inline ModelShape demo_shape() {
+  ModelShape c = small_shape();
   c.vocab_size = 2000;
   c.hidden_size = 128;
   c.intermediate_size = 352;
@@ -90,7 +90,7 @@ class RandomTokens : public BatchSource {
 // the runner's LM-head op, chunked by train.logits_chunk.
 class NextTokenLoss : public TrainingObjective {
  public:
-  explicit NextTokenLoss(LlamaForCausalLMImpl& model, bool head_op = false) : model_(model), head_op_(head_op) {}
+  explicit NextTokenLoss(CausalLMImpl& model, bool head_op = false) : model_(model), head_op_(head_op) {}
   LossSum loss(const MicroBatch& batch, BackboneRunner& runner) override {
     if (head_op_) {
       const torch::Tensor& labels = batch.at("labels");
@@ -111,7 +111,7 @@ class NextTokenLoss : public TrainingObjective {
   }
 
  private:
-  LlamaForCausalLMImpl& model_;
+  CausalLMImpl& model_;
   bool head_op_;
 };
 
@@ -125,7 +125,7 @@ inline fs::path fresh_dir(const std::string& name) {
 struct RunSpec {
   OffloadPolicy policy = OffloadPolicy::none;
   Precision precision = Precision::fp32;
-  LlamaConfig shape = small_shape();
+  ModelShape shape = small_shape();
   uint64_t chunk_size = 0;
   int64_t prefetch = 1;
   int64_t steps = 20;
@@ -204,8 +204,8 @@ inline RunResult train(const RunSpec& spec, const std::string& name) {
     config.offload.nvme_dir = nvme_dir.string();
   }
 
-  LlamaForCausalLM model(spec.shape);
-  init_llama_weights(*model, spec.shape, 0.02, 5);
+  CausalLM model(spec.shape);
+  init_model_weights(*model, spec.shape, 0.02, 5);
   if (spec.precision == Precision::bf16) model->to(torch::kBFloat16);
   model->train();
   offload::EngineOptions options = offload::EngineOptions::from_config(config);

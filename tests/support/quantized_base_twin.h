@@ -20,14 +20,14 @@
 namespace ferry::quantized_test {
 
 // The tiny Llama these checks use: vocabulary 300, 2 layers, hidden 64, GQA.
-inline LlamaConfig tiny_shape() {
+inline ModelShape tiny_shape() {
   return test_support::tiny_llama_config(
       {.vocab_size = 300, .intermediate_size = 96, .max_position_embeddings = 64, .rms_norm_eps = 1e-6});
 }
 
 // `kind` quantises a model of `shape` (vocabulary 300, 2 layers); `dequantize` turns its state_of
 // tensors back into float weights for the twin. The base then costs about `bytes_per_weight`.
-inline void expect_lora_matches_dequantized_twin(const LlamaConfig& shape, BaseQuantization kind, bool double_quant,
+inline void expect_lora_matches_dequantized_twin(const ModelShape& shape, BaseQuantization kind, bool double_quant,
                                                  const std::function<void(io::TensorMap&)>& dequantize,
                                                  double bytes_per_weight, double bytes_tolerance) {
   torch::set_num_threads(1);
@@ -35,10 +35,10 @@ inline void expect_lora_matches_dequantized_twin(const LlamaConfig& shape, BaseQ
   lora.rank = 4;
   lora.alpha = 8;
   lora.target_modules = {"q_proj", "v_proj", "down_proj"};
-  LlamaForCausalLM qlora(shape);
-  init_llama_weights(*qlora, shape, 0.05, 1);
+  CausalLM qlora(shape);
+  init_model_weights(*qlora, shape, 0.05, 1);
   quantize_base(*qlora->model, kind, double_quant);
-  LlamaForCausalLM twin(shape);
+  CausalLM twin(shape);
   io::TensorMap dequantized = state_of(*qlora);
   dequantize(dequantized);
   load_state(*twin, dequantized);
@@ -78,9 +78,9 @@ inline void expect_lora_matches_dequantized_twin(const LlamaConfig& shape, BaseQ
 // projections only (`quantized` says whether a projection still is) and keeps the outputs (1e-5).
 inline void expect_merging_dequantises_the_targeted_projections(
     BaseQuantization kind, const std::function<bool(const torch::nn::LinearImpl&)>& quantized) {
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.05, 4);
+  const ModelShape shape = tiny_shape();
+  CausalLM model(shape);
+  init_model_weights(*model, shape, 0.05, 4);
   quantize_base(*model->model, kind, false);
   LoraConfig lora;
   lora.rank = 2;

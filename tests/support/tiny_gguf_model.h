@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 #include "src/io/ggml_types.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/gguf_writer.h"
@@ -23,7 +23,7 @@
 namespace ferry::gguf_test {
 
 // vocabulary 2000 (the demo tokenizer's), hidden 256, intermediate 512, 2 layers, 4 heads, 2 kv heads.
-inline LlamaConfig tiny_gguf_shape() {
+inline ModelShape tiny_gguf_shape() {
   return test_support::tiny_llama_config(
       {.vocab_size = 2000, .hidden_size = 256, .intermediate_size = 512, .head_dim = 64});
 }
@@ -87,7 +87,7 @@ inline at::Tensor random_ggml_weight(io::GgmlType type, int64_t rows, int64_t co
 // Writes the model to `file`: projection p (q, k, v, o, gate, up, down) of layer l in
 // types[(7 * l + p) % types.size()]. Returns the file.
 inline std::filesystem::path write_tiny_gguf(const std::filesystem::path& file, const std::vector<io::GgmlType>& types,
-                                             uint32_t seed = 1, const LlamaConfig& c = tiny_gguf_shape()) {
+                                             uint32_t seed = 1, const ModelShape& c = tiny_gguf_shape()) {
   std::mt19937 rng(seed);
   at::manual_seed(seed);
   io::GgufWriter writer;

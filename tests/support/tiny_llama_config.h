@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "core/config/llama_config.h"
+#include "core/config/model_shape.h"
 
 namespace ferry::test_support {
 
@@ -23,8 +23,8 @@ struct TinyShape {
   double rms_norm_eps = 1e-5;
 };
 
-inline LlamaConfig tiny_llama_config(const TinyShape& shape) {
-  LlamaConfig c;
+inline ModelShape tiny_llama_config(const TinyShape& shape) {
+  ModelShape c;
   c.vocab_size = shape.vocab_size;
   c.hidden_size = shape.hidden_size;
   c.intermediate_size = shape.intermediate_size;
@@ -37,7 +37,7 @@ inline LlamaConfig tiny_llama_config(const TinyShape& shape) {
   return c;
 }
 
-inline LlamaConfig tiny_llama_config(int64_t vocab_size, int64_t intermediate_size = 128) {
+inline ModelShape tiny_llama_config(int64_t vocab_size, int64_t intermediate_size = 128) {
   return tiny_llama_config(TinyShape{.vocab_size = vocab_size, .intermediate_size = intermediate_size});
 }
 

@@ -13,7 +13,7 @@
 #include "src/data/conversation_json.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/chat_template_resolve.h"
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja_chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/support/scratch_dir.h"

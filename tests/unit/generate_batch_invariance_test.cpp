@@ -16,7 +16,7 @@
 #include "src/generate/packed_prefill.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/sampling.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/kv_cache.h"
 #include "src/model/model_state.h"
 #include "tests/support/naive_sampling.h"
@@ -42,7 +42,7 @@ struct NaiveRow {
 };
 
 // The reference: the prompt alone, the full forward recomputed at every step.
-NaiveRow naive_row(LlamaForCausalLMImpl& model, const std::vector<int64_t>& prompt, at::Generator generator,
+NaiveRow naive_row(CausalLMImpl& model, const std::vector<int64_t>& prompt, at::Generator generator,
                    int64_t max_new_tokens) {
   torch::NoGradGuard no_grad;
   std::vector<int64_t> sequence = prompt;
@@ -70,9 +70,9 @@ std::vector<at::Generator> generators(int64_t rows, uint64_t seed) {
 class GenerateBatchInvariance : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GenerateBatchInvariance, EveryRowEqualsTheNaiveLoopOnItsOwn) {
-  const LlamaConfig config = test_support::tiny_llama_config(kVocab);
-  LlamaForCausalLM model(config);
-  init_llama_weights(*model, config, 0.3, 5);
+  const ModelShape config = test_support::tiny_llama_config(kVocab);
+  CausalLM model(config);
+  init_model_weights(*model, config, 0.3, 5);
   model->eval();
   // Three prompts of different lengths, each four times (GRPO's copies), interleaved with two singles.
   const std::vector<std::vector<int64_t>> distinct = {{20, 31, 42, 53, 64, 75}, {80, 81}, {13, 14, 15, 16}};
@@ -126,9 +126,9 @@ INSTANTIATE_TEST_SUITE_P(MaxRows, GenerateBatchInvariance, ::testing::Values(0, 
 // Greedy rows too: a batch of copies and singles gives each row the tokens of the row alone, all
 // rows at once or two at a time (rows joining as others stop).
 TEST(GenerateBatchInvariance, GreedyRowsEqualTheRowAlone) {
-  const LlamaConfig config = test_support::tiny_llama_config(kVocab);
-  LlamaForCausalLM model(config);
-  init_llama_weights(*model, config, 0.3, 8);
+  const ModelShape config = test_support::tiny_llama_config(kVocab);
+  CausalLM model(config);
+  init_model_weights(*model, config, 0.3, 8);
   model->eval();
   const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7}, {5, 6, 7}, {30, 31, 32, 33, 34}, {5, 6, 7}, {60}};
   GenerateOptions options;
@@ -176,9 +176,9 @@ TEST(PackedPrefill, FirstFitLongestFirst) {
 // The cache a packed prefill leaves holds the unpacked prefill's keys and values at every token,
 // zeros at padding, and the same last hidden states.
 TEST(PackedPrefill, FillsTheCacheAsTheUnpackedPrefill) {
-  const LlamaConfig config = test_support::tiny_llama_config(kVocab);
-  LlamaForCausalLM model(config);
-  init_llama_weights(*model, config, 0.3, 4);
+  const ModelShape config = test_support::tiny_llama_config(kVocab);
+  CausalLM model(config);
+  init_model_weights(*model, config, 0.3, 4);
   model->eval();
   torch::NoGradGuard no_grad;
   const PromptBatch batch = left_pad({{20, 21, 22, 23, 24, 25}, {30, 31}, {40, 41, 42}, {50}}, 0);

@@ -21,10 +21,10 @@ namespace ferry {
 namespace {
 
 void decode_against_full_forward(int64_t sliding_window, bool bucket_shapes) {
-  LlamaConfig config = test_support::tiny_llama_config(97);
+  ModelShape config = test_support::tiny_llama_config(97);
   config.sliding_window = sliding_window;
-  LlamaForCausalLM model(config);
-  init_llama_weights(*model, config, 0.3, 6);
+  CausalLM model(config);
+  init_model_weights(*model, config, 0.3, 6);
   model->eval();
   torch::NoGradGuard no_grad;
   const PromptBatch batch = left_pad({{5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14}, {15}, {16, 17, 18, 19}}, 0);

@@ -175,8 +175,8 @@ class GenerateLoop : public ::testing::Test {
     config_.num_attention_heads = 4;
     config_.num_key_value_heads = 2;
     config_.head_dim = 16;
-    model_ = LlamaForCausalLM(config_);
-    init_llama_weights(*model_, config_, 0.3, 2);
+    model_ = CausalLM(config_);
+    init_model_weights(*model_, config_, 0.3, 2);
     model_->eval();
     batch_ = left_pad({{3, 9, 14, 20, 7}, {11, 4}, {30, 31, 32}}, 0);
   }
@@ -197,8 +197,8 @@ class GenerateLoop : public ::testing::Test {
     return ids;
   }
 
-  LlamaConfig config_;
-  LlamaForCausalLM model_{nullptr};
+  ModelShape config_;
+  CausalLM model_{nullptr};
   PromptBatch batch_;
 };
 

@@ -46,8 +46,8 @@ class GenerateStopStrings : public ::testing::Test {
     config_.num_key_value_heads = 2;
     config_.head_dim = 16;
     config_.max_position_embeddings = 128;
-    model_ = LlamaForCausalLM(config_);
-    init_llama_weights(*model_, config_, 0.5, 3);  // large weights: varied text
+    model_ = CausalLM(config_);
+    init_model_weights(*model_, config_, 0.5, 3);  // large weights: varied text
     model_->eval();
     std::vector<std::vector<int64_t>> prompts;
     for (const char* text : {"What is 2 + 3?", "Sort: 3 1 2 and then reverse"}) {
@@ -69,8 +69,8 @@ class GenerateStopStrings : public ::testing::Test {
   }
 
   Tokenizer tokenizer_;
-  LlamaConfig config_;
-  LlamaForCausalLM model_{nullptr};
+  ModelShape config_;
+  CausalLM model_{nullptr};
   PromptBatch batch_;
 };
 

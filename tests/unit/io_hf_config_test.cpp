@@ -15,7 +15,7 @@ namespace {
 const std::string kBase = R"("vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
                              "num_hidden_layers": 2, "num_attention_heads": 4)";
 
-LlamaConfig parse(const std::string& extra) {
+ModelShape parse(const std::string& extra) {
   return parse_hf_config("{" + kBase + (extra.empty() ? "" : ", " + extra) + "}", "config.json");
 }
 
@@ -30,7 +30,7 @@ std::string error_of(const std::string& extra) {
 }
 
 TEST(IoHfConfig, DefaultsFollowTransformers) {
-  const LlamaConfig c = parse("");
+  const ModelShape c = parse("");
   EXPECT_EQ(c.model_type, "llama");
   EXPECT_EQ(c.vocab_size, 128);
   EXPECT_EQ(c.num_key_value_heads, 4);
@@ -50,7 +50,7 @@ TEST(IoHfConfig, DefaultsFollowTransformers) {
 }
 
 TEST(IoHfConfig, GqaHeadDimTokensAndFlags) {
-  const LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
+  const ModelShape c = parse(R"("num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
       "attention_bias": true, "mlp_bias": true, "bos_token_id": 5, "eos_token_id": [6, 7], "pad_token_id": 0,
       "torch_dtype": "bfloat16", "max_position_embeddings": 512, "rms_norm_eps": 1e-5)");
   EXPECT_EQ(c.num_key_value_heads, 2);
@@ -72,7 +72,7 @@ TEST(IoHfConfig, GqaHeadDimTokensAndFlags) {
 }
 
 TEST(IoHfConfig, LegacyRopeScalingLinear) {
-  const LlamaConfig c = parse(R"("rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2})");
+  const ModelShape c = parse(R"("rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2})");
   EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::linear);
   EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 2.0);
@@ -80,7 +80,7 @@ TEST(IoHfConfig, LegacyRopeScalingLinear) {
 }
 
 TEST(IoHfConfig, LegacyRopeScalingLlama3) {
-  const LlamaConfig c = parse(R"("rope_theta": 500000, "max_position_embeddings": 131072, "rope_scaling": {
+  const ModelShape c = parse(R"("rope_theta": 500000, "max_position_embeddings": 131072, "rope_scaling": {
       "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
       "original_max_position_embeddings": 8192})");
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::llama3);
@@ -90,13 +90,13 @@ TEST(IoHfConfig, LegacyRopeScalingLlama3) {
   EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
   // Without original_max_position_embeddings transformers uses max_position_embeddings.
-  const LlamaConfig d = parse(R"("max_position_embeddings": 1024, "rope_scaling": {"rope_type": "llama3", "factor": 4,
+  const ModelShape d = parse(R"("max_position_embeddings": 1024, "rope_scaling": {"rope_type": "llama3", "factor": 4,
       "low_freq_factor": 1, "high_freq_factor": 4})");
   EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, 1024);
 }
 
 TEST(IoHfConfig, RopeParameters) {
-  const LlamaConfig c = parse(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 250000.0, "factor": 32.0,
+  const ModelShape c = parse(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 250000.0, "factor": 32.0,
       "low_freq_factor": 2.0, "high_freq_factor": 8.0, "original_max_position_embeddings": 4096})");
   EXPECT_DOUBLE_EQ(c.rope_theta, 250000.0);
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::llama3);
@@ -104,7 +104,7 @@ TEST(IoHfConfig, RopeParameters) {
   EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 2.0);
   EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 8.0);
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
-  const LlamaConfig d = parse(R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000.0})");
+  const ModelShape d = parse(R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000.0})");
   EXPECT_DOUBLE_EQ(d.rope_theta, 1000.0);
   EXPECT_EQ(d.rope_scaling.type, RopeScalingType::none);
   // rope_parameters wins over the legacy keys.
@@ -114,7 +114,7 @@ TEST(IoHfConfig, RopeParameters) {
 }
 
 TEST(IoHfConfig, Qwen2HasQkvBiasOnly) {
-  const LlamaConfig c = parse(R"("model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": false)");
+  const ModelShape c = parse(R"("model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": false)");
   EXPECT_EQ(c.model_type, "qwen2");
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.attention_output_bias);
@@ -127,10 +127,10 @@ TEST(IoHfConfig, Qwen2HasQkvBiasOnly) {
 // Qwen3Config: q/k norms on every layer, one attention_bias switch (q/k/v/o), no MLP bias, head_dim
 // 128 when absent (not hidden / heads), no BOS/EOS defaults; layer_types of full attention only.
 TEST(IoHfConfig, Qwen3HasQkNormsAndItsOwnHeadDim) {
-  LlamaConfig c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 32, "use_sliding_window": false,
+  ModelShape c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 32, "use_sliding_window": false,
       "sliding_window": null, "max_window_layers": 28, "layer_types": ["full_attention", "full_attention"])");
   EXPECT_EQ(c.model_type, "qwen3");
-  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.qk_norm, QkNorm::per_head);
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_FALSE(c.attention_bias);
   EXPECT_FALSE(c.attention_output_bias);
@@ -148,21 +148,21 @@ TEST(IoHfConfig, Qwen3HasQkNormsAndItsOwnHeadDim) {
   EXPECT_TRUE(c.attention_bias);
   EXPECT_TRUE(c.attention_output_bias);
   EXPECT_FALSE(c.mlp_bias);  // Qwen3MLP has no bias whatever the file says
-  EXPECT_FALSE(parse("").qk_norm);
-  EXPECT_FALSE(parse(R"("model_type": "qwen2", "num_key_value_heads": 2)").qk_norm);
+  EXPECT_EQ(parse("").qk_norm, QkNorm::none);
+  EXPECT_EQ(parse(R"("model_type": "qwen2", "num_key_value_heads": 2)").qk_norm, QkNorm::none);
 }
 
 // MistralConfig: no biases, max_position_embeddings 131072 and sliding_window 4096 when absent;
 // null means full attention (Mistral 7B v0.2 and later).
 TEST(IoHfConfig, MistralKeepsItsSlidingWindow) {
-  LlamaConfig c = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096, "head_dim": 32,
+  ModelShape c = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096, "head_dim": 32,
       "attention_bias": true, "mlp_bias": true)");
   EXPECT_EQ(c.model_type, "mistral");
   EXPECT_EQ(c.sliding_window, 4096);
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_FALSE(c.attention_bias);
   EXPECT_FALSE(c.mlp_bias);
-  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.qk_norm, QkNorm::none);
   EXPECT_EQ(c.bos_token_id, 1);
   EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
   EXPECT_EQ(c.max_position_embeddings, 131072);
@@ -170,7 +170,7 @@ TEST(IoHfConfig, MistralKeepsItsSlidingWindow) {
   EXPECT_EQ(parse(R"("model_type": "mistral", "num_key_value_heads": 2)").sliding_window, 4096);
   EXPECT_EQ(parse(R"("model_type": "mistral", "num_attention_heads": 16, "hidden_size": 256)").num_key_value_heads, 8);
   EXPECT_EQ(parse(R"("model_type": "mistral", "num_key_value_heads": 2, "head_dim": null)").head_dim, 16);
-  EXPECT_EQ(parse(R"("sliding_window": 8)").sliding_window, 0);  // LlamaConfig has none: ignored
+  EXPECT_EQ(parse(R"("sliding_window": 8)").sliding_window, 0);  // ModelShape has none: ignored
   const std::string error = error_of(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 0)");
   EXPECT_NE(error.find("'sliding_window' must be a positive"), std::string::npos) << error;
 }
@@ -227,10 +227,10 @@ TEST(IoHfConfig, BadValuesNameTheKey) {
 }
 
 TEST(IoHfConfig, FormatParsesBackToTheSameConfig) {
-  LlamaConfig c = parse(R"("num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": true, "eos_token_id": [3, 4],
+  ModelShape c = parse(R"("num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": true, "eos_token_id": [3, 4],
       "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8, "low_freq_factor": 1,
       "high_freq_factor": 4, "original_max_position_embeddings": 1024}, "dtype": "bfloat16", "pad_token_id": 0)");
-  const LlamaConfig back = parse_hf_config(format_hf_config(c), "written");
+  const ModelShape back = parse_hf_config(format_hf_config(c), "written");
   EXPECT_EQ(back.num_key_value_heads, 2);
   EXPECT_EQ(back.head_dim, 8);
   EXPECT_TRUE(back.tie_word_embeddings);
@@ -250,23 +250,23 @@ TEST(IoHfConfig, FormatParsesBackToTheSameConfig) {
 // Each family writes its own architectures and keys, and reads back as itself; a config the family
 // cannot describe is a UserError naming why.
 TEST(IoHfConfig, FamiliesFormatAndParseBack) {
-  LlamaConfig qwen3 =
+  ModelShape qwen3 =
       parse(R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": true,
                "pad_token_id": 0)");
   std::string text = format_hf_config(qwen3);
   EXPECT_NE(text.find("\"Qwen3ForCausalLM\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"use_sliding_window\": false"), std::string::npos) << text;
   EXPECT_NE(text.find("\"attention_bias\": false"), std::string::npos) << text;
-  LlamaConfig back = parse_hf_config(text, "written");
+  ModelShape back = parse_hf_config(text, "written");
   EXPECT_EQ(back.model_type, "qwen3");
-  EXPECT_TRUE(back.qk_norm);
+  EXPECT_EQ(back.qk_norm, QkNorm::per_head);
   EXPECT_EQ(back.head_dim, 32);
   EXPECT_TRUE(back.tie_word_embeddings);
   EXPECT_NE(format_hf_config(qwen3, HfHead::score).find("\"Qwen3ForSequenceClassification\""), std::string::npos);
   qwen3.attention_bias = qwen3.attention_output_bias = true;
   EXPECT_TRUE(parse_hf_config(format_hf_config(qwen3), "written").attention_output_bias);
 
-  LlamaConfig mistral = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096)");
+  ModelShape mistral = parse(R"("model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4096)");
   text = format_hf_config(mistral);
   EXPECT_NE(text.find("\"MistralForCausalLM\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"sliding_window\": 4096"), std::string::npos) << text;
@@ -278,7 +278,7 @@ TEST(IoHfConfig, FamiliesFormatAndParseBack) {
   EXPECT_EQ(parse_hf_config(text, "written").sliding_window, 0);
   EXPECT_NE(format_hf_config(mistral, HfHead::score).find("\"MistralForSequenceClassification\""), std::string::npos);
 
-  const auto user_error = [](const LlamaConfig& c) {
+  const auto user_error = [](const ModelShape& c) {
     try {
       format_hf_config(c);
     } catch (const UserError& e) {
@@ -287,14 +287,14 @@ TEST(IoHfConfig, FamiliesFormatAndParseBack) {
     ADD_FAILURE() << "no UserError for model_type " << c.model_type;
     return std::string();
   };
-  LlamaConfig c = parse("");
-  c.qk_norm = true;
+  ModelShape c = parse("");
+  c.qk_norm = QkNorm::per_head;
   EXPECT_NE(user_error(c).find("only model_type qwen3"), std::string::npos);
   c = parse("");
   c.sliding_window = 64;
   EXPECT_NE(user_error(c).find("only model_type mistral"), std::string::npos);
   c = parse(R"("model_type": "qwen3", "num_key_value_heads": 2)");
-  c.qk_norm = false;
+  c.qk_norm = QkNorm::none;
   EXPECT_NE(user_error(c).find("without q/k norms"), std::string::npos);
   c = parse(R"("model_type": "mistral", "num_key_value_heads": 2)");
   c.mlp_bias = true;
@@ -307,7 +307,7 @@ TEST(IoHfConfig, FamiliesFormatAndParseBack) {
 // Reward models: written as one-label sequence classifiers (transformers' keys), read back as
 // HfHead::score; a classifier with several labels is not a Ferry score model.
 TEST(IoHfConfig, ScoreHeadIsASequenceClassifierWithOneLabel) {
-  LlamaConfig c = parse(R"("pad_token_id": 5, "eos_token_id": 2)");
+  ModelShape c = parse(R"("pad_token_id": 5, "eos_token_id": 2)");
   std::string text = format_hf_config(c, HfHead::score);
   EXPECT_NE(text.find("\"LlamaForSequenceClassification\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"LABEL_0\": 0"), std::string::npos) << text;

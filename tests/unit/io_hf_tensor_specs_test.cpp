@@ -19,7 +19,7 @@ namespace ferry::io {
 namespace {
 
 // hidden 32, 4 heads of 8 (2 for keys and values), intermediate 48, vocab 100, 2 layers, untied.
-LlamaConfig small_config() {
+ModelShape small_config() {
   return test_support::tiny_llama_config({.vocab_size = 100,
                                           .hidden_size = 32,
                                           .intermediate_size = 48,
@@ -51,7 +51,7 @@ std::filesystem::path write_small_weights(const std::string& name, int64_t inter
   return dir;
 }
 
-std::string mismatch_message(const LlamaConfig& config, const std::filesystem::path& dir) {
+std::string mismatch_message(const ModelShape& config, const std::filesystem::path& dir) {
   try {
     check_weights_match_config(config, HfWeights(dir), dir / "config.json");
   } catch (const InputError& e) {
@@ -74,14 +74,14 @@ TEST(HfTensorSpecs, PackedNf4WeightsAreCheckedByTheirBytes) {
   t["model.layers.0.self_attn.q_proj.weight.absmax"] = at::ones({16}, at::kFloat);
   save_hf_weights(dir, t);
   EXPECT_EQ(mismatch_message(small_config(), dir), "");
-  LlamaConfig config = small_config();
+  ModelShape config = small_config();
   config.num_attention_heads = 8;  // 64 x 32 codes: 1024 bytes, not 512
   EXPECT_NE(mismatch_message(config, dir).find("num_attention_heads x head_dim is 64"), std::string::npos);
 }
 
 TEST(HfTensorSpecs, AHugeIntermediateSizeNamesTheKeyItsValueAndTheStoredShape) {
   const std::filesystem::path dir = write_small_weights("intermediate");
-  LlamaConfig config = small_config();
+  ModelShape config = small_config();
   config.intermediate_size = 1000000000000;
   const std::string message = mismatch_message(config, dir);
   EXPECT_NE(message.find((dir / "config.json").string()), std::string::npos) << message;
@@ -93,21 +93,21 @@ TEST(HfTensorSpecs, AHugeIntermediateSizeNamesTheKeyItsValueAndTheStoredShape) {
 TEST(HfTensorSpecs, EachShapeKeyIsNamed) {
   const std::filesystem::path dir = write_small_weights("keys");
   const auto named = [&](auto change, const std::string& text) {
-    LlamaConfig config = small_config();
+    ModelShape config = small_config();
     change(config);
     const std::string message = mismatch_message(config, dir);
     EXPECT_NE(message.find(text), std::string::npos) << text << " not in: " << message;
   };
-  named([](LlamaConfig& c) { c.vocab_size = 101; }, "vocab_size is 101, but the weights say 100");
-  named([](LlamaConfig& c) { c.hidden_size = 64; }, "hidden_size is 64, but the weights say 32");
-  named([](LlamaConfig& c) { c.num_key_value_heads = 4; }, "num_key_value_heads x head_dim is 32, but the weights say 16");
-  named([](LlamaConfig& c) { c.num_hidden_layers = 1000000000; },
+  named([](ModelShape& c) { c.vocab_size = 101; }, "vocab_size is 101, but the weights say 100");
+  named([](ModelShape& c) { c.hidden_size = 64; }, "hidden_size is 64, but the weights say 32");
+  named([](ModelShape& c) { c.num_key_value_heads = 4; }, "num_key_value_heads x head_dim is 32, but the weights say 16");
+  named([](ModelShape& c) { c.num_hidden_layers = 1000000000; },
         "num_hidden_layers is 1000000000, but the weights hold 2 decoder layers");
-  named([](LlamaConfig& c) { c.tie_word_embeddings = true; c.vocab_size = 7; }, "vocab_size is 7");
+  named([](ModelShape& c) { c.tie_word_embeddings = true; c.vocab_size = 7; }, "vocab_size is 7");
 }
 
 TEST(HfTensorSpecs, AModelLargerThanTheHostIsRefusedWithTheFigures) {
-  LlamaConfig config = small_config();
+  ModelShape config = small_config();
   config.hidden_size = 4096;
   config.vocab_size = 32000;
   config.intermediate_size = 11008;

@@ -112,8 +112,8 @@ TEST_P(LoraOnGgufBase, LossAndAdapterGradientsEqualTheDequantisedTwin) {
   const TwinCase& c = GetParam();
   const fs::path folder = gguf_model(std::string("twin_") + c.name, c.types);
   QuantizedLoadReport report;
-  LlamaForCausalLM qlora = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false, &report);
-  LlamaForCausalLM twin = causal_lm_from_pretrained(folder, at::kFloat);
+  CausalLM qlora = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false, &report);
+  CausalLM twin = causal_lm_from_pretrained(folder, at::kFloat);
   int64_t float_projections = 0;
   for (int64_t i = 0; i < 14; ++i) {
     const GgmlType t = c.types[static_cast<size_t>(i) % c.types.size()];
@@ -189,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(GgufBase, StoredSizeIsTheFilesBytesPerWeight) {
   const fs::path folder = gguf_model("size_q4_1", {GgmlType::q4_1});
-  LlamaForCausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
+  CausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
   const QuantizedBaseSize size = quantized_base_size(*model);
   EXPECT_EQ(size.projections, 14);
   EXPECT_EQ(size.weights, 2 * (4 * 256 * 256 / 2 + 2 * 256 * 128 + 3 * 256 * 512));
@@ -205,7 +205,7 @@ TEST(GgufBase, StoredSizeIsTheFilesBytesPerWeight) {
 
 TEST(GgufBase, CheckpointsCarryTheBlocksAndLoadBack) {
   const fs::path folder = gguf_model("ckpt", {GgmlType::q4_k, GgmlType::q5_0});
-  LlamaForCausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
+  CausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
   const io::TensorMap state = state_of(*model);
   const std::string w = "model.layers.1.self_attn.k_proj.weight";
   ASSERT_EQ(state.count(w + ".ggml_type"), 1u);
@@ -214,14 +214,14 @@ TEST(GgufBase, CheckpointsCarryTheBlocksAndLoadBack) {
   EXPECT_TRUE(torch::equal(state.at(w), k.quantized().blocks));
 
   // Into a model loaded from the file again, whose blocks are overwritten first: they come back.
-  LlamaForCausalLM other = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
+  CausalLM other = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
   GgmlWeightImpl& k2 = *ggml_weight_of(*other->model->decoder_layers[1]->self_attn->k_proj);
   k2.quantized().blocks.zero_();
   load_state(*other, state);
   EXPECT_TRUE(torch::equal(k2.quantized().blocks, k.quantized().blocks));
   // Into a float model: dequantised, equal to loading the file with quantize_base none.
-  LlamaForCausalLM plain = causal_lm_from_pretrained(folder, at::kFloat);
-  LlamaForCausalLM from_state(plain->config());
+  CausalLM plain = causal_lm_from_pretrained(folder, at::kFloat);
+  CausalLM from_state(plain->config());
   load_state(*from_state, state);
   EXPECT_TRUE(torch::equal(from_state->model->decoder_layers[1]->self_attn->k_proj->weight,
                            plain->model->decoder_layers[1]->self_attn->k_proj->weight));
@@ -231,7 +231,7 @@ TEST(GgufBase, CheckpointsCarryTheBlocksAndLoadBack) {
 
 TEST(GgufBase, MergingDequantisesTheTargetedProjections) {
   const fs::path folder = gguf_model("merge", {GgmlType::q4_0});
-  LlamaForCausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
+  CausalLM model = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::gguf, false);
   LoraConfig lora;
   lora.rank = 2;
   lora.target_modules = {"o_proj"};
@@ -250,8 +250,8 @@ TEST(GgufBase, MergingDequantisesTheTargetedProjections) {
 
 TEST(GgufBase, Nf4OnAGgufModelQuantisesItsDequantisedWeights) {
   const fs::path folder = gguf_model("nf4", {GgmlType::q8_0});
-  LlamaForCausalLM nf4 = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::nf4, true);
-  LlamaForCausalLM twin = causal_lm_from_pretrained(folder, at::kFloat);
+  CausalLM nf4 = causal_lm_from_pretrained_quantized(folder, at::kFloat, BaseQuantization::nf4, true);
+  CausalLM twin = causal_lm_from_pretrained(folder, at::kFloat);
   quantize_base(*twin->model, BaseQuantization::nf4, true);
   const Nf4WeightImpl* a = nf4_weight_of(*nf4->model->decoder_layers[0]->mlp->up_proj);
   const Nf4WeightImpl* b = nf4_weight_of(*twin->model->decoder_layers[0]->mlp->up_proj);
@@ -261,9 +261,9 @@ TEST(GgufBase, Nf4OnAGgufModelQuantisesItsDequantisedWeights) {
 }
 
 TEST(GgufBase, GgufOnAFolderWithoutAGgufIsAConfigError) {
-  LlamaConfig c = gguf_test::tiny_gguf_shape();
+  ModelShape c = gguf_test::tiny_gguf_shape();
   c.num_hidden_layers = 1;
-  LlamaForCausalLM model(c);
+  CausalLM model(c);
   const fs::path folder = scratch() / "hf";
   save_pretrained(*model, c, folder);
   try {

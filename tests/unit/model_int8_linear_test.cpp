@@ -71,9 +71,9 @@ TEST(Int8Model, LoraOnAnInt8BaseEqualsLoraOnItsDequantisedTwin) {
 }
 
 TEST(Int8Model, CheckpointsCarryBitsandbytesNamesAndLoadEitherWay) {
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.05, 2);
+  const ModelShape shape = tiny_shape();
+  CausalLM model(shape);
+  init_model_weights(*model, shape, 0.05, 2);
   quantize_base(*model->model, BaseQuantization::int8, false);
   model->to(torch::kBFloat16);
   const Int8WeightImpl& q = *int8_weight_of(*model->model->decoder_layers[0]->self_attn->q_proj);
@@ -86,8 +86,8 @@ TEST(Int8Model, CheckpointsCarryBitsandbytesNamesAndLoadEitherWay) {
   EXPECT_EQ(state.at(m + ".weight").sizes(), (c10::IntArrayRef{64, 96}));
   EXPECT_EQ(state.at(m + ".SCB").sizes(), (c10::IntArrayRef{64}));
 
-  LlamaForCausalLM other(shape);
-  init_llama_weights(*other, shape, 0.05, 99);
+  CausalLM other(shape);
+  init_model_weights(*other, shape, 0.05, 99);
   quantize_base(*other->model, BaseQuantization::int8, false);
   io::TensorMap copy;
   for (const auto& [name, t] : state) copy[name] = t.clone();
@@ -99,12 +99,12 @@ TEST(Int8Model, CheckpointsCarryBitsandbytesNamesAndLoadEitherWay) {
 
   // A full-precision model takes the int8 checkpoint dequantised; an int8 one a float checkpoint
   // quantised, to the same codes (row-wise absmax of the dequantised weight is its own SCB).
-  LlamaForCausalLM plain(shape);
+  CausalLM plain(shape);
   load_state(*plain, state);
   const torch::Tensor dequantized =
       int8_weight_of(*model->model->decoder_layers[1]->mlp->down_proj)->dequantize(torch::kFloat);
   EXPECT_TRUE(torch::equal(plain->model->decoder_layers[1]->mlp->down_proj->weight, dequantized));
-  LlamaForCausalLM requantized(shape);
+  CausalLM requantized(shape);
   quantize_base(*requantized->model, BaseQuantization::int8, false);
   load_state(*requantized, state_of(*plain));
   EXPECT_TRUE(torch::equal(int8_weight_of(*requantized->model->decoder_layers[1]->mlp->down_proj)->quantized().cb,

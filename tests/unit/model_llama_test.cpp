@@ -11,29 +11,30 @@
 
 #include "core/error.h"
 #include "src/model/kv_cache.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/model_state.h"
 #include "tests/support/tiny_llama_config.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 namespace {
 
-LlamaConfig tiny_config() { return test_support::tiny_llama_config(101, 96); }
+ModelShape tiny_config() { return test_support::tiny_llama_config(101, 96); }
 
-LlamaForCausalLM tiny_model(const LlamaConfig& c, uint64_t seed = 1) {
+CausalLM tiny_model(const ModelShape& c, uint64_t seed = 1) {
   torch::manual_seed(static_cast<int64_t>(seed));  // for the random inputs the tests draw
-  LlamaForCausalLM model(c);
-  init_llama_weights(*model, c, 0.2, seed);  // larger than 0.02 so that logits differ visibly
+  CausalLM model(c);
+  init_model_weights(*model, c, 0.2, seed);  // larger than 0.02 so that logits differ visibly
   model->eval();
   return model;
 }
 
 TEST(ModelLlama, ParameterNamesMatchHuggingFace) {
-  LlamaConfig c = tiny_config();
+  ModelShape c = tiny_config();
   c.attention_bias = true;
   c.attention_output_bias = true;
   c.mlp_bias = true;
-  LlamaForCausalLM model(c);
+  CausalLM model(c);
   const auto names = model->named_parameters().keys();
   const std::set<std::string> got(names.begin(), names.end());
   for (const char* expected :
@@ -46,18 +47,18 @@ TEST(ModelLlama, ParameterNamesMatchHuggingFace) {
   }
   EXPECT_EQ(got.size(), 3u + 2u * (7u + 4u + 3u + 2u));
   EXPECT_EQ(model->named_buffers().size(), 0u);  // RoPE frequencies are not state
-  LlamaForCausalLM plain(tiny_config());
+  CausalLM plain(tiny_config());
   int64_t count = 0;
   for (const auto& p : plain->parameters()) count += p.numel();
-  EXPECT_EQ(count, tiny_config().num_parameters());
+  EXPECT_EQ(count, parameter_count(tiny_config()));
 }
 
 // Qwen3: self_attn.q_norm / k_norm of head_dim, initialised to 1, trained like any parameter.
 TEST(ModelLlama, QkNormsAreOrdinaryParametersOfHeadDim) {
-  LlamaConfig c = tiny_config();
-  c.qk_norm = true;
+  ModelShape c = tiny_config();
+  c.qk_norm = QkNorm::per_head;
   c.head_dim = 32;  // != hidden / heads
-  LlamaForCausalLM model = tiny_model(c);
+  CausalLM model = tiny_model(c);
   const auto parameters = model->named_parameters();
   for (const char* name : {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"}) {
     ASSERT_TRUE(parameters.contains(name)) << name;
@@ -66,7 +67,7 @@ TEST(ModelLlama, QkNormsAreOrdinaryParametersOfHeadDim) {
   }
   int64_t count = 0;
   for (const auto& p : model->parameters()) count += p.numel();
-  EXPECT_EQ(count, c.num_parameters());
+  EXPECT_EQ(count, parameter_count(c));
   model->train();
   model(torch::randint(0, c.vocab_size, {2, 5}, torch::kLong)).sum().backward();
   EXPECT_GT(parameters["model.layers.0.self_attn.q_norm.weight"].grad().abs().sum().item<double>(), 0.0);
@@ -78,13 +79,13 @@ TEST(ModelLlama, QkNormsAreOrdinaryParametersOfHeadDim) {
 // sequence changes nothing.
 TEST(ModelLlama, SlidingWindowSeesOnlyTheLastWindowKeys) {
   torch::NoGradGuard no_grad;
-  LlamaConfig c = tiny_config();
+  ModelShape c = tiny_config();
   c.num_hidden_layers = 1;
   c.sliding_window = 4;
-  LlamaForCausalLM model = tiny_model(c, 11);
-  LlamaConfig full_config = c;
+  CausalLM model = tiny_model(c, 11);
+  ModelShape full_config = c;
   full_config.sliding_window = 0;
-  LlamaForCausalLM full = tiny_model(full_config, 11);
+  CausalLM full = tiny_model(full_config, 11);
   const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 10}, torch::kLong);
   const torch::Tensor got = model(ids);  // (2, 10, V)
   for (int64_t i = 0; i < 10; ++i) {
@@ -95,7 +96,7 @@ TEST(ModelLlama, SlidingWindowSeesOnlyTheLastWindowKeys) {
   }
   EXPECT_GT((got - full(ids)).abs().max().item<double>(), 1e-3);  // the window did mask something
   c.sliding_window = 10;
-  LlamaForCausalLM wide = tiny_model(c, 11);
+  CausalLM wide = tiny_model(c, 11);
   EXPECT_LT((wide(ids) - full(ids)).abs().max().item<double>(), 1e-6);
 }
 
@@ -103,9 +104,9 @@ TEST(ModelLlama, SlidingWindowSeesOnlyTheLastWindowKeys) {
 // logits under the same window.
 TEST(ModelLlama, SlidingWindowKvCacheDecodingMatchesFullForward) {
   torch::NoGradGuard no_grad;
-  LlamaConfig c = tiny_config();
+  ModelShape c = tiny_config();
   c.sliding_window = 3;
-  LlamaForCausalLM model = tiny_model(c, 13);
+  CausalLM model = tiny_model(c, 13);
   const torch::Tensor ids =
       torch::randint(1, c.vocab_size, {2, 11}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 2)}, 0);
   torch::Tensor mask = torch::ones({2, 11}, torch::kLong);
@@ -123,8 +124,8 @@ TEST(ModelLlama, SlidingWindowKvCacheDecodingMatchesFullForward) {
 
 TEST(ModelLlama, KvCacheDecodingMatchesFullForward) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c);
   const int64_t pad = 0;
   // Row 0 left-padded by 3, row 1 unpadded; 5 prompt columns then 6 decoded tokens.
   const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 11}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 3)}, pad);
@@ -147,8 +148,8 @@ TEST(ModelLlama, KvCacheDecodingMatchesFullForward) {
 
 TEST(ModelLlama, LeftPaddingDoesNotChangeLogits) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c, 7);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c, 7);
   const torch::Tensor alone = torch::randint(1, c.vocab_size, {1, 6}, torch::kLong);
   const torch::Tensor padded = torch::cat({torch::zeros({1, 4}, torch::kLong), alone}, 1);
   const torch::Tensor mask = torch::cat({torch::zeros({1, 4}, torch::kLong), torch::ones({1, 6}, torch::kLong)}, 1);
@@ -160,8 +161,8 @@ TEST(ModelLlama, LeftPaddingDoesNotChangeLogits) {
 
 TEST(ModelLlama, FullMaskKeepsPackedSamplesApart) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c, 9);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c, 9);
   const torch::Tensor a = torch::randint(1, c.vocab_size, {1, 4}, torch::kLong);
   const torch::Tensor b = torch::randint(1, c.vocab_size, {1, 3}, torch::kLong);
   const torch::Tensor packed = torch::cat({a, b}, 1);  // (1, 7): two samples in one row
@@ -178,9 +179,9 @@ TEST(ModelLlama, FullMaskKeepsPackedSamplesApart) {
 
 TEST(ModelLlama, TiedHeadUsesTheEmbedding) {
   torch::NoGradGuard no_grad;
-  LlamaConfig c = tiny_config();
+  ModelShape c = tiny_config();
   c.tie_word_embeddings = true;
-  LlamaForCausalLM model = tiny_model(c);
+  CausalLM model = tiny_model(c);
   EXPECT_TRUE(model->tied());
   EXPECT_FALSE(model->named_parameters().contains("lm_head.weight"));
   const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 5}, torch::kLong);
@@ -193,9 +194,9 @@ TEST(ModelLlama, TiedHeadUsesTheEmbedding) {
 }
 
 TEST(ModelLlama, LoadStateReportsEveryProblemAtOnce) {
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM source = tiny_model(c, 3);
-  LlamaForCausalLM target(c);
+  const ModelShape c = tiny_config();
+  CausalLM source = tiny_model(c, 3);
+  CausalLM target(c);
   io::TensorMap state;
   for (const auto& [name, tensor] : state_of(*source)) state[name] = tensor.clone();
   state.erase("model.layers.1.mlp.up_proj.weight");
@@ -225,23 +226,23 @@ TEST(ModelLlama, LoadStateReportsEveryProblemAtOnce) {
 
 TEST(ModelLlama, BadInputsAreInputErrors) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c);
   EXPECT_THROW(model(torch::full({1, 3}, c.vocab_size, torch::kLong)), InputError);
   EXPECT_THROW(model(torch::full({1, 3}, -1, torch::kLong)), InputError);
   EXPECT_THROW(model(torch::ones({3}, torch::kLong)), InputError);
   EXPECT_THROW(model(torch::ones({1, 3}, torch::kFloat)), InputError);
   EXPECT_THROW(model(torch::ones({2, 3}, torch::kLong), torch::ones({2, 4}, torch::kLong)), InputError);
-  LlamaConfig bad = c;
+  ModelShape bad = c;
   bad.num_key_value_heads = 3;
-  EXPECT_THROW(LlamaForCausalLM{bad}, ConfigError);
+  EXPECT_THROW(CausalLM{bad}, ConfigError);
 }
 
 TEST(ModelLlama, ScoreHeadTakesTheLastToken) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForScore scorer(c);
-  init_llama_weights(*scorer, c, 0.2, 5);
+  const ModelShape c = tiny_config();
+  ScoreModel scorer(c);
+  init_model_weights(*scorer, c, 0.2, 5);
   EXPECT_TRUE(scorer->named_parameters().contains("score.weight"));
   const torch::Tensor ids = torch::randint(1, c.vocab_size, {2, 6}, torch::kLong);
   const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1}, torch::kLong).view({2, 6});
@@ -255,8 +256,8 @@ TEST(ModelLlama, ScoreHeadTakesTheLastToken) {
 
 TEST(ModelLlama, HalfPrecisionForwardIsCloseToFloat) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c);
   const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 7}, torch::kLong);
   const torch::Tensor reference = model(ids);
   model->to(torch::kBFloat16);
@@ -267,8 +268,8 @@ TEST(ModelLlama, HalfPrecisionForwardIsCloseToFloat) {
 }
 
 TEST(ModelLlama, GradientsReachEveryParameter) {
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model = tiny_model(c);
+  const ModelShape c = tiny_config();
+  CausalLM model = tiny_model(c);
   model->train();
   const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 5}, torch::kLong);
   model(ids).sum().backward();

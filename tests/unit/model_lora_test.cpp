@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "src/io/lora_adapter.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "tests/support/tiny_llama_config.h"
@@ -20,7 +20,7 @@
 namespace ferry {
 namespace {
 
-LlamaConfig tiny_config() { return test_support::tiny_llama_config(101, 96); }
+ModelShape tiny_config() { return test_support::tiny_llama_config(101, 96); }
 
 LoraConfig all_targets(int64_t rank = 4) {
   LoraConfig l;
@@ -30,16 +30,16 @@ LoraConfig all_targets(int64_t rank = 4) {
   return l;
 }
 
-LlamaForCausalLM tiny_model() {
-  const LlamaConfig c = tiny_config();
-  LlamaForCausalLM model(c);
-  init_llama_weights(*model, c, 0.2, 3);
+CausalLM tiny_model() {
+  const ModelShape c = tiny_config();
+  CausalLM model(c);
+  init_model_weights(*model, c, 0.2, 3);
   model->eval();
   return model;
 }
 
 // Sets every lora_B to random values (B starts at zero, which would make the adapters no-ops).
-void randomize_b(LlamaForCausalLMImpl& model) {
+void randomize_b(CausalLMImpl& model) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(5);
   for (auto& item : model.named_parameters()) {
@@ -50,7 +50,7 @@ void randomize_b(LlamaForCausalLMImpl& model) {
 torch::Tensor input_ids() { return torch::tensor({{1, 5, 9, 33, 2, 7}, {4, 8, 15, 16, 23, 42}}, torch::kLong); }
 
 TEST(ModelLora, AdaptersAreNamedAsPeftWithPeftsInitialisation) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   LoraConfig l = all_targets();
   l.target_modules = {"q_proj", "down_proj"};
   apply_lora(*model->model, l, 7);
@@ -72,13 +72,13 @@ TEST(ModelLora, AdaptersAreNamedAsPeftWithPeftsInitialisation) {
   EXPECT_THROW(apply_lora(*model->model, l, 7), UserError);
 
   // The same seed gives the same adapters.
-  LlamaForCausalLM again = tiny_model();
+  CausalLM again = tiny_model();
   apply_lora(*again->model, l, 7);
   for (const auto& [name, t] : lora_state(*again)) EXPECT_TRUE(torch::equal(t, adapters.at(name))) << name;
 }
 
 TEST(ModelLora, ZeroBLeavesTheModelUnchangedAndOnlyAdaptersStayTrainable) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   torch::NoGradGuard no_grad;
   const torch::Tensor before = model->forward(input_ids());
   apply_lora(*model->model, all_targets(), 1);
@@ -96,12 +96,12 @@ TEST(ModelLora, ZeroBLeavesTheModelUnchangedAndOnlyAdaptersStayTrainable) {
 // projections before them), untouched by the merge, and the merged model computes what base +
 // adapters computed.
 TEST(ModelLora, Qwen3NormsStayFrozenAndTheMergeStillMatches) {
-  LlamaConfig c = tiny_config();
+  ModelShape c = tiny_config();
   c.model_type = "qwen3";
-  c.qk_norm = true;
+  c.qk_norm = QkNorm::per_head;
   c.head_dim = 32;
-  LlamaForCausalLM model(c);
-  init_llama_weights(*model, c, 0.2, 3);
+  CausalLM model(c);
+  init_model_weights(*model, c, 0.2, 3);
   {
     torch::NoGradGuard no_grad;
     for (auto& item : model->named_parameters()) {
@@ -133,12 +133,12 @@ TEST(ModelLora, Qwen3NormsStayFrozenAndTheMergeStillMatches) {
 }
 
 TEST(ModelLora, MergedModelComputesWhatBasePlusAdaptersComputed) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   apply_lora(*model->model, all_targets(), 2);
   randomize_b(*model);
   torch::NoGradGuard no_grad;
   const torch::Tensor base_only = [&] {
-    LlamaForCausalLM plain = tiny_model();
+    CausalLM plain = tiny_model();
     return plain->forward(input_ids());
   }();
   const torch::Tensor adapted = model->forward(input_ids());
@@ -169,12 +169,12 @@ TEST(ModelLora, MergedModelComputesWhatBasePlusAdaptersComputed) {
 }
 
 TEST(ModelLora, DropoutActsInTrainingOnly) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   LoraConfig l = all_targets();
   l.dropout = 0.5;
   apply_lora(*model->model, l, 2);
   randomize_b(*model);
-  LlamaForCausalLM no_dropout = tiny_model();
+  CausalLM no_dropout = tiny_model();
   apply_lora(*no_dropout->model, all_targets(), 2);
   load_lora_state(*no_dropout, lora_state(*model), "test");
   torch::NoGradGuard no_grad;
@@ -189,7 +189,7 @@ TEST(ModelLora, DropoutActsInTrainingOnly) {
 }
 
 TEST(ModelLora, LoadingAdaptersChecksNamesAndShapes) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   apply_lora(*model->model, all_targets(4), 1);
   io::TensorMap tensors = lora_state(*model);
   tensors.erase("model.layers.1.mlp.up_proj.lora_B.weight");
@@ -229,7 +229,7 @@ TEST(ModelLora, SettingsErrorsNameTheKey) {
   l.target_modules = {};
   cases.push_back({l, "lora.target_modules"});
   for (const auto& c : cases) {
-    LlamaForCausalLM model = tiny_model();
+    CausalLM model = tiny_model();
     try {
       apply_lora(*model->model, c.settings, 0);
       ADD_FAILURE() << "expected ConfigError for " << c.key;

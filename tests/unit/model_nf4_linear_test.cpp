@@ -162,9 +162,9 @@ TEST(Nf4Model, LoraOnAnNf4BaseEqualsLoraOnItsDequantisedTwin) {
 }
 
 TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.05, 2);
+  const ModelShape shape = tiny_shape();
+  CausalLM model(shape);
+  init_model_weights(*model, shape, 0.05, 2);
   quantize_base_nf4(*model->model, /*double_quant=*/true);
   model->to(torch::kBFloat16);
   const Nf4WeightImpl& q = *nf4_weight_of(*model->model->decoder_layers[0]->self_attn->q_proj);
@@ -182,8 +182,8 @@ TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
   EXPECT_EQ(state.at(w).scalar_type(), torch::kByte);
   EXPECT_EQ(state.at(w).sizes(), (c10::IntArrayRef{64 * 96 / 2, 1}));
 
-  LlamaForCausalLM other(shape);
-  init_llama_weights(*other, shape, 0.05, 99);  // different weights, overwritten by the load
+  CausalLM other(shape);
+  init_model_weights(*other, shape, 0.05, 99);  // different weights, overwritten by the load
   quantize_base_nf4(*other->model, true);
   other->to(torch::kBFloat16);
   io::TensorMap copy;
@@ -194,11 +194,11 @@ TEST(Nf4Model, ToDtypeKeepsTheFourBitTensorsAndCheckpointsRoundTrip) {
   for (const auto& [name, t] : state) EXPECT_TRUE(torch::equal(t, reloaded.at(name))) << name;
 
   // A full-precision model takes the 4-bit checkpoint dequantised; a 4-bit one a float checkpoint quantised.
-  LlamaForCausalLM plain(shape);
+  CausalLM plain(shape);
   load_state(*plain, state);
   const torch::Tensor dequantized = nf4_weight_of(*model->model->decoder_layers[1]->mlp->down_proj)->dequantize(torch::kFloat);
   EXPECT_TRUE(torch::equal(plain->model->decoder_layers[1]->mlp->down_proj->weight, dequantized));
-  LlamaForCausalLM requantized(shape);
+  CausalLM requantized(shape);
   quantize_base_nf4(*requantized->model, true);
   load_state(*requantized, state_of(*plain));
   // The same codes again; the 8-bit scales move a little (their offset is the mean of the scales,

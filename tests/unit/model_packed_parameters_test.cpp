@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <set>
 
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/model_state.h"
 #include "src/model/packed_parameters.h"
 #include "tests/support/tiny_llama_config.h"
@@ -16,10 +16,10 @@
 namespace ferry {
 namespace {
 
-LlamaForCausalLM tiny_model() {
-  const LlamaConfig c = test_support::tiny_llama_config(101, 96);
-  LlamaForCausalLM model(c);
-  init_llama_weights(*model, c, 0.2, 5);
+CausalLM tiny_model() {
+  const ModelShape c = test_support::tiny_llama_config(101, 96);
+  CausalLM model(c);
+  init_model_weights(*model, c, 0.2, 5);
   return model;
 }
 
@@ -35,7 +35,7 @@ std::set<const void*> storages(torch::nn::Module& module, bool* page_aligned) {
 }
 
 TEST(PackedParameters, OneAlignedBufferWithTheSameValuesGradientsAndOutputs) {
-  LlamaForCausalLM packed = tiny_model(), plain = tiny_model();
+  CausalLM packed = tiny_model(), plain = tiny_model();
   bool aligned = false;
   ASSERT_GT(storages(*packed, &aligned).size(), 1u);
   pack_parameters(*packed);
@@ -66,7 +66,7 @@ TEST(PackedParameters, OneAlignedBufferWithTheSameValuesGradientsAndOutputs) {
 }
 
 TEST(PackedParameters, OneBufferPerDtype) {
-  LlamaForCausalLM model = tiny_model();
+  CausalLM model = tiny_model();
   model->model->norm->weight.set_data(model->model->norm->weight.to(torch::kBFloat16));
   const torch::Tensor norm = model->model->norm->weight.clone();
   pack_parameters(*model);

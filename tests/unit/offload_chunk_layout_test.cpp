@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "offload/chunk_layout.h"
 #include "tests/support/tiny_llama_config.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::offload {
 namespace {
@@ -92,15 +93,15 @@ TEST(ChunkLayout, BadInputIsABug) {
   EXPECT_THROW(layout.placement("missing"), InternalError);
 }
 
-LlamaConfig small_gqa_tied() {
-  LlamaConfig c =
+ModelShape small_gqa_tied() {
+  ModelShape c =
       test_support::tiny_llama_config({.vocab_size = 100, .max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
   c.tie_word_embeddings = true;
   return c;
 }
 
 TEST(ChunkLayout, LlamaNamesForGqaAndTiedEmbeddings) {
-  const std::vector<TensorSpec> tensors = llama_parameter_tensors(small_gqa_tied(), 2);
+  const std::vector<TensorSpec> tensors = parameter_tensor_specs(small_gqa_tied(), 2);
   std::vector<std::string> names;
   for (const auto& t : tensors) names.push_back(t.name);
   const std::vector<std::string> layer0{
@@ -125,19 +126,19 @@ TEST(ChunkLayout, LlamaNamesForGqaAndTiedEmbeddings) {
   int64_t total = 0;
   for (const auto& t : tensors) total += t.numel;
   EXPECT_EQ(total, 80448);
-  EXPECT_EQ(total, small_gqa_tied().num_parameters());
+  EXPECT_EQ(total, parameter_count(small_gqa_tied()));
   // One chunk per block: embedding, two layers, final norm.
   ASSERT_EQ(layout.chunks().size(), 4u);
-  EXPECT_EQ(layout.chunks_of_group(llama_layer_group(1)), std::vector<int64_t>{2});
-  EXPECT_EQ(layout.chunks_of_group(llama_head_group(small_gqa_tied())), std::vector<int64_t>{3});
+  EXPECT_EQ(layout.chunks_of_group(layer_group(1)), std::vector<int64_t>{2});
+  EXPECT_EQ(layout.chunks_of_group(head_group(small_gqa_tied())), std::vector<int64_t>{3});
   expect_well_formed(layout);
 }
 
 TEST(ChunkLayout, LlamaBiasesAndUntiedHead) {
-  LlamaConfig c = small_gqa_tied();
+  ModelShape c = small_gqa_tied();
   c.tie_word_embeddings = false;
   c.attention_bias = true;  // Qwen2 style: q/k/v biases, no o bias
-  const std::vector<TensorSpec> qwen = llama_parameter_tensors(c, 2);
+  const std::vector<TensorSpec> qwen = parameter_tensor_specs(c, 2);
   std::set<std::string> names;
   for (const auto& t : qwen) names.insert(t.name);
   EXPECT_TRUE(names.contains("lm_head.weight"));
@@ -147,13 +148,13 @@ TEST(ChunkLayout, LlamaBiasesAndUntiedHead) {
   EXPECT_FALSE(names.contains("model.layers.1.self_attn.o_proj.bias"));
   EXPECT_FALSE(names.contains("model.layers.1.mlp.up_proj.bias"));
   EXPECT_EQ(qwen.back().name, "lm_head.weight");
-  EXPECT_EQ(qwen.back().group, llama_head_group(c));
+  EXPECT_EQ(qwen.back().group, head_group(c));
 
   c.attention_output_bias = true;
   c.mlp_bias = true;
   names.clear();
   int64_t k_bias = 0;
-  for (const auto& t : llama_parameter_tensors(c, 2)) {
+  for (const auto& t : parameter_tensor_specs(c, 2)) {
     names.insert(t.name);
     if (t.name == "model.layers.0.self_attn.k_proj.bias") k_bias = t.numel;
   }
@@ -166,10 +167,10 @@ TEST(ChunkLayout, LlamaBiasesAndUntiedHead) {
 // Qwen3: q_norm / k_norm of head_dim after o_proj (where the model registers them), counted in
 // num_parameters.
 TEST(ChunkLayout, Qwen3QkNorms) {
-  LlamaConfig c = small_gqa_tied();
-  c.qk_norm = true;
+  ModelShape c = small_gqa_tied();
+  c.qk_norm = QkNorm::per_head;
   c.head_dim = 32;
-  const std::vector<TensorSpec> tensors = llama_parameter_tensors(c, 2);
+  const std::vector<TensorSpec> tensors = parameter_tensor_specs(c, 2);
   std::vector<std::string> names;
   int64_t total = 0;
   for (const auto& t : tensors) {
@@ -177,7 +178,7 @@ TEST(ChunkLayout, Qwen3QkNorms) {
     total += t.numel;
     if (t.name.ends_with("_norm.weight") && t.name.find("self_attn") != std::string::npos) {
       EXPECT_EQ(t.numel, 32) << t.name;
-      EXPECT_EQ(t.group, llama_layer_group(t.name.find("layers.1.") != std::string::npos ? 1 : 0)) << t.name;
+      EXPECT_EQ(t.group, layer_group(t.name.find("layers.1.") != std::string::npos ? 1 : 0)) << t.name;
     }
   }
   const auto at = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
@@ -185,7 +186,7 @@ TEST(ChunkLayout, Qwen3QkNorms) {
   EXPECT_EQ(at("model.layers.1.self_attn.q_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 1);
   EXPECT_EQ(at("model.layers.1.self_attn.k_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 2);
   EXPECT_EQ(names.size(), 1u + 2 * 11 + 1);
-  EXPECT_EQ(total, c.num_parameters());
+  EXPECT_EQ(total, parameter_count(c));
 }
 
 }  // namespace

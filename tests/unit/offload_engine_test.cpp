@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "offload/engine.h"
 #include "offload/plain_engine.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 
 namespace ferry {
 namespace {
@@ -187,7 +187,7 @@ TEST(ChunkedEngine, ModelOverTheHostBudgetIsAConfigErrorNamingIt) {
 }
 
 TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
-  LlamaConfig shape;
+  ModelShape shape;
   shape.vocab_size = 32;
   shape.hidden_size = 16;
   shape.intermediate_size = 32;
@@ -195,7 +195,7 @@ TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   shape.num_attention_heads = 2;
   shape.num_key_value_heads = 2;
   shape.head_dim = 8;
-  LlamaForCausalLM model(shape);
+  CausalLM model(shape);
   const auto groups = offload::group_parameters(*model, false);
   ASSERT_EQ(groups.size(), 5u);
   EXPECT_EQ(groups[0].name, "embed");
@@ -208,9 +208,9 @@ TEST(ParameterEngine, GroupsFollowExecutionOrderAndEveryPolicyHasAnEngine) {
   EXPECT_EQ(offload::group_parameters(*model, true).front().name, "layers.0");
 
   EXPECT_TRUE(groups[4].also_uses.empty());
-  LlamaConfig tied_shape = shape;
+  ModelShape tied_shape = shape;
   tied_shape.tie_word_embeddings = true;
-  LlamaForCausalLM tied(tied_shape);
+  CausalLM tied(tied_shape);
   EXPECT_EQ(offload::group_parameters(*tied, false).back().also_uses, std::vector<std::string>{"embed"});
 
   offload::EngineOptions options;

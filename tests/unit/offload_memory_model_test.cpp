@@ -24,7 +24,7 @@ constexpr uint64_t kOverhead = 1000;
 constexpr int64_t kMicroBatch = 2;
 constexpr int64_t kSeq = 8;  // 16 tokens per micro-batch
 
-LlamaConfig small_model() {
+ModelShape small_model() {
   return test_support::tiny_llama_config(
       {.vocab_size = 100, .num_key_value_heads = 4, .max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
 }
@@ -351,7 +351,7 @@ TEST(MemoryModel, Llama3EightBillionNf4IsUnder0Point6BytesPerWeight) {
 
 TEST(MemoryModel, SevenBillionByHand) {
   // Llama-2-7B: embedding and head 32000*4096 each; per layer 4*4096^2 + 3*4096*11008 + 2*4096.
-  TrainingShape shape;  // LlamaConfig's defaults are Llama-2-7B's shape
+  TrainingShape shape;  // ModelShape's defaults are Llama-2-7B's shape
   const MemoryModel m(shape);
   const int64_t expected = 2 * 32000LL * 4096 + 32 * (4 * 4096LL * 4096 + 3 * 4096LL * 11008 + 2 * 4096) + 4096;
   EXPECT_EQ(m.base_parameters(), expected);

@@ -28,7 +28,7 @@ PlannerRates rates_with_pcie(double gbps) {
 
 PlannerRequest llama7b_request(uint64_t budget) {
   PlannerRequest r;
-  r.shape.model = LlamaConfig{};  // Llama-2-7B's shape: hidden 4096, 32 layers, MLP 11008, vocab 32000
+  r.shape.model = ModelShape{};  // Llama-2-7B's shape: hidden 4096, 32 layers, MLP 11008, vocab 32000
   r.shape.precision = Precision::bf16;
   r.shape.seq_len = 1024;
   r.shape.grad_accumulation = 2;

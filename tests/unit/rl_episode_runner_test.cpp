@@ -63,7 +63,7 @@ struct World {
   fs::path folder;
   std::unique_ptr<Tokenizer> tokenizer;
   ChatTemplate tmpl;
-  LlamaForCausalLM model{nullptr};
+  CausalLM model{nullptr};
   int64_t im_end = 0;
 
   // `positions` > 0: the model's max_position_embeddings set to it (a model whose positions run out).
@@ -275,11 +275,11 @@ TEST(EpisodeRunner, ScoringAndGaeEqualANaiveLoopOverEachEpisode) {
   const std::vector<RolloutPrompt> prompts = write_prompts("score", envs, 3);
   EpisodesRun run = run_episodes(prompts, 2, {.max_turns = 3, .max_total_tokens = 200});
   Experience& e = run.experience;
-  const LlamaConfig shape = world().model->config();
-  LlamaForCausalLM reference(shape);
-  LlamaForScore critic(shape);
-  init_llama_weights(*reference, shape, 0.2, 31);
-  init_llama_weights(*critic, shape, 0.2, 32);
+  const ModelShape shape = world().model->config();
+  CausalLM reference(shape);
+  ScoreModel critic(shape);
+  init_model_weights(*reference, shape, 0.2, 31);
+  init_model_weights(*critic, shape, 0.2, 32);
   auto engine = offload::make_parameter_engine(offload::EngineOptions{});
   engine->add_model("policy", offload::group_parameters(*world().model, false), false);
   engine->add_model("reference", offload::group_parameters(*reference, false), false);

@@ -10,7 +10,7 @@
 #include <torch/torch.h>
 
 #include "offload/engine.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "tests/support/tiny_llama_config.h"
 #include "train/backbone_runner.h"
 #include "train/rl/policy_forward.h"
@@ -54,11 +54,11 @@ Rollout make_rollout() {
 }
 
 struct Model {
-  LlamaForCausalLM lm{nullptr};
+  CausalLM lm{nullptr};
   std::unique_ptr<offload::ParameterEngine> engine;
   Model() {
     torch::manual_seed(3);
-    lm = LlamaForCausalLM(test_support::tiny_llama_config(101));
+    lm = CausalLM(test_support::tiny_llama_config(101));
     engine = offload::make_parameter_engine(offload::EngineOptions{});
     engine->add_model("policy", offload::group_parameters(*lm, false), true);
     engine->make_resident({"policy"});

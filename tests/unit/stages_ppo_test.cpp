@@ -18,7 +18,7 @@
 #include "offload/engine.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/model/attention_mask.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
 #include "src/tokenizer/tokenizer.h"
@@ -35,8 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-LlamaConfig tiny_shape() {
-  LlamaConfig c = test_support::tiny_llama_config({.vocab_size = 2000,  // data/tokenizer.model's
+ModelShape tiny_shape() {
+  ModelShape c = test_support::tiny_llama_config({.vocab_size = 2000,  // data/tokenizer.model's
                                                    .hidden_size = 32,
                                                    .intermediate_size = 64,
                                                    .num_attention_heads = 2});
@@ -58,12 +58,12 @@ struct Folders {
   fs::path root = fresh_dir("models");
   fs::path policy = root / "policy", reward = root / "reward";
   Folders() {
-    const LlamaConfig shape = tiny_shape();
-    LlamaForCausalLM lm(shape);
-    init_llama_weights(*lm, shape, 0.2, 11);
+    const ModelShape shape = tiny_shape();
+    CausalLM lm(shape);
+    init_model_weights(*lm, shape, 0.2, 11);
     save_pretrained(*lm, shape, policy);
-    LlamaForScore rm(shape);
-    init_llama_weights(*rm, shape, 0.2, 12);
+    ScoreModel rm(shape);
+    init_model_weights(*rm, shape, 0.2, 12);
     save_pretrained(*rm, shape, reward);
   }
   ~Folders() { fs::remove_all(root); }
@@ -80,12 +80,12 @@ std::string source(const std::string& relative) { return (fs::path(FERRY_SOURCE_
 
 TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
   torch::manual_seed(0);
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM policy = causal_lm_from_pretrained(folders().policy);
-  LlamaForCausalLM reference(shape);
-  init_llama_weights(*reference, shape, 0.2, 21);
-  LlamaForScore critic(shape), reward = score_model_from_pretrained(folders().reward);
-  init_llama_weights(*critic, shape, 0.2, 22);
+  const ModelShape shape = tiny_shape();
+  CausalLM policy = causal_lm_from_pretrained(folders().policy);
+  CausalLM reference(shape);
+  init_model_weights(*reference, shape, 0.2, 21);
+  ScoreModel critic(shape), reward = score_model_from_pretrained(folders().reward);
+  init_model_weights(*critic, shape, 0.2, 22);
   auto engine = offload::make_parameter_engine(offload::EngineOptions{});
   engine->add_model("policy", offload::group_parameters(*policy, false), true);
   engine->add_model("reference", offload::group_parameters(*reference, false), false);
@@ -143,7 +143,7 @@ TEST(PpoExperience, ScoringMatchesAPerSequenceLoopWithoutPadding) {
     all.insert(all.end(), response.begin(), response.end());
     const torch::Tensor ids = torch::tensor(all, torch::kLong).unsqueeze(0);  // (1, lp + lr), no padding
     const torch::Tensor targets = ids.narrow(1, lp, lr);
-    auto logprobs_of = [&](LlamaForCausalLMImpl& m) {
+    auto logprobs_of = [&](CausalLMImpl& m) {
       const torch::Tensor log_p = torch::log_softmax(m.forward(ids).narrow(1, lp - 1, lr).to(torch::kFloat) / 0.8, -1);
       return log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1).squeeze(0);
     };

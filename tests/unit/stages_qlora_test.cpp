@@ -45,12 +45,12 @@ fs::path fresh_dir(const std::string& name) {
 // The demo model's shape, 2 layers; init std 0.1 so the base computes something non-trivial.
 const fs::path& base_model() {
   static const fs::path dir = [] {
-    LlamaConfig c = test_support::tiny_llama_config(
+    ModelShape c = test_support::tiny_llama_config(
         {.vocab_size = 2000, .hidden_size = 128, .intermediate_size = 352, .num_key_value_heads = 4, .head_dim = 32});
     c.bos_token_id = 1;
     c.pad_token_id = 3;
-    LlamaForCausalLM model(c);
-    init_llama_weights(*model, c, 0.1, 17);
+    CausalLM model(c);
+    init_model_weights(*model, c, 0.1, 17);
     const fs::path folder = fresh_dir("base");
     save_pretrained(*model, c, folder);
     return folder;
@@ -175,7 +175,7 @@ TEST(QloraSftExport, MergedFinalIsAFullPrecisionFolderWithTheDequantisedBase) {
   EXPECT_FALSE(torch::equal(merged, original.to(at::kBFloat16).to(at::kFloat)));
   EXPECT_LE((merged - original).abs().max().item<double>(), 0.17 * original.abs().max().item<double>());
   // And Ferry (like transformers) loads it as a plain model.
-  LlamaForCausalLM model = causal_lm_from_pretrained(dir / "final", at::kBFloat16);
+  CausalLM model = causal_lm_from_pretrained(dir / "final", at::kBFloat16);
   EXPECT_EQ(nf4_base_size(*model).projections, 0);
 }
 
@@ -260,7 +260,7 @@ TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
   using offload::MemoryCategory;
   using offload::MemoryTier;
   auto loaded = [] {
-    LlamaForCausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
+    CausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
     LoraConfig lora;
     lora.rank = 8;
     lora.alpha = 16;
@@ -274,7 +274,7 @@ TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
   const int64_t float_weights = 2 * 2000 * 128 + 2 * 2 * 128 + 128 + 2 * (8 * 256 * 2);
   const int64_t projection_weights = 2 * (4 * 128 * 128 + 3 * 128 * 352);
 
-  LlamaForCausalLM plain_model = loaded();
+  CausalLM plain_model = loaded();
   offload::EngineOptions options;
   options.policy = OffloadPolicy::none;
   options.device = c10::Device(c10::kCPU);
@@ -289,7 +289,7 @@ TEST(QloraEngine, AccountsTheFourBitBaseAtUnderSixTenthsOfABytePerWeight) {
   // MLP projection (704 blocks), 2 layers.
   EXPECT_NEAR(per_weight, 0.5 + 1.0 / 64 + 4.0 * 2 * (4 * 1 + 3 * 3) / projection_weights, 1e-9);
 
-  LlamaForCausalLM paged_model = loaded();
+  CausalLM paged_model = loaded();
   options.policy = OffloadPolicy::params;
   auto params = offload::make_parameter_engine(options);
   params->add_model("policy", offload::group_parameters(*paged_model, false), true);
@@ -357,7 +357,7 @@ TEST(QloraRl, GrpoAndRlooPpoTrainAdaptersOnTheFourBitBase) {
 }
 
 TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
-  LlamaForCausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
+  CausalLM model = causal_lm_from_pretrained_nf4(base_model(), at::kFloat, /*double_quant=*/true);
   const Nf4BaseSize size = nf4_base_size(*model);
   EXPECT_EQ(size.projections, 2 * 7);
   EXPECT_EQ(size.weights, 2 * (4 * 128 * 128 + 3 * 128 * 352));
@@ -367,7 +367,7 @@ TEST(QloraSftLoad, QuantisesEveryDecoderProjectionWhileLoading) {
   // Embeddings, norms and the head stay full precision parameters.
   EXPECT_EQ(model->model->embed_tokens->weight.scalar_type(), at::kFloat);
   EXPECT_TRUE(model->lm_head->weight.defined());
-  const LlamaForCausalLM plain = causal_lm_from_pretrained(base_model());
+  const CausalLM plain = causal_lm_from_pretrained(base_model());
   EXPECT_TRUE(torch::equal(model->model->norm->weight, plain->model->norm->weight));
   EXPECT_TRUE(torch::equal(model->lm_head->weight, plain->lm_head->weight));
 }

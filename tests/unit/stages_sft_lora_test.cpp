@@ -38,8 +38,8 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-LlamaConfig tiny_shape() {
-  LlamaConfig c = test_support::tiny_llama_config(2000);
+ModelShape tiny_shape() {
+  ModelShape c = test_support::tiny_llama_config(2000);
   c.pad_token_id = 3;
   return c;
 }
@@ -81,7 +81,7 @@ struct Crash : std::runtime_error {
 struct TrainingRun {
   std::vector<double> losses;
   io::TensorMap initial, weights;  // every parameter before / after (copies)
-  LlamaForCausalLM model{nullptr};
+  CausalLM model{nullptr};
   std::unique_ptr<offload::ParameterEngine> engine;
 };
 
@@ -89,9 +89,9 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
   torch::set_num_threads(1);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));  // as run_sft: dropout draws from it
   TrainingRun run;
-  const LlamaConfig shape = tiny_shape();
-  run.model = LlamaForCausalLM(shape);
-  init_llama_weights(*run.model, shape, 0.02, 11);
+  const ModelShape shape = tiny_shape();
+  run.model = CausalLM(shape);
+  init_model_weights(*run.model, shape, 0.02, 11);
   run.model->train();
   prepare_lora(*run.model, config);
   for (const auto& [name, t] : state_of(*run.model)) run.initial[name] = t.clone();
@@ -122,8 +122,8 @@ TrainingRun train(const Config& config, int64_t crash_at_step = -1) {
 double max_difference(const io::TensorMap& a, const io::TensorMap& b) { return test_support::max_abs_difference(a, b); }
 
 TEST(SftLora, AdaptersAreTheOnlyTrainedParametersAndSitInTheirLayersGroup) {
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
+  const ModelShape shape = tiny_shape();
+  CausalLM model(shape);
   prepare_lora(*model, lora_config(fresh_dir("groups")));
   int adapters = 0;
   for (const offload::ParameterGroup& group : offload::group_parameters(*model, /*trainable_only=*/true)) {
@@ -140,7 +140,7 @@ TEST(SftLora, AdaptersAreTheOnlyTrainedParametersAndSitInTheirLayersGroup) {
 
 TEST(SftLora, DropoutDrawsTheSameMasksWhenCheckpointedLayersAreRecomputed) {
   torch::set_num_threads(1);
-  const LlamaConfig shape = tiny_shape();
+  const ModelShape shape = tiny_shape();
   Config config = lora_config(fresh_dir("dropout"));
   config.lora.dropout = 0.3;
   std::vector<const TokenizedSample*> four;
@@ -151,8 +151,8 @@ TEST(SftLora, DropoutDrawsTheSameMasksWhenCheckpointedLayersAreRecomputed) {
   std::vector<io::TensorMap> grads;
   std::vector<double> losses;
   for (bool checkpointing : {false, true}) {
-    LlamaForCausalLM model(shape);
-    init_llama_weights(*model, shape, 0.02, 11);
+    CausalLM model(shape);
+    init_model_weights(*model, shape, 0.02, 11);
     prepare_lora(*model, config);
     {
       torch::NoGradGuard no_grad;

@@ -40,8 +40,8 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-LlamaConfig tiny_shape() {
-  LlamaConfig c = test_support::tiny_llama_config(2000);
+ModelShape tiny_shape() {
+  ModelShape c = test_support::tiny_llama_config(2000);
   c.pad_token_id = 3;
   return c;
 }
@@ -78,7 +78,7 @@ struct TrainingRun {
   std::vector<double> losses;  // by step, from this process only
   io::TensorMap weights;       // after the run (copies)
   TrainResult result;
-  LlamaForCausalLM model{nullptr};
+  CausalLM model{nullptr};
   std::unique_ptr<offload::ParameterEngine> engine;
 };
 
@@ -92,9 +92,9 @@ struct RunOptions {
 TrainingRun train(const Config& config, const RunOptions& opts = {}) {
   torch::set_num_threads(1);
   TrainingRun run;
-  const LlamaConfig shape = tiny_shape();
-  run.model = LlamaForCausalLM(shape);
-  init_llama_weights(*run.model, shape, 0.02, 11);
+  const ModelShape shape = tiny_shape();
+  run.model = CausalLM(shape);
+  init_model_weights(*run.model, shape, 0.02, 11);
   run.model->train();
   offload::EngineOptions engine_options = offload::EngineOptions::from_config(config);
   run.engine = offload::make_parameter_engine(engine_options);
@@ -264,8 +264,8 @@ TEST(SftTraining, ClippingScalesTheGradientAsTorchDoes) {
   const TrainingRun a = train(clipped), b = train(unclipped);
   // Recompute run b's update by hand with the clipped gradient: p - lr * (g c) / (|g c| + eps)
   // after weight decay, from the initial weights, and compare with run a.
-  LlamaForCausalLM initial(tiny_shape());
-  init_llama_weights(*initial, tiny_shape(), 0.02, 11);
+  CausalLM initial(tiny_shape());
+  init_model_weights(*initial, tiny_shape(), 0.02, 11);
   const auto grads_b = b.model->named_parameters();
   double norm_squared = 0;
   for (const auto& item : grads_b) norm_squared += item.value().grad().pow(2).sum().item<double>();
@@ -287,9 +287,9 @@ TEST(SftTraining, ClippingScalesTheGradientAsTorchDoes) {
 
 TEST(SftTraining, PackedBatchHasThePaddedBatchesLoss) {
   torch::NoGradGuard no_grad;
-  const LlamaConfig shape = tiny_shape();
-  LlamaForCausalLM model(shape);
-  init_llama_weights(*model, shape, 0.02, 3);
+  const ModelShape shape = tiny_shape();
+  CausalLM model(shape);
+  init_model_weights(*model, shape, 0.02, 3);
   auto engine = offload::make_parameter_engine(offload::EngineOptions{});
   engine->add_model("policy", offload::group_parameters(*model, false), true);
   BackboneRunner runner(*engine, false);

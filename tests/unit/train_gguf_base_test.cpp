@@ -28,8 +28,8 @@ const fs::path& q4_1_model() {
   return folder;
 }
 
-LlamaForCausalLM lora_on_gguf_base() {
-  LlamaForCausalLM model = causal_lm_from_pretrained_quantized(q4_1_model(), at::kFloat, BaseQuantization::gguf, false);
+CausalLM lora_on_gguf_base() {
+  CausalLM model = causal_lm_from_pretrained_quantized(q4_1_model(), at::kFloat, BaseQuantization::gguf, false);
   LoraConfig lora;
   lora.rank = 4;
   lora.alpha = 8;
@@ -48,7 +48,7 @@ struct PolicyRun {
 
 PolicyRun run(OffloadPolicy policy) {
   torch::set_num_threads(1);
-  LlamaForCausalLM model = lora_on_gguf_base();
+  CausalLM model = lora_on_gguf_base();
   const QuantizedBaseSize base = quantized_base_size(*model);
   uint64_t float_bytes = 0;
   for (const auto& item : model->named_parameters()) float_bytes += item.value().nbytes();

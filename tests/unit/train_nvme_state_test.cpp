@@ -16,6 +16,7 @@
 #include "offload/nvme_state_store.h"
 #include "tests/support/offload_training.h"
 #include "tests/support/scratch_dir.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::offload {
 namespace {
@@ -218,7 +219,7 @@ MeasuredRun run_measured(offload_test::RunSpec spec, const std::string& name) {
 // allocator would hand it the pages the first run freed.)
 TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
   offload_test::RunSpec spec = bounded_memory_spec();
-  const uint64_t params = static_cast<uint64_t>(spec.shape.num_parameters());
+  const uint64_t params = static_cast<uint64_t>(parameter_count(spec.shape));
   ASSERT_GT(params, 20'000'000u);
   const uint64_t ring = 4 * (12u << 20) + (1u << 20);  // 4 slots of a full window's record, rounded up
   const uint64_t budget = 6 * params + ring;
@@ -246,7 +247,7 @@ TEST(NvmeStateStore, StateTwiceTheHostBudgetTrainsWithinTheBudget) {
 TEST(NvmeStateStore, ParametersOnNvmeLeaveOnlyGradientsAndTheRingInMemory) {
   offload_test::RunSpec spec = bounded_memory_spec();
   spec.params_on_nvme = true;
-  const uint64_t params = static_cast<uint64_t>(spec.shape.num_parameters());
+  const uint64_t params = static_cast<uint64_t>(parameter_count(spec.shape));
   const uint64_t ring = 4 * (12u << 20) + (1u << 20);
   const uint64_t budget = 4 * params + ring;
   spec.host_budget = budget;  // under the 6 bytes per parameter that weights on the host would need

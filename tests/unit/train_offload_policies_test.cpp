@@ -38,6 +38,7 @@
 #include "src/io/safetensors.h"
 #include "src/model/model_state.h"
 #include "tests/support/offload_training.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 namespace {
@@ -150,7 +151,7 @@ TEST(OffloadPolicies, OverlappedStepWithTiedEmbeddingsGivesTheLossesOfNone) {
 TEST(OffloadPolicies, Qwen3NormsAndASlidingWindowUnderParamsWithCheckpointingGiveTheLossesOfNone) {
   RunSpec reference;
   reference.shape = small_shape();
-  reference.shape.qk_norm = true;
+  reference.shape.qk_norm = QkNorm::per_head;
   reference.shape.head_dim = 32;  // != hidden / heads
   reference.shape.sliding_window = 8;
   reference.steps = 10;
@@ -194,7 +195,7 @@ TEST(OffloadPolicies, Int8MomentsTrainLikeFp32AndResumeExactly) {
   const RunResult a = train(fp32, "int8_reference"), b = train(int8, "int8_moments");
   EXPECT_LE(worst_relative(b.losses, a.losses), 0.02);
   EXPECT_GT(worst_weight_difference(b.weights, a.weights), 0.0);  // really another state
-  const uint64_t params = static_cast<uint64_t>(small_shape().num_parameters());
+  const uint64_t params = static_cast<uint64_t>(parameter_count(small_shape()));
   const uint64_t fp32_moments = a.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::moments);
   const uint64_t int8_moments = b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::moments);
   EXPECT_EQ(fp32_moments, 8 * params);
@@ -244,7 +245,7 @@ TEST(OffloadPolicies, Bf16KahanMasterWeightsTrainLikeFp32MasterAndResumeExactly)
   const RunResult a = train(fp32, "kahan_reference"), b = train(kahan, "kahan_master");
   EXPECT_LE(worst_relative(b.losses, a.losses), 1e-2);
   EXPECT_GT(worst_weight_difference(b.weights, a.weights), 0.0);  // really another master
-  const uint64_t params = static_cast<uint64_t>(small_shape().num_parameters());
+  const uint64_t params = static_cast<uint64_t>(parameter_count(small_shape()));
   EXPECT_EQ(a.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 4 * params);
   EXPECT_EQ(b.memory.peak.at(offload::MemoryTier::host, offload::MemoryCategory::master), 2 * params);
 
@@ -407,13 +408,13 @@ TEST(OffloadPolicies, Bf16OverlappedStepEqualsTheStepAfterBackward) {
 // One small model under `optimizer`, driven step by step through the engine's calls (the tests
 // below need to act between them), with the demo-like batches of the harness.
 struct EngineDrivenModel {
-  LlamaConfig shape = small_shape();
-  LlamaForCausalLM model{shape};
+  ModelShape shape = small_shape();
+  CausalLM model{shape};
   std::unique_ptr<offload::ChunkedEngine> engine;
   RandomTokens data{shape.vocab_size, 2, 16, 5};
 
   EngineDrivenModel() {
-    init_llama_weights(*model, shape, 0.02, 3);
+    init_model_weights(*model, shape, 0.02, 3);
     offload::EngineOptions options;
     options.policy = OffloadPolicy::optimizer;
     engine = std::make_unique<offload::ChunkedEngine>(options);
@@ -500,8 +501,8 @@ offload::MemorySnapshot demo_memory(OffloadPolicy policy) {
 }
 
 TEST(OffloadPolicies, PeakDeviceBytesOfTheDemoModelAreBoundedPerPolicy) {
-  const LlamaConfig shape = demo_shape();
-  const uint64_t params = static_cast<uint64_t>(shape.num_parameters());
+  const ModelShape shape = demo_shape();
+  const uint64_t params = static_cast<uint64_t>(parameter_count(shape));
   const uint64_t largest_tensor = static_cast<uint64_t>(shape.vocab_size * shape.hidden_size) * 4;  // embedding
   // A decoder layer's chunk (fp32, 256-byte aligned tensors) and the largest chunk (the embedding
   // or the head, both vocab x hidden).
@@ -536,7 +537,7 @@ TEST(OffloadPolicies, PeakDeviceBytesOfTheDemoModelAreBoundedPerPolicy) {
 }
 
 TEST(OffloadPolicies, AutoStaysWithinEveryBudgetAndExplainsAnImpossibleOne) {
-  const LlamaConfig shape = demo_shape();
+  const ModelShape shape = demo_shape();
   Config config;
   config.train.precision = Precision::fp32;
   config.train.micro_batch_size = 3;
@@ -610,15 +611,15 @@ TEST(OffloadPolicies, PagingPastTheBudgetIsAClearError) {
 }
 
 TEST(OffloadPolicies, TwoModelsShareOneBudgetThroughMakeResident) {
-  const LlamaConfig shape = demo_shape();
-  LlamaForCausalLM policy(shape), reference(shape);
-  init_llama_weights(*policy, shape, 0.02, 1);
-  init_llama_weights(*reference, shape, 0.02, 2);
+  const ModelShape shape = demo_shape();
+  CausalLM policy(shape), reference(shape);
+  init_model_weights(*policy, shape, 0.02, 1);
+  init_model_weights(*reference, shape, 0.02, 2);
   const torch::Tensor ids = torch::randint(4, shape.vocab_size, {2, 12});
   torch::NoGradGuard no_grad;
   const torch::Tensor policy_logits = policy->forward(ids);
   const torch::Tensor reference_logits = reference->forward(ids);
-  const uint64_t one_model = static_cast<uint64_t>(shape.num_parameters()) * 4;
+  const uint64_t one_model = static_cast<uint64_t>(parameter_count(shape)) * 4;
 
   offload::EngineOptions options;
   options.policy = OffloadPolicy::optimizer;
@@ -635,9 +636,9 @@ TEST(OffloadPolicies, TwoModelsShareOneBudgetThroughMakeResident) {
   // Under params nothing is resident until asked for; make_resident swaps whole models.
   options.policy = OffloadPolicy::params;
   offload::ChunkedEngine shared(options);
-  LlamaForCausalLM policy2(shape), reference2(shape);
-  init_llama_weights(*policy2, shape, 0.02, 1);
-  init_llama_weights(*reference2, shape, 0.02, 2);
+  CausalLM policy2(shape), reference2(shape);
+  init_model_weights(*policy2, shape, 0.02, 1);
+  init_model_weights(*reference2, shape, 0.02, 2);
   shared.add_model("policy", offload::group_parameters(*policy2, false), true);
   shared.add_model("reference", offload::group_parameters(*reference2, false), false);
   EXPECT_EQ(shared.resident_chunk_count("policy"), 0);

@@ -63,17 +63,17 @@ fs::path reference_folder(ReferenceSource source, const Config& config, const st
   return folder;
 }
 
-LlamaForCausalLM load_frozen_reference(const fs::path& folder, offload::ParameterEngine& engine, const std::string& name,
+CausalLM load_frozen_reference(const fs::path& folder, offload::ParameterEngine& engine, const std::string& name,
                                        at::ScalarType dtype, c10::Device device) {
-  LlamaForCausalLM frozen = causal_lm_from_pretrained(folder, dtype, c10::kCPU);
+  CausalLM frozen = causal_lm_from_pretrained(folder, dtype, c10::kCPU);
   for (auto& p : frozen->parameters()) p.set_requires_grad(false);
   engine.add_model(name, offload::group_parameters(*frozen, false), /*trainable=*/false);
   frozen->to(device);  // the buffers; the parameters are where the engine put them
   return frozen;
 }
 
-PreferenceEngine make_preference_engine(Config& config, const LlamaConfig& shape, c10::Device device,
-                                        LlamaForCausalLMImpl& policy, ReferenceSource source, const fs::path& folder,
+PreferenceEngine make_preference_engine(Config& config, const ModelShape& shape, c10::Device device,
+                                        CausalLMImpl& policy, ReferenceSource source, const fs::path& folder,
                                         at::ScalarType dtype) {
   PreferenceEngine out;
   out.engine = make_run_engine(config, shape, device, std::cout);
@@ -93,7 +93,7 @@ std::string describe_reference(ReferenceSource source, const fs::path& folder) {
   return "?";
 }
 
-BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& model,
+BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, CausalLMImpl& model,
                        const MicroBatch& batch, int64_t every_token_rows, double ld_alpha) {
   const int64_t columns = batch.at("labels").size(1) - 1;
   const torch::Tensor targets = batch.at("labels").narrow(1, 1, columns);  // (2B, T-1)
@@ -130,7 +130,7 @@ BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaFor
   return out;
 }
 
-torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
+torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, CausalLMImpl& model,
                               bool adapters_off, BackboneRunner& runner, double ld_alpha) {
   torch::NoGradGuard no_grad;
   std::optional<LoraDisabled> base_only;
@@ -138,8 +138,8 @@ torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_
   return batch_logps(runner, model_name, model, batch, 0, ld_alpha).labels.sum;  // (2B)
 }
 
-PolicyAndReference::PolicyAndReference(ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
-                                       std::string reference_name, LlamaForCausalLMImpl* reference)
+PolicyAndReference::PolicyAndReference(ReferenceSource source, std::string policy_name, CausalLMImpl& policy,
+                                       std::string reference_name, CausalLMImpl* reference)
     : source_(source),
       policy_name_(std::move(policy_name)),
       reference_name_(std::move(reference_name)),
@@ -159,7 +159,7 @@ torch::Tensor PolicyAndReference::reference_logps(const MicroBatch& rows, Backbo
 }
 
 void precompute_reference(const Config& config, const std::string& reference_model, const std::string& identity_extra,
-                          offload::ParameterEngine& engine, const std::string& name, LlamaForCausalLMImpl& model,
+                          offload::ParameterEngine& engine, const std::string& name, CausalLMImpl& model,
                           std::vector<PreferencePair>& train, std::vector<PreferencePair>& eval, int64_t pad_id,
                           double ld_alpha, const std::string& unit) {
   const std::string& other = reference_model;

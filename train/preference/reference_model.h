@@ -20,7 +20,7 @@
 
 #include "core/config/config.h"
 #include "src/data/preference_dataset.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/preference_losses.h"
 #include "train/training_task.h"
 
@@ -42,16 +42,16 @@ ReferenceSource resolve_reference_source(DpoReference mode, const std::string& r
 std::filesystem::path reference_folder(ReferenceSource source, const Config& config, const std::string& reference_model,
                                        const std::string& section);
 // A frozen copy of the model in `folder`, added to `engine` as `name` (not trainable).
-LlamaForCausalLM load_frozen_reference(const std::filesystem::path& folder, offload::ParameterEngine& engine,
+CausalLM load_frozen_reference(const std::filesystem::path& folder, offload::ParameterEngine& engine,
                                        const std::string& name, at::ScalarType dtype, c10::Device device);
 // A preference run's engine (train/run_engine.h) holding the policy, trainable, as "policy" and,
 // for the `model` source, the frozen reference from `folder` as "reference" (else null).
 struct PreferenceEngine {
   std::unique_ptr<offload::ParameterEngine> engine;
-  LlamaForCausalLM frozen{nullptr};
+  CausalLM frozen{nullptr};
 };
-PreferenceEngine make_preference_engine(Config& config, const LlamaConfig& shape, c10::Device device,
-                                        LlamaForCausalLMImpl& policy, ReferenceSource source,
+PreferenceEngine make_preference_engine(Config& config, const ModelShape& shape, c10::Device device,
+                                        CausalLMImpl& policy, ReferenceSource source,
                                         const std::filesystem::path& folder, at::ScalarType dtype);
 
 // For the run log: "the policy with its LoRA adapters off", ...
@@ -63,20 +63,20 @@ std::string describe_reference(ReferenceSource source, const std::filesystem::pa
 struct BatchLogps {
   SequenceLogps labels, every_token;
 };
-BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& model,
+BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, CausalLMImpl& model,
                        const MicroBatch& batch, int64_t every_token_rows, double ld_alpha = 1.0);
 
 // Summed log-probs of each row's labelled tokens (2B) under `model` without gradients, with its
 // LoRA adapters off when `adapters_off` (the reference of every mode but precompute's cache).
-torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, LlamaForCausalLMImpl& model,
+torch::Tensor reference_logps(const MicroBatch& batch, const std::string& model_name, CausalLMImpl& model,
                               bool adapters_off, BackboneRunner& runner, double ld_alpha = 1.0);
 
 // The policy of a preference objective and where its reference log-probs come from.
 class PolicyAndReference {
  public:
   // `reference`: the frozen model (ReferenceSource::model) and its engine name; unused otherwise.
-  PolicyAndReference(ReferenceSource source, std::string policy_name, LlamaForCausalLMImpl& policy,
-                     std::string reference_name, LlamaForCausalLMImpl* reference);
+  PolicyAndReference(ReferenceSource source, std::string policy_name, CausalLMImpl& policy,
+                     std::string reference_name, CausalLMImpl* reference);
 
   // The reference's summed label log-probs of every row of `rows` (no gradients): the batch's
   // precomputed "reference_logps", or a forward of the frozen model or of the policy with its
@@ -84,13 +84,13 @@ class PolicyAndReference {
   torch::Tensor reference_logps(const MicroBatch& rows, BackboneRunner& runner, double ld_alpha = 1.0) const;
 
   const std::string& policy_name() const { return policy_name_; }
-  LlamaForCausalLMImpl& policy() const { return policy_; }
+  CausalLMImpl& policy() const { return policy_; }
 
  private:
   ReferenceSource source_;
   std::string policy_name_, reference_name_;
-  LlamaForCausalLMImpl& policy_;
-  LlamaForCausalLMImpl* reference_;
+  CausalLMImpl& policy_;
+  CausalLMImpl* reference_;
 };
 
 // The `precompute` source: fills the reference log-probs of every pair of `train` and `eval` from
@@ -99,7 +99,7 @@ class PolicyAndReference {
 // the policy for the computation and model.path's weights put back after. `identity_extra` joins
 // the cache's fingerprint (settings that change the values, e.g. LD-DPO's alpha).
 void precompute_reference(const Config& config, const std::string& reference_model, const std::string& identity_extra,
-                          offload::ParameterEngine& engine, const std::string& name, LlamaForCausalLMImpl& model,
+                          offload::ParameterEngine& engine, const std::string& name, CausalLMImpl& model,
                           std::vector<PreferencePair>& train, std::vector<PreferencePair>& eval, int64_t pad_id,
                           double ld_alpha, const std::string& unit = "pairs");
 

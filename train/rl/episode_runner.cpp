@@ -104,7 +104,7 @@ void EpisodeRunner::finish(Episode& e) {
   pool_.close(e.id);
 }
 
-Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
+Experience EpisodeRunner::run(CausalLMImpl& policy, const GenerateOptions& options,
                               const std::vector<const RolloutPrompt*>& prompts,
                               std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
   FERRY_CHECK(row_generators.empty() || row_generators.size() == prompts.size(), "EpisodeRunner: ",
@@ -193,7 +193,7 @@ Experience EpisodeRunner::run(LlamaForCausalLMImpl& policy, const GenerateOption
   return out;
 }
 
-void EpisodeRunner::generate_turn(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
+void EpisodeRunner::generate_turn(CausalLMImpl& policy, const GenerateOptions& options,
                                   std::vector<Episode>& episodes, const std::vector<size_t>& ready,
                                   std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
   // Left padding makes a batch need its longest context plus its largest budget in positions; each
@@ -227,7 +227,7 @@ int64_t EpisodeRunner::turn_budget(const Episode& e, const GenerateOptions& opti
   return std::max<int64_t>(std::min({options.max_new_tokens, settings_.max_total_tokens - used, room}), 1);
 }
 
-void EpisodeRunner::generate_batch(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
+void EpisodeRunner::generate_batch(CausalLMImpl& policy, const GenerateOptions& options,
                                    std::vector<Episode>& episodes, const std::vector<size_t>& ready,
                                    std::vector<at::Generator>& row_generators, int64_t pad_id, EpisodeTally& tally) {
   std::vector<std::vector<int64_t>> contexts;

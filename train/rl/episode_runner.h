@@ -56,7 +56,7 @@ struct EpisodeSettings {
 
 // What generates a batch of turns, with generate()'s contract (src/generate/generate.h). Rollouts use
 // generate() itself; a test may stand in fixed turns (tests/parity/rl_agent_episode_parity_test.cpp).
-using TurnGenerator = std::function<GenerateResult(LlamaForCausalLMImpl& policy, const at::Tensor& input_ids,
+using TurnGenerator = std::function<GenerateResult(CausalLMImpl& policy, const at::Tensor& input_ids,
                                                    const at::Tensor& attention_mask, const GenerateOptions& options)>;
 
 class EpisodeRunner {
@@ -68,7 +68,7 @@ class EpisodeRunner {
   // One episode per prompt; episode i samples from row_generators[i] (empty: greedy decoding).
   // `options` gives sampling, stop ids and strings and the per-turn budget (max_new_tokens).
   // Fills sequences, attention_mask, prompt_length, response_mask, responses, ended and env_rewards.
-  Experience run(LlamaForCausalLMImpl& policy, const GenerateOptions& options,
+  Experience run(CausalLMImpl& policy, const GenerateOptions& options,
                  const std::vector<const RolloutPrompt*>& prompts, std::vector<at::Generator>& row_generators,
                  int64_t pad_id, EpisodeTally& tally);
 
@@ -76,10 +76,10 @@ class EpisodeRunner {
 
  private:
   struct Episode;
-  void generate_turn(LlamaForCausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
+  void generate_turn(CausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
                      const std::vector<size_t>& ready, std::vector<at::Generator>& row_generators, int64_t pad_id,
                      EpisodeTally& tally);
-  void generate_batch(LlamaForCausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
+  void generate_batch(CausalLMImpl& policy, const GenerateOptions& options, std::vector<Episode>& episodes,
                       const std::vector<size_t>& ready, std::vector<at::Generator>& row_generators, int64_t pad_id,
                       EpisodeTally& tally);
   // Tokens the episode's next turn may take: generation.max_new_tokens, what max_total_tokens and

@@ -13,7 +13,7 @@
 #include "src/generate/stop_strings.h"
 #include "src/metrics/metrics_clock.h"
 #include "src/model/attention_mask.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/model/lora.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/backbone_runner.h"
@@ -168,7 +168,7 @@ void ExperienceMaker::score(Experience& experience, ExperienceTimings* timings) 
     const torch::Tensor response_mask = experience.response_mask.narrow(0, begin, n);
     t.scored_tokens += mask.sum().item<int64_t>();
     // The sampled tokens' log-probs under `lm`, 0 outside the response mask.
-    auto response_logprobs = [&](const std::string& name, LlamaForCausalLMImpl& lm) {
+    auto response_logprobs = [&](const std::string& name, CausalLMImpl& lm) {
       const kernels::LmHeadTokens lp =
           response_token_logprobs(runner, name, lm, ids, mask, p, temperature, false, options_.share_prompts);
       return (lp.logprobs * response_mask.to(lp.logprobs.device(), torch::kFloat)).cpu();

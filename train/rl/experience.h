@@ -35,8 +35,8 @@
 
 namespace ferry {
 class BackboneRunner;
-class LlamaForCausalLMImpl;
-class LlamaForScoreImpl;
+class CausalLMImpl;
+class ScoreModelImpl;
 class Tokenizer;
 }  // namespace ferry
 
@@ -71,14 +71,14 @@ struct Experience {
 // absent; `reference_is_policy_without_lora` makes the policy with its adapters off the reference.
 struct RolloutModels {
   std::string policy_name = "policy";
-  LlamaForCausalLMImpl* policy = nullptr;
+  CausalLMImpl* policy = nullptr;
   std::string reference_name = "reference";
-  LlamaForCausalLMImpl* reference = nullptr;
+  CausalLMImpl* reference = nullptr;
   bool reference_is_policy_without_lora = false;
   std::string critic_name = "critic";
-  LlamaForScoreImpl* critic = nullptr;
+  ScoreModelImpl* critic = nullptr;
   std::string reward_name = "reward";
-  LlamaForScoreImpl* reward = nullptr;
+  ScoreModelImpl* reward = nullptr;
 
 };
 

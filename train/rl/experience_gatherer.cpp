@@ -194,7 +194,7 @@ Rollout make_rollout(ExperienceMaker& maker, RewardMix& rewards, const PromptFil
   return out;
 }
 
-ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
+ExperienceOptions rollout_options(const Config& config, const ModelShape& shape, const Tokenizer& tokenizer,
                                   const ChatTemplate& chat_template, int64_t pad_id) {
   ExperienceOptions options;
   options.generate = chat_generate_options(shape, tokenizer, &chat_template);

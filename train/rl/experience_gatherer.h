@@ -25,7 +25,7 @@ namespace dist {
 class Communicator;
 }
 struct ChatTemplate;
-struct LlamaConfig;
+struct ModelShape;
 class Tokenizer;
 }  // namespace ferry
 
@@ -35,7 +35,7 @@ class ExperienceMaker;
 class RewardMix;
 
 // Sampling (generation.*), stop ids and strings, and a scoring micro-batch of 2 x train.micro_batch_size.
-ExperienceOptions rollout_options(const Config& config, const LlamaConfig& shape, const Tokenizer& tokenizer,
+ExperienceOptions rollout_options(const Config& config, const ModelShape& shape, const Tokenizer& tokenizer,
                                   const ChatTemplate& chat_template, int64_t pad_id);
 
 // The prompts `indices` name (loaded from `prompts`), each `copies` times in a row, as a rollout

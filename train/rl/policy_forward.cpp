@@ -4,20 +4,20 @@
 #include <torch/torch.h>
 
 #include "src/model/attention_mask.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/backbone_runner.h"
 #include "train/rl/shared_prompt_pack.h"
 
 namespace ferry::rl {
 
 kernels::LmHeadTokens response_token_logprobs(BackboneRunner& runner, const std::string& name,
-                                              LlamaForCausalLMImpl& lm, const torch::Tensor& sequences,
+                                              CausalLMImpl& lm, const torch::Tensor& sequences,
                                               const torch::Tensor& attention_mask, int64_t prompt_length,
                                               double temperature, bool with_entropy, bool share_prompts) {
   if (share_prompts) {
     const std::optional<SharedPromptPack> pack = pack_shared_prompts(sequences, attention_mask, prompt_length);
     const int64_t window = lm.model->config().sliding_window;
-    if (pack && pack->packed_tokens() < sequences.numel() && (window <= 0 || pack->input_ids.size(1) <= window)) {
+    if (pack && pack->packed_tokens() < sequences.numel() && (!lm.model->config().any_layer_slides() || pack->input_ids.size(1) <= window)) {
       // One pass of the (chunked) LM head over the packed response columns.
       const kernels::LmHeadTokens t = runner.token_logprobs(name, lm, pack->input_ids, pack->attention,
                                                             pack->position_ids, pack->targets, pack->first_column,
@@ -30,7 +30,7 @@ kernels::LmHeadTokens response_token_logprobs(BackboneRunner& runner, const std:
                                ids, prompt_length - 1, temperature, with_entropy);
 }
 
-PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& policy,
+PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, CausalLMImpl& policy,
                              const Experience& part, double temperature, bool entropy_grad, bool share_prompts) {
   const kernels::LmHeadTokens t = response_token_logprobs(runner, name, policy, part.sequences, part.attention_mask,
                                                           part.prompt_length, temperature, true, share_prompts);

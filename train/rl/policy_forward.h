@@ -23,7 +23,7 @@ struct PolicyForward {
 };
 
 // share_prompts (train.share_prompts): rows of one prompt share its forward (shared_prompt_pack.h).
-PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, LlamaForCausalLMImpl& policy,
+PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, CausalLMImpl& policy,
                              const Experience& part, double temperature, bool entropy_grad, bool share_prompts);
 
 // The log-probs of each row's response tokens (columns P ..) under `lm` at `temperature`, and the
@@ -31,7 +31,7 @@ PolicyForward policy_forward(BackboneRunner& runner, const std::string& name, Ll
 // same prompt go through one packed forward (shared_prompt_pack.h) when that runs fewer tokens and
 // the model has no sliding window shorter than the packed sequence; else one row each.
 kernels::LmHeadTokens response_token_logprobs(BackboneRunner& runner, const std::string& name,
-                                              LlamaForCausalLMImpl& lm, const torch::Tensor& sequences,
+                                              CausalLMImpl& lm, const torch::Tensor& sequences,
                                               const torch::Tensor& attention_mask, int64_t prompt_length,
                                               double temperature, bool with_entropy, bool share_prompts);
 

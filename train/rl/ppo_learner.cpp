@@ -9,7 +9,7 @@
 #include "offload/engine.h"
 #include "src/dist/communicator.h"
 #include "src/model/attention_mask.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "train/backbone_runner.h"
 #include "train/causal_lm_loss.h"
 #include "train/lr_schedule.h"

@@ -24,8 +24,8 @@
 
 namespace ferry {
 class BatchSource;
-class LlamaForCausalLMImpl;
-class LlamaForScoreImpl;
+class CausalLMImpl;
+class ScoreModelImpl;
 }  // namespace ferry
 
 namespace ferry::rl {

@@ -70,8 +70,8 @@ FrozenRlModels load_frozen_models(const Config& config, at::ScalarType dtype, co
   return out;
 }
 
-RolloutModels register_rl_models(offload::ParameterEngine& engine, LlamaForCausalLMImpl& policy, FrozenRlModels& frozen,
-                                 LlamaForScoreImpl* critic, const c10::Device& device) {
+RolloutModels register_rl_models(offload::ParameterEngine& engine, CausalLMImpl& policy, FrozenRlModels& frozen,
+                                 ScoreModelImpl* critic, const c10::Device& device) {
   RolloutModels models;
   models.policy = &policy;
   engine.add_model(models.policy_name, offload::group_parameters(policy, false), /*trainable=*/true);

@@ -16,7 +16,7 @@
 #include "core/config/config.h"
 #include "offload/engine_fwd.h"
 #include "src/metrics/metrics_row.h"
-#include "src/model/llama_heads.h"
+#include "src/model/model_heads.h"
 #include "src/tokenizer/chat_template.h"
 #include "src/tokenizer/tokenizer.h"
 #include "train/model_setup.h"
@@ -49,9 +49,9 @@ void freeze_parameters(torch::nn::Module& module);
 // (with LoRA the policy with its adapters off, so none is loaded; else a frozen copy of
 // model.path) and the reward model when the rewards list one.
 struct FrozenRlModels {
-  LlamaForCausalLM reference{nullptr};
+  CausalLM reference{nullptr};
   bool reference_is_policy_without_lora = false;
-  LlamaForScore reward{nullptr};
+  ScoreModel reward{nullptr};
 
   int64_t count() const { return (reference ? 1 : 0) + (reward ? 1 : 0); }
 };
@@ -62,7 +62,7 @@ FrozenRlModels load_frozen_models(const Config& config, at::ScalarType dtype, co
 
 // Registers the policy (trained), the frozen models and the critic (trained; may be null) with the
 // engine, in that order, moves them to `device`, and returns them as a rollout sees them.
-RolloutModels register_rl_models(offload::ParameterEngine& engine, LlamaForCausalLMImpl& policy, FrozenRlModels& frozen,
-                                 LlamaForScoreImpl* critic, const c10::Device& device);
+RolloutModels register_rl_models(offload::ParameterEngine& engine, CausalLMImpl& policy, FrozenRlModels& frozen,
+                                 ScoreModelImpl* critic, const c10::Device& device);
 
 }  // namespace ferry::rl

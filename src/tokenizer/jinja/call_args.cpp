@@ -1,7 +1,7 @@
 // Binding call arguments to Python signatures (see call_args.h).
 #include "src/tokenizer/jinja/call_args.h"
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/repr.h"
 
 namespace ferry::jinja {

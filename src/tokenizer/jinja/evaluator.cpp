@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/globals.h"
 #include "src/tokenizer/jinja/json.h"
 #include "src/tokenizer/jinja/methods.h"

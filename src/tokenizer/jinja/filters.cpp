@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "src/tokenizer/jinja/call_args.h"
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/evaluator.h"
 #include "src/tokenizer/jinja/iterators.h"
 #include "src/tokenizer/jinja/json.h"

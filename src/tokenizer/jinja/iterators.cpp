@@ -1,7 +1,7 @@
 // One-shot iterators (see iterators.h).
 #include "src/tokenizer/jinja/iterators.h"
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/evaluator.h"
 #include "src/tokenizer/jinja/operators.h"
 #include "src/tokenizer/jinja/repr.h"

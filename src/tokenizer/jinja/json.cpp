@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/operators.h"
 #include "src/tokenizer/jinja/pystr.h"
 #include "src/tokenizer/jinja/repr.h"

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/pystr.h"
 
 namespace ferry::jinja {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <initializer_list>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/filters.h"
 #include "src/tokenizer/jinja/is_tests.h"
 

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 
 namespace ferry::jinja::pystr {
 namespace {

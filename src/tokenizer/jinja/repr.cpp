@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/pystr.h"
 
 namespace ferry::jinja {

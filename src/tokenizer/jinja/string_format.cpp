@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/evaluator.h"
 #include "src/tokenizer/jinja/operators.h"
 #include "src/tokenizer/jinja/pystr.h"

@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 
 namespace ferry::jinja {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <functional>
 
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 #include "src/tokenizer/jinja/repr.h"
 
 namespace ferry::jinja {

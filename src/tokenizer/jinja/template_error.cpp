@@ -1,5 +1,5 @@
 // Errors of the Jinja renderer: the message format, and byte offsets turned into line:column.
-#include "src/tokenizer/jinja/error.h"
+#include "src/tokenizer/jinja/template_error.h"
 
 namespace ferry::jinja {
 namespace {

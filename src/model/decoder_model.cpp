@@ -1,5 +1,7 @@
-// Llama backbone forward: embedding, shared RoPE tables and mask, the layers, final norm.
-#include "src/model/llama_model.h"
+// The backbone forward: embedding, shared RoPE tables and masks, the layers, final norm.
+#include "src/model/decoder_model.h"
+
+#include <cmath>
 
 #include "core/error.h"
 #include "src/model/attention_mask.h"
@@ -14,7 +16,7 @@ std::string shape_of(const torch::Tensor& t) {
   return out.str();
 }
 
-void check_config(const LlamaConfig& c) {
+void check_config(const ModelShape& c) {
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_hidden_layers < 0 ||
       c.num_attention_heads <= 0 || c.head_dim <= 0) {
     throw ConfigError(detail::concat("model config: vocab_size, hidden_size, intermediate_size, num_attention_heads "
@@ -26,8 +28,9 @@ void check_config(const LlamaConfig& c) {
 
 }  // namespace
 
-LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built)
+DecoderModelImpl::DecoderModelImpl(const ModelShape& config, const LayerBuiltHook& on_layer_built)
     : config_(config), rotary_((check_config(config), config)) {
+  if (config.sliding_layers_own_rope()) sliding_rotary_.emplace(config.rotary_dim(), config.sliding_rope_theta, RopeScaling{});
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
@@ -35,10 +38,10 @@ LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config, const LayerBuiltHook& 
     if (on_layer_built) on_layer_built(*decoder_layers.back(), i);
     layers->push_back(decoder_layers.back());
   }
-  norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_weight));
 }
 
-LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+LayerInputs DecoderModelImpl::layer_inputs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                          const torch::Tensor& position_ids, const KvCache* cache,
                                          at::ScalarType dtype) const {
   if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.scalar_type() != torch::kLong) {
@@ -84,6 +87,7 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
   }
   LayerInputs inputs;
   std::tie(inputs.cos, inputs.sin) = rotary_.cos_sin(positions, dtype);
+  if (sliding_rotary_) std::tie(inputs.sliding_cos, inputs.sliding_sin) = sliding_rotary_->cos_sin(positions, dtype);
   if (full_mask) {
     inputs.mask = attention_mask.to(input_ids.device());
   } else {
@@ -91,30 +95,47 @@ LayerInputs LlamaModelImpl::layer_inputs(const torch::Tensor& input_ids, const t
                                        length, past);
     if (inputs.mask.defined()) inputs.mask = inputs.mask.to(input_ids.device());
   }
-  // Mistral: keys more than sliding_window - 1 places back are masked (only once a sequence is longer).
-  inputs.mask = apply_sliding_window(inputs.mask, length, past, config_.sliding_window, input_ids.device());
+  // Sliding layers: keys more than sliding_window - 1 places back are masked (only once a sequence is longer).
+  if (config_.any_layer_slides()) {
+    inputs.sliding_mask = apply_sliding_window(inputs.mask, length, past, config_.sliding_window, input_ids.device());
+  }
   return inputs;
 }
 
-torch::Tensor LlamaModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                       const torch::Tensor& position_ids, KvCache* cache) {
   const torch::Tensor weight = embed_tokens->weight;
   torch::Tensor ids = input_ids;
   if (ids.defined() && ids.scalar_type() == torch::kInt) ids = ids.to(torch::kLong);
   if (ids.defined()) ids = ids.to(weight.device());
   const LayerInputs inputs = layer_inputs(ids, attention_mask, position_ids, cache, weight.scalar_type());
-  torch::Tensor h = embed_tokens(ids);  // (B, T, C)
-  for (auto& layer : decoder_layers) h = layer(h, inputs.cos, inputs.sin, inputs.mask, cache);
+  torch::Tensor h = embed(ids);  // (B, T, C)
+  for (auto& layer : decoder_layers) h = layer(h, inputs, cache);
   if (cache != nullptr) cache->advance(ids.size(1));
   return norm(h);
 }
 
-torch::Tensor LlamaModelImpl::forward_fixed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
-                                            const torch::Tensor& mask, KvCache& cache) {
-  const auto [cos, sin] = rotary_.cos_sin(position_ids, embed_tokens->weight.scalar_type());
-  torch::Tensor h = embed_tokens(input_ids);  // (B, 1, C)
-  for (auto& layer : decoder_layers) h = layer(h, cos, sin, mask, &cache);
+torch::Tensor DecoderModelImpl::forward_fixed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                                              const torch::Tensor& mask, const torch::Tensor& sliding_mask, KvCache& cache) {
+  const at::ScalarType dtype = embed_tokens->weight.scalar_type();
+  LayerInputs inputs;
+  std::tie(inputs.cos, inputs.sin) = rotary_.cos_sin(position_ids, dtype);
+  if (sliding_rotary_) std::tie(inputs.sliding_cos, inputs.sliding_sin) = sliding_rotary_->cos_sin(position_ids, dtype);
+  inputs.mask = mask;
+  inputs.sliding_mask = sliding_mask;
+  torch::Tensor h = embed(input_ids);  // (B, 1, C)
+  for (auto& layer : decoder_layers) h = layer(h, inputs, &cache);
   return norm(h);
+}
+
+torch::Tensor DecoderModelImpl::embed(const torch::Tensor& input_ids) {
+  torch::Tensor h = embed_tokens(input_ids);  // (B, T, C)
+  if (config_.scale_embeddings) {
+    // transformers: a float32 sqrt(hidden_size) cast to the weights' dtype, then multiplied.
+    const double root = std::sqrt(static_cast<double>(config_.hidden_size));
+    h = h * at::scalar_tensor(root, h.options().dtype(torch::kFloat)).to(h.scalar_type());
+  }
+  return h;
 }
 
 }  // namespace ferry

@@ -1,33 +1,36 @@
-// Language-model and scalar heads on the Llama backbone.
-#include "src/model/llama_heads.h"
+// Language-model and scalar heads on the decoder backbone.
+#include "src/model/model_heads.h"
 
 #include "core/error.h"
 #include "kernels/ops/small_batch_linear.h"
 
 namespace ferry {
 
-LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built) {
-  model = register_module("model", LlamaModel(config, on_layer_built));
+CausalLMImpl::CausalLMImpl(const ModelShape& config, const LayerBuiltHook& on_layer_built) {
+  model = register_module("model", DecoderModel(config, on_layer_built));
   if (!config.tie_word_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
   }
 }
 
-torch::Tensor LlamaForCausalLMImpl::logits(const torch::Tensor& hidden) {
-  return kernels::small_batch_linear(hidden, lm_head ? lm_head->weight : model->embed_tokens->weight);
+torch::Tensor CausalLMImpl::logits(const torch::Tensor& hidden) {
+  torch::Tensor out = kernels::small_batch_linear(hidden, lm_head ? lm_head->weight : model->embed_tokens->weight);
+  const double cap = model->config().final_logit_softcapping;
+  if (cap > 0) out = torch::tanh(out / cap) * cap;  // Gemma 2: cap * tanh(logits / cap)
+  return out;
 }
 
-torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                             const torch::Tensor& position_ids, KvCache* cache) {
   return logits(model(input_ids, attention_mask, position_ids, cache));  // (B, T, V)
 }
 
-LlamaForScoreImpl::LlamaForScoreImpl(const LlamaConfig& config, const LayerBuiltHook& on_layer_built) {
-  model = register_module("model", LlamaModel(config, on_layer_built));
+ScoreModelImpl::ScoreModelImpl(const ModelShape& config, const LayerBuiltHook& on_layer_built) {
+  model = register_module("model", DecoderModel(config, on_layer_built));
   score = register_module("score", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, 1).bias(false)));
 }
 
-torch::Tensor LlamaForScoreImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+torch::Tensor ScoreModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                          const torch::Tensor& position_ids, KvCache* cache) {
   return score(model(input_ids, attention_mask, position_ids, cache)).squeeze(-1);  // (B, T)
 }

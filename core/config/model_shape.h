@@ -1,0 +1,119 @@
+// The shape of a decoder-only transformer, as a Hugging Face config.json or a GGUF file describes
+// it, resolved into the switches Ferry's one decoder block reads (src/model/decoder_layer.h).
+// Torch-free, so the planner and the CLI can use it cheaply. Which family a config belongs to, how
+// its config.json keys and GGUF metadata map to these fields, and which tensors it has, is that
+// family's description (src/model/family/): nothing else names a family.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+enum class RopeScalingType { none, linear, llama3 };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::none;
+  double factor = 1.0;
+  // llama3 only:
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+// Where a block's RMSNorms sit.
+enum class NormPlacement {
+  pre,       // x + attn(input_layernorm(x)); x + mlp(post_attention_layernorm(x))   (Llama, Qwen, Mistral)
+  sandwich,  // x + post_attention_layernorm(attn(input_layernorm(x)));
+             // x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))  (Gemma 2, Gemma 3)
+  post,      // x + post_attention_layernorm(attn(x)); x + post_feedforward_layernorm(mlp(x))  (OLMo 2, OLMo 3)
+};
+
+// How an RMSNorm applies its weight.
+enum class NormWeight {
+  plain,     // w * normalise(x)                    (Llama: normalised in fp32, cast, then scaled)
+  one_plus,  // (1 + w) * normalise(x), all in fp32 (Gemma)
+};
+
+// RMSNorms on the queries and keys, before RoPE.
+enum class QkNorm {
+  none,
+  per_head,  // over head_dim, every head (Qwen3, Gemma 3): self_attn.q_norm.weight (head_dim)
+  whole,     // over the whole projection (OLMo 2): self_attn.q_norm.weight (heads x head_dim)
+};
+
+enum class MlpActivation { silu, gelu_tanh };
+
+// Which attention a layer runs.
+enum class AttentionKind { full, sliding };
+
+struct ModelShape {
+  int64_t vocab_size = 32000;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 11008;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  int64_t num_key_value_heads = 32;  // < num_attention_heads: grouped-query attention
+  int64_t head_dim = 128;            // usually hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 4096;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;       // the full-attention layers' RoPE (all layers unless sliding_rope_theta)
+  RopeScaling rope_scaling;
+  double sliding_rope_theta = 0;     // > 0: sliding layers use plain RoPE with this base (Gemma 3's local base)
+  double partial_rotary_factor = 1.0;  // RoPE rotates the first head_dim * factor channels of each head
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v/o biases (Qwen2-style has q/k/v only; see attention_output_bias)
+  bool attention_output_bias = false;
+  bool mlp_bias = false;
+  QkNorm qk_norm = QkNorm::none;
+  NormPlacement norm_placement = NormPlacement::pre;
+  NormWeight norm_weight = NormWeight::plain;
+  MlpActivation mlp_activation = MlpActivation::silu;
+  bool scale_embeddings = false;     // Gemma: embeddings times sqrt(hidden_size), in the weights' dtype
+  double query_pre_attn_scalar = 0;  // > 0: attention scores scaled by its -1/2 instead of head_dim's (Gemma)
+  double attn_logit_softcapping = 0;   // > 0: scores -> cap * tanh(scores / cap) before the mask (Gemma 2)
+  double final_logit_softcapping = 0;  // > 0: logits -> cap * tanh(logits / cap) (Gemma 2)
+  int64_t sliding_window = 0;    // a sliding layer's query attends the last `sliding_window` keys (itself included)
+  // Per layer: which attention it runs. Empty: every layer is sliding when sliding_window > 0
+  // (Mistral), else full.
+  std::vector<AttentionKind> layer_types;
+  // Per layer: false where the layer uses no position embedding at all (SmolLM3's NoPE layers).
+  // Empty: every layer rotates.
+  std::vector<bool> rope_layers;
+  int64_t bos_token_id = 1;
+  std::vector<int64_t> eos_token_ids{2};
+  int64_t pad_token_id = -1;  // -1: none
+  std::string torch_dtype = "float32";
+  std::string model_type = "llama";  // config.json's model_type: picks the family (src/model/family/)
+
+  bool layer_slides(int64_t layer) const {
+    if (sliding_window <= 0) return false;
+    if (layer_types.empty()) return true;
+    return layer_types.at(static_cast<size_t>(layer)) == AttentionKind::sliding;
+  }
+  bool any_layer_slides() const {
+    for (int64_t i = 0; i < num_hidden_layers; ++i) {
+      if (layer_slides(i)) return true;
+    }
+    return false;
+  }
+  bool every_layer_slides() const {
+    for (int64_t i = 0; i < num_hidden_layers; ++i) {
+      if (!layer_slides(i)) return false;
+    }
+    return num_hidden_layers > 0;
+  }
+  bool layer_rotates(int64_t layer) const {
+    return rope_layers.empty() || rope_layers.at(static_cast<size_t>(layer));
+  }
+  // Channels of a head that RoPE rotates (even).
+  int64_t rotary_dim() const {
+    const auto dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+    return dim - dim % 2;
+  }
+  // Does a sliding layer use other RoPE tables than a full one?
+  bool sliding_layers_own_rope() const { return sliding_rope_theta > 0 && any_layer_slides(); }
+};
+
+}  // namespace ferry

@@ -1,0 +1,19 @@
+// The family descriptions Ferry has, one function per family file; model_family.cpp's
+// model_families() lists them. A new family is one more file and one more line there.
+#pragma once
+
+#include "src/model/family/model_family.h"
+
+namespace ferry {
+
+const ModelFamily& llama_family();    // llama_family.cpp: Llama 2 / 3.x, SmolLM2, TinyLlama
+const ModelFamily& mistral_family();  // mistral_family.cpp
+const ModelFamily& qwen2_family();    // qwen2_family.cpp: Qwen2, Qwen2.5
+const ModelFamily& qwen3_family();    // qwen3_family.cpp
+const ModelFamily& gemma2_family();   // gemma2_family.cpp
+const ModelFamily& gemma3_family();   // gemma3_family.cpp: Gemma 3 text (270M, 1B; the text model of 4B+)
+const ModelFamily& smollm3_family();  // smollm3_family.cpp
+const ModelFamily& olmo2_family();    // olmo2_family.cpp
+const ModelFamily& olmo3_family();    // olmo3_family.cpp
+
+}  // namespace ferry

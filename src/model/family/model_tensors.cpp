@@ -1,0 +1,134 @@
+// The tensor list a ModelShape implies (see model_tensors.h): one decoder layer's tensors follow
+// the switches its family set (norm placement, biases, q/k norms), named as transformers and
+// llama.cpp's converter name them.
+#include "src/model/family/model_tensors.h"
+
+namespace ferry {
+namespace {
+
+const std::string kQueryRows = "num_attention_heads x head_dim";
+const std::string kKeyValueRows = "num_key_value_heads x head_dim";
+
+}  // namespace
+
+std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
+  const int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
+  const int64_t h = c.hidden_size, f = c.intermediate_size;
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  const double norm_offset = c.norm_weight == NormWeight::one_plus ? 1.0 : 0.0;
+  std::vector<ModelTensor> out;
+  // `suffix` (HF, after the layer prefix), llama.cpp's name for it (after "blk.N."), shape, dims.
+  const auto add = [&](const std::string& suffix, const std::string& gguf, std::vector<int64_t> shape,
+                       std::vector<std::string> dims, std::string lora = {}) -> ModelTensor& {
+    ModelTensor t;
+    t.name = prefix + suffix;
+    t.gguf_name = blk + gguf;
+    t.layer = layer;
+    t.suffix = suffix;
+    t.shape = std::move(shape);
+    t.dims = std::move(dims);
+    t.group = layer_group(layer);
+    t.lora_target = std::move(lora);
+    out.push_back(std::move(t));
+    return out.back();
+  };
+  const auto norm = [&](const std::string& suffix, const std::string& gguf, int64_t width, const std::string& dim) {
+    add(suffix, gguf, {width}, {dim}).gguf_offset = norm_offset;
+  };
+  const auto projection = [&](const std::string& module, const std::string& gguf, int64_t rows, int64_t columns,
+                              const std::string& row_dim, const std::string& column_dim, bool bias) {
+    add(module + ".weight", gguf + ".weight", {rows, columns}, {row_dim, column_dim},
+        module.substr(module.rfind('.') + 1));
+    if (bias) add(module + ".bias", gguf + ".bias", {rows}, {row_dim});
+  };
+
+  if (c.norm_placement != NormPlacement::post) norm("input_layernorm.weight", "attn_norm.weight", h, "hidden_size");
+  projection("self_attn.q_proj", "attn_q", q_rows, h, kQueryRows, "hidden_size", c.attention_bias);
+  projection("self_attn.k_proj", "attn_k", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
+  projection("self_attn.v_proj", "attn_v", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
+  if (c.qk_norm == QkNorm::per_head) {
+    norm("self_attn.q_norm.weight", "attn_q_norm.weight", c.head_dim, "head_dim");
+    norm("self_attn.k_norm.weight", "attn_k_norm.weight", c.head_dim, "head_dim");
+  } else if (c.qk_norm == QkNorm::whole) {
+    norm("self_attn.q_norm.weight", "attn_q_norm.weight", q_rows, kQueryRows);
+    norm("self_attn.k_norm.weight", "attn_k_norm.weight", kv_rows, kKeyValueRows);
+  }
+  projection("self_attn.o_proj", "attn_output", h, q_rows, "hidden_size", kQueryRows, c.attention_output_bias);
+  switch (c.norm_placement) {
+    case NormPlacement::pre:
+      norm("post_attention_layernorm.weight", "ffn_norm.weight", h, "hidden_size");
+      break;
+    case NormPlacement::sandwich:
+      norm("post_attention_layernorm.weight", "post_attention_norm.weight", h, "hidden_size");
+      norm("pre_feedforward_layernorm.weight", "ffn_norm.weight", h, "hidden_size");
+      break;
+    case NormPlacement::post:
+      norm("post_attention_layernorm.weight", "post_attention_norm.weight", h, "hidden_size");
+      break;
+  }
+  projection("mlp.gate_proj", "ffn_gate", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
+  projection("mlp.up_proj", "ffn_up", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
+  projection("mlp.down_proj", "ffn_down", h, f, "hidden_size", "intermediate_size", c.mlp_bias);
+  if (c.norm_placement != NormPlacement::pre) {
+    norm("post_feedforward_layernorm.weight", "post_ffw_norm.weight", h, "hidden_size");
+  }
+  return out;
+}
+
+std::vector<ModelTensor> model_tensors(const ModelShape& c) {
+  std::vector<ModelTensor> out;
+  const auto outside = [&](std::string name, std::string gguf, std::vector<int64_t> shape,
+                           std::vector<std::string> dims, int64_t group) -> ModelTensor& {
+    ModelTensor t;
+    t.name = std::move(name);
+    t.gguf_name = std::move(gguf);
+    t.shape = std::move(shape);
+    t.dims = std::move(dims);
+    t.group = group;
+    out.push_back(std::move(t));
+    return out.back();
+  };
+  outside("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, {"vocab_size", "hidden_size"},
+          embedding_group());
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    std::vector<ModelTensor> tensors = layer_tensors(c, layer);
+    for (ModelTensor& t : tensors) out.push_back(std::move(t));
+  }
+  outside("model.norm.weight", "output_norm.weight", {c.hidden_size}, {"hidden_size"}, head_group(c)).gguf_offset =
+      c.norm_weight == NormWeight::one_plus ? 1.0 : 0.0;
+  if (!c.tie_word_embeddings) {
+    outside("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, {"vocab_size", "hidden_size"},
+            head_group(c));
+  }
+  return out;
+}
+
+long double parameter_count_unbounded(const ModelShape& c) {
+  // One layer's tensors stand for all of them when the layers are alike (they are, per family), so a
+  // hostile num_hidden_layers costs nothing here.
+  long double per_layer = 0;
+  if (c.num_hidden_layers > 0) {
+    for (const ModelTensor& t : layer_tensors(c, 0)) {
+      long double n = 1;
+      for (const int64_t d : t.shape) n *= static_cast<long double>(d);
+      per_layer += n;
+    }
+  }
+  const long double embed = static_cast<long double>(c.vocab_size) * static_cast<long double>(c.hidden_size);
+  return embed * (c.tie_word_embeddings ? 1 : 2) + per_layer * static_cast<long double>(c.num_hidden_layers) +
+         static_cast<long double>(c.hidden_size);
+}
+
+int64_t parameter_count(const ModelShape& c) { return static_cast<int64_t>(parameter_count_unbounded(c)); }
+
+std::vector<std::string> lora_targets(const ModelShape& c) {
+  std::vector<std::string> out;
+  if (c.num_hidden_layers <= 0) return out;
+  for (const ModelTensor& t : layer_tensors(c, 0)) {
+    if (!t.lora_target.empty()) out.push_back(t.lora_target);
+  }
+  return out;
+}
+
+}  // namespace ferry
