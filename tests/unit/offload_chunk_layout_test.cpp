@@ -182,9 +182,10 @@ TEST(ChunkLayout, Qwen3QkNorms) {
     }
   }
   const auto at = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  // The family tensor list's order (transformers' and llama.cpp's converter's): q/k norms after v_proj.
   ASSERT_LT(at("model.layers.1.self_attn.q_norm.weight"), static_cast<std::ptrdiff_t>(names.size()));
-  EXPECT_EQ(at("model.layers.1.self_attn.q_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 1);
-  EXPECT_EQ(at("model.layers.1.self_attn.k_norm.weight"), at("model.layers.1.self_attn.o_proj.weight") + 2);
+  EXPECT_EQ(at("model.layers.1.self_attn.q_norm.weight"), at("model.layers.1.self_attn.v_proj.weight") + 1);
+  EXPECT_EQ(at("model.layers.1.self_attn.k_norm.weight"), at("model.layers.1.self_attn.v_proj.weight") + 2);
   EXPECT_EQ(names.size(), 1u + 2 * 11 + 1);
   EXPECT_EQ(total, parameter_count(c));
 }
