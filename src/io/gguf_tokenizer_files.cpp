@@ -155,9 +155,12 @@ void write_sentencepiece(const GgufFile& file, const std::vector<std::string>& t
   model.bos_id = static_cast<int32_t>(file.get_int("tokenizer.ggml.bos_token_id", -1));
   model.eos_id = static_cast<int32_t>(file.get_int("tokenizer.ggml.eos_token_id", -1));
   model.pad_id = static_cast<int32_t>(file.get_int("tokenizer.ggml.padding_token_id", -1));
-  if (model.unk_id < 0) {
-    throw InputError(file.describe() + ": a SentencePiece (\"llama\") vocabulary needs 'tokenizer.ggml.unknown_token_id'");
+  if (model.unk_id < 0 || model.unk_id >= static_cast<int32_t>(model.pieces.size())) {
+    throw InputError(file.describe() + ": a SentencePiece (\"llama\") vocabulary needs 'tokenizer.ggml.unknown_token_id' "
+                     "within its tokens");
   }
+  // SentencePiece needs its unk piece typed UNKNOWN; Gemma's GGUF files type <unk> as a control token.
+  model.pieces[static_cast<size_t>(model.unk_id)].type = PieceType::unknown;
   model.add_dummy_prefix = file.get_bool("tokenizer.ggml.add_space_prefix", true);
   model.remove_extra_whitespaces = false;
   write_file_atomic(folder / "tokenizer.model", format_sentencepiece_model(model));
