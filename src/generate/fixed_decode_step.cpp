@@ -46,7 +46,11 @@ FixedDecodeStep::FixedDecodeStep(CausalLMImpl& model, KvCache& cache, const at::
   visible_ = at::zeros({rows, cache.capacity()}, index.dtype(at::kBool));
   visible_.narrow(1, 0, prompt).copy_(prompt_mask.to(device).to(at::kBool));
   const ModelShape& config = model.model->config();
-  if (config.any_layer_slides() && !config.every_layer_slides()) sliding_visible_ = at::zeros_like(visible_);
+  if (config.every_layer_slides()) {
+    window_in_visible_ = config.sliding_window;
+  } else if (config.any_layer_slides()) {
+    sliding_visible_ = at::zeros_like(visible_);
+  }
   slot_ = at::zeros({1}, index);
   if (use_graphs_ || bucket_shapes_) cache.zero_unwritten();  // such a step reads every column
 }
@@ -64,13 +68,12 @@ at::Tensor FixedDecodeStep::step(const at::Tensor& tokens) {
   // The sliding window: the query at `column` sees keys column - window + 1 .. column only
   // (attention_mask.h's apply_sliding_window, which the prefill's mask went through). Every layer
   // sliding (Mistral): in visible_ itself; some (Gemma): in a copy for the sliding layers.
-  const ModelShape& config = model_.model->config();
-  const int64_t window = config.sliding_window;
   if (sliding_visible_.defined()) {
+    const int64_t window = model_.model->config().sliding_window;
     sliding_visible_.copy_(visible_);
     if (column - window >= 0) sliding_visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
-  } else if (config.every_layer_slides() && column - window >= 0) {
-    visible_.narrow(0, 0, n).narrow(1, 0, column - window + 1).fill_(false);
+  } else if (window_in_visible_ > 0 && column - window_in_visible_ >= 0) {
+    visible_.narrow(0, 0, n).narrow(1, 0, column - window_in_visible_ + 1).fill_(false);
   }
   at::Tensor logits = use_graphs_ ? replay(n) : at::Tensor();
   if (!logits.defined()) {

@@ -74,6 +74,7 @@ class FixedDecodeStep {
   // mixes them with full ones (Gemma, OLMo 3); undefined otherwise (a model whose every layer
   // slides, Mistral, narrows visible_ itself).
   at::Tensor sliding_visible_;
+  int64_t window_in_visible_ = 0;  // > 0: every layer slides (Mistral) and visible_ itself keeps this window
   at::Tensor slot_;       // (1) int64: the column this step writes
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by bucket (rows)
 };

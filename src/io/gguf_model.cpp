@@ -26,14 +26,12 @@ class FileMetadata : public GgufMetadata {
  public:
   FileMetadata(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
   const std::string& architecture() const override { return arch_; }
-  bool has(const std::string& key) const override { return file_.has(arch_ + "." + key); }
   int64_t get_int(const std::string& key, int64_t fallback) const override {
     return file_.get_int(arch_ + "." + key, fallback);
   }
   double get_float(const std::string& key, double fallback) const override {
     return file_.get_float(arch_ + "." + key, fallback);
   }
-  bool has_tensor(const std::string& name) const override { return file_.find_tensor(name) != nullptr; }
   [[noreturn]] void fail(const std::string& what) const override { ::ferry::io::fail(file_, what); }
 
  private:

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "src/io/ggml_quantize.h"
 #include "src/model/family/model_family.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::io {
 GgufFileType parse_gguf_file_type(const std::string& name) {

@@ -55,9 +55,8 @@ SelfAttentionImpl::SelfAttentionImpl(const ModelShape& config, int64_t layer_ind
       rotary_dim_(config.rotary_dim()),
       qk_norm_(config.qk_norm),
       rotates_(config.layer_rotates(layer_index)),
-      scale_(1.0 / std::sqrt(config.query_pre_attn_scalar > 0 ? config.query_pre_attn_scalar
-                                                              : static_cast<double>(config.head_dim))),
-      custom_scale_(config.query_pre_attn_scalar > 0),
+      scale_(config.query_pre_attn_scalar > 0 ? std::optional<double>(1.0 / std::sqrt(config.query_pre_attn_scalar))
+                                              : std::nullopt),
       softcap_(config.attn_logit_softcapping) {
   if (num_kv_heads_ <= 0 || num_heads_ % num_kv_heads_ != 0) {
     throw ConfigError(detail::concat("model config: num_attention_heads (", num_heads_,
@@ -102,26 +101,24 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   }
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index_, k, v);  // (B, n_kv, L, D)
   const int64_t repeats = num_heads_ / num_kv_heads_;
-  // SDPA's own head_dim^-1/2 unless the family scales otherwise (bit for bit as before for the rest).
-  const std::optional<double> scale = custom_scale_ ? std::optional<double>(scale_) : std::nullopt;
   if (softcap_ <= 0 && t == 1 && repeats > 1) {
     // A decode step: the `repeats` query heads of one key/value head attend as `repeats` queries
     // of that head, so its keys and values are read in place instead of copied per query head
     // (head h uses key/value head h / repeats, as repeat_kv lays them out).
     const torch::Tensor grouped = q.reshape({b, num_kv_heads_, repeats, head_dim_});
     const torch::Tensor out = at::scaled_dot_product_attention(
-        grouped, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0, false, scale);  // (B, n_kv, repeats, D)
+        grouped, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0, false, scale_);  // (B, n_kv, repeats, D)
     return lora_project(o_proj, o_lora, out.reshape({b, 1, num_heads_ * head_dim_}), training);
   }
   k = repeat_kv(k, repeats);  // (B, H, L, D)
   v = repeat_kv(v, repeats);
   torch::Tensor out;
   if (softcap_ > 0) {
-    out = softcapped_attention(q, k, v, mask, scale_, softcap_);
+    out = softcapped_attention(q, k, v, mask, scale_.value_or(1.0 / std::sqrt(static_cast<double>(head_dim_))), softcap_);
   } else {
     const bool causal = !mask.defined() && t > 1;
     out = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0,
-                                           causal, scale);  // (B, H, T, D)
+                                           causal, scale_);  // (B, H, T, D)
   }
   return lora_project(o_proj, o_lora, out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
 }

@@ -16,6 +16,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "core/config/model_shape.h"
 #include "src/model/lora_linear.h"
 #include "src/model/rms_norm.h"
@@ -54,9 +56,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   int64_t num_heads_, num_kv_heads_, head_dim_, rotary_dim_;
   QkNorm qk_norm_;
   bool rotates_;
-  double scale_;      // of the scores: head_dim^-1/2, or query_pre_attn_scalar^-1/2
-  bool custom_scale_;  // query_pre_attn_scalar set
-  double softcap_;    // > 0: scores -> softcap * tanh(scores / softcap)
+  // The scores' scale: query_pre_attn_scalar^-1/2 (Gemma), or nullopt: SDPA's own head_dim^-1/2
+  // (bit for bit as before for the other families).
+  std::optional<double> scale_;
+  double softcap_;  // > 0: scores -> softcap * tanh(scores / softcap)
 };
 TORCH_MODULE(SelfAttention);
 

@@ -19,6 +19,7 @@
 #include "train/backbone_runner.h"
 #include "train/causal_lm_loss.h"
 #include "train/model_setup.h"
+#include "tests/support/sft_batch.h"
 
 namespace ferry {
 namespace {
@@ -31,13 +32,6 @@ fs::path fixture(const std::string& family) {
     ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixture_model_families_train` first";
   }
   return folder;
-}
-
-MicroBatch batch_from(const io::TensorMap& tensors) {
-  MicroBatch batch;
-  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) batch.tensors[name] = tensors.at(name);
-  batch.loss_weight = shifted_label_count(tensors.at("labels"));
-  return batch;
 }
 
 struct Case {
@@ -57,7 +51,7 @@ TEST_P(FamilyTrainingParity, LossAndGradientsMatchTransformers) {
   const Case& c = GetParam();
   const auto folder = fixture(c.family);
   const io::TensorMap expected = io::load_safetensors(folder / "train.safetensors");
-  const MicroBatch batch = batch_from(expected);
+  const MicroBatch batch = test_support::sft_batch_from(expected);
   CausalLM model = causal_lm_from_pretrained(folder / "model");
   if (c.lora) {
     Config config;

@@ -24,6 +24,7 @@
 #include "stages/sft.h"
 #include "tests/support/max_difference.h"
 #include "train/backbone_runner.h"
+#include "tests/support/sft_batch.h"
 
 namespace ferry {
 namespace {
@@ -77,13 +78,6 @@ TEST_P(QloraLoadParity, LoadingQuantisesAsBitsandbytes) {
   EXPECT_EQ(compared, 2 * 7 * 6);  // 2 layers x 7 projections x (weight, absmax, quant_map, nested x2, quant_state)
 }
 
-MicroBatch batch_from(const io::TensorMap& tensors) {
-  MicroBatch batch;
-  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) batch.tensors[name] = tensors.at(name);
-  batch.loss_weight = shifted_label_count(tensors.at("labels"));
-  return batch;
-}
-
 INSTANTIATE_TEST_SUITE_P(Dtypes, QloraLoadParity, ::testing::Values(at::kFloat, at::kBFloat16),
                          [](const auto& info) { return info.param == at::kFloat ? "fp32" : "bf16"; });
 
@@ -95,7 +89,7 @@ TEST_P(QloraParity, LossAndAdapterGradientsMatchPeftOnBitsandbytes) {
   const bool fp32 = dtype == at::kFloat;
   const auto folder = folder_of(dtype);
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
-  const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
+  const MicroBatch batch = test_support::sft_batch_from(io::load_safetensors(folder / "batch.safetensors"));
   CausalLM model = causal_lm_from_pretrained_nf4(fixture() / "model", dtype, /*double_quant=*/true);
   Config config;
   config.lora.rank = 4;

@@ -26,6 +26,7 @@
 #include "stages/sft.h"
 #include "tests/support/max_difference.h"
 #include "train/backbone_runner.h"
+#include "tests/support/sft_batch.h"
 
 namespace ferry {
 namespace {
@@ -38,13 +39,6 @@ fs::path fixture() {
     ADD_FAILURE() << "missing fixtures in " << folder << ": run `ctest -R parity_fixture` first";
   }
   return folder;
-}
-
-MicroBatch batch_from(const io::TensorMap& tensors) {
-  MicroBatch batch;
-  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) batch.tensors[name] = tensors.at(name);
-  batch.loss_weight = shifted_label_count(tensors.at("labels"));
-  return batch;
 }
 
 // The settings of the reference's peft LoraConfig.
@@ -63,7 +57,7 @@ TEST_P(SftLoraParity, LossAdapterGradientsAndFirstStepMatchPeft) {
   torch::set_num_threads(1);
   const auto folder = fixture();
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
-  const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
+  const MicroBatch batch = test_support::sft_batch_from(io::load_safetensors(folder / "batch.safetensors"));
   CausalLM model = causal_lm_from_pretrained(folder / "model");
   const Config config = lora_config();
   prepare_lora(*model, config);

@@ -14,6 +14,7 @@
 #include "src/model/pretrained.h"
 #include "stages/sft.h"
 #include "train/backbone_runner.h"
+#include "tests/support/sft_batch.h"
 
 namespace ferry {
 namespace {
@@ -26,20 +27,13 @@ std::filesystem::path fixture() {
   return folder;
 }
 
-MicroBatch batch_from(const io::TensorMap& tensors) {
-  MicroBatch batch;
-  for (const char* name : {"input_ids", "attention_mask", "position_ids", "labels"}) batch.tensors[name] = tensors.at(name);
-  batch.loss_weight = shifted_label_count(tensors.at("labels"));
-  return batch;
-}
-
 class SftParity : public ::testing::TestWithParam<bool> {};  // activation checkpointing off / on
 
 TEST_P(SftParity, LossGradientsAndFirstStepMatchTransformers) {
   torch::set_num_threads(1);
   const auto folder = fixture();
   const io::TensorMap expected = io::load_safetensors(folder / "expected.safetensors");
-  const MicroBatch batch = batch_from(io::load_safetensors(folder / "batch.safetensors"));
+  const MicroBatch batch = test_support::sft_batch_from(io::load_safetensors(folder / "batch.safetensors"));
   CausalLM model = causal_lm_from_pretrained(folder / "model");
   model->train();
 

@@ -35,7 +35,6 @@ class ConfigKeys {
 
   const nlohmann::json& object() const { return object_; }
   const std::string& source() const { return source_; }
-  const std::string& prefix() const { return prefix_; }
 
  private:
   const nlohmann::json& object_;

@@ -1,8 +1,11 @@
 // Checks and conversions the family descriptions share (see family_switches.h).
 #include "src/model/family/family_switches.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "src/model/family/config_keys.h"
+#include "src/model/family/gguf_metadata.h"
 
 namespace ferry {
 
@@ -22,6 +25,39 @@ void require_llama_block(const ModelShape& c, const std::string& family) {
   require_expressible(c.rope_layers.empty(), family, "NoPE layers (SmolLM3)");
   require_expressible(c.sliding_rope_theta == 0, family, "a RoPE base of its own on sliding layers (Gemma 3)");
   require_expressible(c.qk_norm != QkNorm::whole, family, "q/k norms over the whole projection (OLMo 2)");
+}
+
+void require_llama_cpp(bool ok, const std::string& arch, const std::string& what) {
+  if (!ok) {
+    throw UserError("GGUF export: llama.cpp's " + arch + " runs " + what + "; this model differs, so llama.cpp would "
+                    "not run it as transformers does (export it with --format hf)");
+  }
+}
+
+int64_t read_gguf_sliding_window(const GgufMetadata& metadata, int64_t absent) {
+  const int64_t window = metadata.get_int("attention.sliding_window", absent);
+  if (window <= 0) {
+    metadata.fail("metadata '" + metadata.architecture() + ".attention.sliding_window' = " + std::to_string(window) +
+                  " must be positive");
+  }
+  return window;
+}
+
+int64_t read_sliding_window(const ConfigKeys& keys, int64_t absent) {
+  if (!keys.contains("sliding_window")) return absent;
+  return keys.has("sliding_window") ? keys.positive_int("sliding_window") : 0;
+}
+
+nlohmann::json sliding_window_json(const ModelShape& c) {
+  return c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
+}
+
+std::vector<AttentionKind> sliding_layer_pattern(int64_t num_layers, int64_t period) {
+  std::vector<AttentionKind> out;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    out.push_back((i + 1) % period != 0 ? AttentionKind::sliding : AttentionKind::full);
+  }
+  return out;
 }
 
 std::vector<AttentionKind> read_layer_types(const ConfigKeys& keys, int64_t num_layers) {
@@ -52,9 +88,11 @@ std::vector<std::string> layer_type_names(const ModelShape& c) {
   return out;
 }
 
-}  // namespace ferry
-
-namespace ferry {
+void write_rope_per_layer_type(const ModelShape& c, nlohmann::json& out) {
+  const double sliding = c.sliding_rope_theta > 0 ? c.sliding_rope_theta : c.rope_theta;
+  out["rope_parameters"] = {{"full_attention", out["rope_parameters"]},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", sliding}}}};
+}
 
 void refuse_sliding_layers(const ConfigKeys& keys) {
   if (keys.boolean("use_sliding_window", false)) {

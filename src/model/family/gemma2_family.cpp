@@ -4,7 +4,6 @@
 // sliding-window layers alternating with full ones (layer 0 slides). llama.cpp: "gemma2".
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
@@ -39,20 +38,17 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
 void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
   set_gemma_block(c);
   c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
-  c.sliding_window = metadata.get_int("attention.sliding_window", 4096);
-  if (c.sliding_window <= 0) metadata.fail("metadata 'gemma2.attention.sliding_window' must be positive");
-  c.layer_types = gemma_layer_pattern(c.num_hidden_layers, 2);
+  c.sliding_window = read_gguf_sliding_window(metadata, 4096);
+  c.layer_types = sliding_layer_pattern(c.num_hidden_layers, 2);
   c.attn_logit_softcapping = metadata.get_float("attn_logit_softcapping", 50.0);
   c.final_logit_softcapping = metadata.get_float("final_logit_softcapping", 30.0);
 }
 
 std::vector<GgufKey> write_gguf(const ModelShape& c) {
-  const auto require = [](bool ok, const std::string& what) {
-    if (!ok) throw UserError("GGUF export: llama.cpp's gemma2 runs " + what + "; this model differs, so llama.cpp "
-                             "would not run it as transformers does (export it with --format hf)");
-  };
-  require(c.layer_types == gemma_layer_pattern(c.num_hidden_layers, 2), "sliding and full layers alternating");
-  require(c.query_pre_attn_scalar == static_cast<double>(c.head_dim), "attention scaled by head_dim^-1/2");
+  require_llama_cpp(c.layer_types == sliding_layer_pattern(c.num_hidden_layers, 2), "gemma2",
+                    "sliding and full layers alternating");
+  require_llama_cpp(c.query_pre_attn_scalar == static_cast<double>(c.head_dim), "gemma2",
+                    "attention scaled by head_dim^-1/2");
   return {{"attention.sliding_window", GgufKey::Type::u32, static_cast<double>(c.sliding_window)},
           {"attn_logit_softcapping", GgufKey::Type::f32, c.attn_logit_softcapping},
           {"final_logit_softcapping", GgufKey::Type::f32, c.final_logit_softcapping}};

@@ -6,7 +6,6 @@
 // layers only, tied embeddings over a 262k vocabulary. llama.cpp: "gemma3".
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
@@ -39,10 +38,8 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   require_expressible(c.attention_bias == c.attention_output_bias, "gemma3_text", "q/k/v biases but no o_proj bias");
   out["attention_bias"] = c.attention_bias;
   write_gemma_keys(c, out);
-  const double local = c.sliding_rope_theta > 0 ? c.sliding_rope_theta : c.rope_theta;
-  out["rope_parameters"] = {{"full_attention", out["rope_parameters"]},
-                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", local}}}};
-  out["rope_local_base_freq"] = local;
+  write_rope_per_layer_type(c, out);
+  out["rope_local_base_freq"] = out["rope_parameters"]["sliding_attention"]["rope_theta"];  // for older readers
   out["use_bidirectional_attention"] = false;
 }
 
@@ -52,23 +49,20 @@ void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
   // llama.cpp runs Gemma 3 with the local base 10000 and every 6th layer global (its own constants,
   // not in the file), and scales the scores by head_dim^-1/2, as transformers' GGUF loader does.
   c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
-  c.sliding_window = metadata.get_int("attention.sliding_window", 4096);
-  if (c.sliding_window <= 0) metadata.fail("metadata 'gemma3.attention.sliding_window' must be positive");
-  c.layer_types = gemma_layer_pattern(c.num_hidden_layers, 6);
+  c.sliding_window = read_gguf_sliding_window(metadata, 4096);
+  c.layer_types = sliding_layer_pattern(c.num_hidden_layers, 6);
   c.sliding_rope_theta = 10000.0;
   c.final_logit_softcapping = metadata.get_float("final_logit_softcapping", 0.0);
   c.attn_logit_softcapping = metadata.get_float("attn_logit_softcapping", 0.0);
 }
 
 std::vector<GgufKey> write_gguf(const ModelShape& c) {
-  const auto require = [](bool ok, const std::string& what) {
-    if (!ok) throw UserError("GGUF export: llama.cpp's gemma3 runs " + what + "; this model differs, so llama.cpp "
-                             "would not run it as transformers does (export it with --format hf)");
-  };
-  require(c.layer_types == gemma_layer_pattern(c.num_hidden_layers, 6), "every 6th layer with full attention");
-  require(c.sliding_rope_theta == 10000.0, "sliding layers with the RoPE base 10000");
-  require(c.query_pre_attn_scalar == static_cast<double>(c.head_dim), "attention scaled by head_dim^-1/2");
-  require(c.attn_logit_softcapping == 0 && c.final_logit_softcapping == 0, "without soft-capping");
+  require_llama_cpp(c.layer_types == sliding_layer_pattern(c.num_hidden_layers, 6), "gemma3",
+                    "every 6th layer with full attention");
+  require_llama_cpp(c.sliding_rope_theta == 10000.0, "gemma3", "sliding layers with the RoPE base 10000");
+  require_llama_cpp(c.query_pre_attn_scalar == static_cast<double>(c.head_dim), "gemma3",
+                    "attention scaled by head_dim^-1/2");
+  require_llama_cpp(c.attn_logit_softcapping == 0 && c.final_logit_softcapping == 0, "gemma3", "without soft-capping");
   return {{"attention.sliding_window", GgufKey::Type::u32, static_cast<double>(c.sliding_window)}};
 }
 

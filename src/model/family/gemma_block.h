@@ -19,12 +19,10 @@ void set_gemma_block(ModelShape& config);
 // NoPE layers.
 void require_gemma_block(const ModelShape& config, const std::string& family);
 
-// Layer i slides unless (i + 1) is a multiple of `pattern` (transformers' sliding_window_pattern).
-std::vector<AttentionKind> gemma_layer_pattern(int64_t num_layers, int64_t pattern);
 // sliding_window (absent: 4096; null: none) and layer_types (absent: sliding_window_pattern, else
 // `default_pattern`) into `config`.
 void read_gemma_layer_types(const ConfigKeys& keys, ModelShape& config, int64_t default_pattern);
-// query_pre_attn_scalar, soft-capping, sliding_window, layer_types, hidden_activation.
+// query_pre_attn_scalar, soft-capping, sliding_window, layer_types.
 void write_gemma_keys(const ModelShape& config, nlohmann::json& out);
 
 }  // namespace ferry

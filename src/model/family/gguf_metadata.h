@@ -1,5 +1,4 @@
-// What a family's GGUF reader (model_family.h) sees of a GGUF file: its metadata and which tensors
-// it holds. src/io/gguf_model.cpp implements it over a GgufFile; this floor stays below src/io.
+// What a family's GGUF reader (model_family.h) sees of a GGUF file: its metadata. src/io/gguf_model.cpp implements it over a GgufFile; this floor stays below src/io.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +11,8 @@ class GgufMetadata {
   virtual ~GgufMetadata() = default;
   virtual const std::string& architecture() const = 0;  // general.architecture
   // Keys are given without the "<architecture>." prefix ("attention.sliding_window").
-  virtual bool has(const std::string& key) const = 0;
   virtual int64_t get_int(const std::string& key, int64_t fallback) const = 0;
   virtual double get_float(const std::string& key, double fallback) const = 0;
-  virtual bool has_tensor(const std::string& name) const = 0;
   // Throws InputError naming the file.
   [[noreturn]] virtual void fail(const std::string& what) const = 0;
 };

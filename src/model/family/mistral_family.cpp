@@ -15,11 +15,7 @@ void read_config(const ConfigKeys& keys, ModelShape& c) {
   c.attention_bias = c.attention_output_bias = c.mlp_bias = false;
   // sliding_window: null -> 0 (full attention); absent -> 4096, MistralConfig's default. Ferry
   // honours any window (src/model/attention_mask.h): it only masks once a sequence is longer.
-  if (!keys.contains("sliding_window")) {
-    c.sliding_window = 4096;
-  } else {
-    c.sliding_window = keys.has("sliding_window") ? keys.positive_int("sliding_window") : 0;
-  }
+  c.sliding_window = read_sliding_window(keys, 4096);
 }
 
 void write_config(const ModelShape& c, nlohmann::json& out) {
@@ -28,7 +24,7 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   require_expressible(!c.attention_bias && !c.attention_output_bias && !c.mlp_bias, "mistral",
                       "biases: MistralConfig has none (model_type llama has attention_bias and mlp_bias)");
   require_expressible(c.layer_types.empty(), "mistral", "full and sliding layers mixed");
-  out["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
+  out["sliding_window"] = sliding_window_json(c);
 }
 
 }  // namespace

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "core/config/model_shape.h"
-#include "src/model/family/model_tensors.h"
 
 namespace ferry {
 

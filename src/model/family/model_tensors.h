@@ -13,9 +13,6 @@
 
 namespace ferry {
 
-// llama.cpp's row order of a tensor, when it differs from Hugging Face's (gguf_tensor_layout.h).
-enum class GgufRows { as_stored, query, key };
-
 struct ModelTensor {
   std::string name;               // "model.layers.3.mlp.gate_proj.weight"
   std::string gguf_name;          // "blk.3.ffn_gate.weight"
@@ -25,7 +22,6 @@ struct ModelTensor {
   std::vector<std::string> dims;  // the config.json key(s) behind each dimension
   int64_t group = 0;              // the block that uses it: embedding_group(), layer_group(i), head_group()
   std::string lora_target;        // the projection LoRA adapts ("q_proj"), "" for none
-  GgufRows gguf_rows = GgufRows::as_stored;
   double gguf_offset = 0;         // llama.cpp stores this weight + offset (Gemma's norms: + 1)
 
   int64_t numel() const {

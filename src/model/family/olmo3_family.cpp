@@ -3,58 +3,39 @@
 // as OLMo 2 with that pattern.
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
-#include "src/model/family/gguf_metadata.h"
 #include "src/model/family/olmo_block.h"
 
 namespace ferry {
 namespace {
 
-std::vector<AttentionKind> olmo3_pattern(int64_t num_layers) {
-  std::vector<AttentionKind> out;
-  for (int64_t i = 0; i < num_layers; ++i) out.push_back((i + 1) % 4 != 0 ? AttentionKind::sliding : AttentionKind::full);
-  return out;
-}
-
 void read_config(const ConfigKeys& keys, ModelShape& c) {
   set_olmo_block(keys, c);
-  if (!keys.contains("sliding_window")) {
-    c.sliding_window = 4096;
-  } else {
-    c.sliding_window = keys.has("sliding_window") ? keys.positive_int("sliding_window") : 0;
-  }
-  c.layer_types = keys.has("layer_types") ? read_layer_types(keys, c.num_hidden_layers) : olmo3_pattern(c.num_hidden_layers);
+  c.sliding_window = read_sliding_window(keys, 4096);
+  c.layer_types = keys.has("layer_types") ? read_layer_types(keys, c.num_hidden_layers)
+                                          : sliding_layer_pattern(c.num_hidden_layers, 4);
 }
 
 void write_config(const ModelShape& c, nlohmann::json& out) {
   require_olmo_block(c, "olmo3");
   out["attention_bias"] = c.attention_bias;
-  out["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
+  out["sliding_window"] = sliding_window_json(c);
   out["layer_types"] = layer_type_names(c);
-  if (c.sliding_rope_theta > 0) {
-    out["rope_parameters"] = {{"full_attention", out["rope_parameters"]},
-                              {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", c.sliding_rope_theta}}}};
-  }
+  if (c.sliding_rope_theta > 0) write_rope_per_layer_type(c, out);
 }
 
 void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
   set_olmo_switches(c);
-  c.sliding_window = metadata.get_int("attention.sliding_window", 4096);
-  c.layer_types = olmo3_pattern(c.num_hidden_layers);
+  c.sliding_window = read_gguf_sliding_window(metadata, 4096);
+  c.layer_types = sliding_layer_pattern(c.num_hidden_layers, 4);
 }
 
 std::vector<GgufKey> write_gguf(const ModelShape& c) {
-  std::vector<AttentionKind> expected;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    expected.push_back((i + 1) % 4 != 0 ? AttentionKind::sliding : AttentionKind::full);
-  }
-  if (c.layer_types != expected || (c.sliding_rope_theta != 0 && c.sliding_rope_theta != c.rope_theta)) {
-    throw UserError("GGUF export: llama.cpp's olmo3 runs every 4th layer with full attention and one RoPE base; this "
-                    "model differs, so llama.cpp would not run it as transformers does (export it with --format hf)");
-  }
+  require_llama_cpp(c.layer_types == sliding_layer_pattern(c.num_hidden_layers, 4) &&
+                        (c.sliding_rope_theta == 0 || c.sliding_rope_theta == c.rope_theta),
+                    "olmo3", "every 4th layer with full attention and one RoPE base");
   return {{"attention.sliding_window", GgufKey::Type::u32, static_cast<double>(c.sliding_window)}};
 }
 

@@ -3,11 +3,9 @@
 // `no_rope_layer_interval`-th layer (4). llama.cpp: "smollm3" (every 4th layer NoPE).
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
-#include "src/model/family/gguf_metadata.h"
 
 namespace ferry {
 namespace {
@@ -59,12 +57,8 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
 void read_gguf(const GgufMetadata&, ModelShape& c) { c.rope_layers = every_nth_without_rope(c.num_hidden_layers, 4); }
 
 std::vector<GgufKey> write_gguf(const ModelShape& c) {
-  std::vector<bool> expected;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) expected.push_back((i + 1) % 4 != 0);
-  if (c.rope_layers != expected) {
-    throw UserError("GGUF export: llama.cpp's smollm3 runs every 4th layer without RoPE; this model's NoPE layers "
-                    "differ, so llama.cpp would not run it as transformers does (export it with --format hf)");
-  }
+  require_llama_cpp(c.rope_layers == every_nth_without_rope(c.num_hidden_layers, 4), "smollm3",
+                    "every 4th layer without RoPE");
   return {};
 }
 
