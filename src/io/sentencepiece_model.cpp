@@ -190,6 +190,18 @@ std::string format_sentencepiece_model(const SentencePieceModel& model) {
   trainer.int64_field(41, model.bos_id);
   trainer.int64_field(42, model.eos_id);
   trainer.int64_field(43, model.pad_id);
+  // The library finds its special ids by these pieces' text (bos_id() is PieceToId(bos_piece)), not
+  // by the id fields above, and defaults them to "<unk>", "<s>", "</s>", "<pad>": a vocabulary
+  // whose BOS is spelled otherwise (Gemma's "<bos>") would have no BOS without them.
+  const auto special_piece = [&](int field, int32_t id) {
+    if (id >= 0 && id < static_cast<int32_t>(model.pieces.size())) {
+      trainer.bytes_field(field, model.pieces[static_cast<size_t>(id)].piece);
+    }
+  };
+  special_piece(45, model.unk_id);
+  special_piece(46, model.bos_id);
+  special_piece(47, model.eos_id);
+  special_piece(48, model.pad_id);
   out.message_field(2, trainer);
   ProtobufEncoder normalizer;
   normalizer.bytes_field(1, "identity");

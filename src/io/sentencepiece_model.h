@@ -44,7 +44,8 @@ SentencePieceModel parse_sentencepiece_model(std::string_view bytes, const std::
 SentencePieceModel read_sentencepiece_model(const std::filesystem::path& file);
 
 // The ModelProto bytes of `model` (normalizer "identity": no Unicode normalization; whitespace
-// escaped to "▁"), which the sentencepiece library loads.
+// escaped to "▁"; the special ids' pieces named in the trainer spec, as the library looks them up
+// by text), which the sentencepiece library loads.
 std::string format_sentencepiece_model(const SentencePieceModel& model);
 
 }  // namespace ferry::io

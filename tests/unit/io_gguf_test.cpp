@@ -21,6 +21,8 @@
 #include "src/io/gguf_writer.h"
 #include "src/io/sentencepiece_model.h"
 
+#include <sentencepiece_processor.h>
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -182,6 +184,29 @@ TEST(SentencePieceModel, ReadsTheDemoTokenizer) {
   EXPECT_EQ(model.pad_id, 3);
   EXPECT_FALSE(model.add_dummy_prefix);
   EXPECT_FALSE(model.remove_extra_whitespaces);
+}
+
+// The sentencepiece library finds BOS / EOS / UNK / PAD by their pieces' text, not by the id fields:
+// a written vocabulary that spells them as Gemma does ("<bos>", "<eos>") must name them, or the
+// library reports no BOS and generation runs without one.
+TEST(SentencePieceModel, WrittenSpecialIdsAreTheLibrarysWhateverTheirSpelling) {
+  SentencePieceModel model;
+  model.model_type = 2;
+  model.pieces = {{"<pad>", 0, PieceType::control}, {"<eos>", 0, PieceType::control}, {"<bos>", 0, PieceType::control},
+                  {"<unk>", 0, PieceType::unknown}, {"a", -1, PieceType::normal}, {"b", -2, PieceType::normal}};
+  model.pad_id = 0;
+  model.eos_id = 1;
+  model.bos_id = 2;
+  model.unk_id = 3;
+  sentencepiece::SentencePieceProcessor processor;
+  ASSERT_TRUE(processor.LoadFromSerializedProto(format_sentencepiece_model(model)).ok());
+  EXPECT_EQ(processor.bos_id(), 2);
+  EXPECT_EQ(processor.eos_id(), 1);
+  EXPECT_EQ(processor.unk_id(), 3);
+  EXPECT_EQ(processor.pad_id(), 0);
+  const SentencePieceModel back = parse_sentencepiece_model(format_sentencepiece_model(model), "written");
+  EXPECT_EQ(back.bos_id, 2);
+  EXPECT_EQ(back.pieces.size(), model.pieces.size());
 }
 
 TEST(SentencePieceModel, BrokenFilesAreInputErrors) {
