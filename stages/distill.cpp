@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/fnv1a.h"
+#include "kernels/ops/chunked_lm_head.h"
 #include "offload/engine.h"
 #include "src/data/sft_dataset.h"
 #include "src/data/token_batch.h"
@@ -139,14 +140,17 @@ LossSum DistillObjective::loss(const MicroBatch& given, BackboneRunner& runner) 
     torch::NoGradGuard no_grad;
     teacher = runner.causal_lm_head(teacher_name_, teacher_, batch.at("input_ids"), batch.at("attention_mask"),
                                     batch.at("position_ids"), 0, columns,
-                                    [answer_rows, temperature](const torch::Tensor& hidden, const torch::Tensor& weight) {
-                                      return teacher_log_probs(answer_rows(hidden).matmul(weight.t()), temperature);
+                                    [answer_rows, temperature](const torch::Tensor& hidden, const torch::Tensor& weight,
+                                                               double softcap) {
+                                      return teacher_log_probs(
+                                          kernels::soft_cap(answer_rows(hidden).matmul(weight.t()), softcap), temperature);
                                     });
   }
   const torch::Tensor divergence = runner.causal_lm_head(
       student_name_, student_, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0, columns,
-      [answer_rows, teacher, beta, temperature](const torch::Tensor& hidden, const torch::Tensor& weight) {
-        return generalized_jsd(answer_rows(hidden).matmul(weight.t()), teacher.to(hidden.device()), beta, temperature);
+      [answer_rows, teacher, beta, temperature](const torch::Tensor& hidden, const torch::Tensor& weight, double softcap) {
+        return generalized_jsd(kernels::soft_cap(answer_rows(hidden).matmul(weight.t()), softcap),
+                               teacher.to(hidden.device()), beta, temperature);
       });
   const torch::Tensor mean = divergence.sum() / static_cast<double>(std::max<int64_t>(tokens, 1));
   return {mean, {{"on_policy", on_policy ? 1.0 : 0.0}, {"answer_tokens", static_cast<double>(tokens)}}};

@@ -76,14 +76,12 @@ torch::Tensor BackboneRunner::causal_lm_head(const std::string& model, CausalLMI
                                              const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                              const torch::Tensor& position_ids, int64_t first_column, int64_t columns,
                                              const LmHeadFn& head) {
-  if (lm.config().final_logit_softcapping > 0) {
-    throw UserError("training a model with final_logit_softcapping (Gemma 2) is not supported yet: Ferry's chunked "
-                    "LM-head loss does not soft-cap the logits; docs/models.md says what each family supports");
-  }
   const torch::Tensor h = layers(model, *lm.model, input_ids, attention_mask, position_ids).narrow(1, first_column, columns);
   CausalLMImpl* lm_ptr = &lm;
   return run_group({&model, lm.model->num_layers() + 1}, false,
-                   [lm_ptr, head](const torch::Tensor& x) { return head(lm_ptr->model->norm(x), lm_ptr->head_weight()); },
+                   [lm_ptr, head](const torch::Tensor& x) {
+                     return head(lm_ptr->model->norm(x), lm_ptr->head_weight(), lm_ptr->config().final_logit_softcapping);
+                   },
                    h);
 }
 
@@ -95,9 +93,10 @@ kernels::LmHeadTokens BackboneRunner::token_logprobs(const std::string& model, C
   const torch::Tensor flat = targets.reshape({-1}).to(lm.head_weight().device(), torch::kLong);
   const torch::Tensor both = causal_lm_head(
       model, lm, input_ids, attention_mask, position_ids, first_column, columns,
-      [chunk = logits_chunk_, flat, temperature, with_entropy](const torch::Tensor& hidden, const torch::Tensor& weight) {
-        const kernels::LmHeadTokens t =
-            kernels::lm_head_tokens(hidden.reshape({-1, hidden.size(-1)}), weight, flat, temperature, chunk, with_entropy);
+      [chunk = logits_chunk_, flat, temperature, with_entropy](const torch::Tensor& hidden, const torch::Tensor& weight,
+                                                               double softcap) {
+        const kernels::LmHeadTokens t = kernels::lm_head_tokens(hidden.reshape({-1, hidden.size(-1)}), weight, flat,
+                                                                temperature, chunk, with_entropy, softcap);
         return torch::stack({t.logprobs, t.entropy});  // (2, N)
       });
   return {both[0].view({rows, columns}), both[1].view({rows, columns})};

@@ -33,9 +33,12 @@ class BackboneRunner {
                           const torch::Tensor& attention_mask, const torch::Tensor& position_ids,
                           int64_t first_column = 0, int64_t columns = -1);
   // What an objective computes from the final hidden states (B, columns, C), after the final norm,
-  // and the LM head's weight (V, C) (the embedding when tied). Runs again in backward when the head
-  // group is recomputed, so it may read only its arguments and tensors that need no gradient.
-  using LmHeadFn = std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& weight)>;
+  // the LM head's weight (V, C) (the embedding when tied) and the model's final-logit soft-cap (0:
+  // none; else its logits are kernels::soft_cap(hidden · weightᵀ, softcap)). Runs again in backward
+  // when the head group is recomputed, so it may read only its arguments and tensors that need no
+  // gradient.
+  using LmHeadFn =
+      std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& weight, double softcap)>;
   // The backbone, then `head` in the LM head's group at columns [first_column, first_column + columns).
   torch::Tensor causal_lm_head(const std::string& model, CausalLMImpl& lm, const torch::Tensor& input_ids,
                                const torch::Tensor& attention_mask, const torch::Tensor& position_ids,

@@ -14,9 +14,10 @@ torch::Tensor causal_lm_loss_sum(BackboneRunner& runner, const std::string& mode
   const torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1}).to(lm.head_weight().device());
   return runner.causal_lm_head(model, lm, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0,
                                labels.size(1) - 1,
-                               [chunk = runner.logits_chunk(), targets](const torch::Tensor& hidden, const torch::Tensor& weight) {
+                               [chunk = runner.logits_chunk(), targets](const torch::Tensor& hidden, const torch::Tensor& weight,
+                                                                         double softcap) {
                                  return kernels::lm_head_nll_sum(hidden.reshape({-1, hidden.size(-1)}), weight, targets,
-                                                                 chunk);
+                                                                 chunk, softcap);
                                });
 }
 

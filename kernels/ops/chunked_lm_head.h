@@ -8,7 +8,9 @@
 // Per row, with z = logits / temperature (fp32), lse = logsumexp(z), log p = z − lse:
 //   logprob = log p[target]                       entropy = −Σ p · log p = lse − Σ p · z
 //   ∂logprob/∂z = onehot(target) − p              ∂entropy/∂z = −p ⊙ (log p + entropy)
-// Logits are computed in the weight's dtype and widened to fp32, as the unchunked path does.
+// Logits are computed in the weight's dtype and widened to fp32, as the unchunked path does. With
+// softcap > 0 (Gemma 2's final_logit_softcapping) the logits are cap · tanh(logits / cap) before
+// the temperature, and their gradient goes through the cap (× 1 − tanh²).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,7 +30,7 @@ struct LmHeadTokens {
 // Differentiable in hidden and weight (through both outputs); the weight's gradient is
 // accumulated chunk by chunk in its own dtype.
 LmHeadTokens chunked_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                             double temperature, int64_t chunk, bool with_entropy);
+                             double temperature, int64_t chunk, bool with_entropy, double softcap = 0.0);
 
 // Σ −log p[target] over the rows whose target is not negative (the causal-LM loss, a scalar),
 // chunk rows at a time. A scalar loss lets the gradients be computed in forward, as Liger's fused
@@ -38,16 +40,20 @@ LmHeadTokens chunked_lm_head(const at::Tensor& hidden, const at::Tensor& weight,
 // when grad mode is on and hidden or weight requires them. chunk: as lm_head_tokens (0: the
 // unchunked formula; −1: auto).
 at::Tensor lm_head_nll_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                           int64_t chunk);
+                           int64_t chunk, double softcap = 0.0);
 
 // The unchunked formula (full logits, autograd through log_softmax): the reference the chunked op
 // is tested against and the path `train.logits_chunk: 0` takes.
 LmHeadTokens full_lm_head(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                          double temperature, bool with_entropy = true);
+                          double temperature, bool with_entropy = true, double softcap = 0.0);
+
+// cap · tanh(logits / cap) when cap > 0 (Gemma 2's final_logit_softcapping), else `logits`: what
+// every path from hidden states to logits applies (the heads below, generation, distillation).
+at::Tensor soft_cap(const at::Tensor& logits, double cap);
 
 // chunked_lm_head when chunk > 0 (or −1: auto_logits_chunk), full_lm_head when chunk is 0
 // (train.logits_chunk).
 LmHeadTokens lm_head_tokens(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                            double temperature, int64_t chunk, bool with_entropy);
+                            double temperature, int64_t chunk, bool with_entropy, double softcap = 0.0);
 
 }  // namespace ferry::kernels

@@ -2,6 +2,7 @@
 #include "src/model/model_heads.h"
 
 #include "core/error.h"
+#include "kernels/ops/chunked_lm_head.h"
 #include "kernels/ops/small_batch_linear.h"
 
 namespace ferry {
@@ -14,10 +15,8 @@ CausalLMImpl::CausalLMImpl(const ModelShape& config, const LayerBuiltHook& on_la
 }
 
 torch::Tensor CausalLMImpl::logits(const torch::Tensor& hidden) {
-  torch::Tensor out = kernels::small_batch_linear(hidden, lm_head ? lm_head->weight : model->embed_tokens->weight);
-  const double cap = model->config().final_logit_softcapping;
-  if (cap > 0) out = torch::tanh(out / cap) * cap;  // Gemma 2: cap * tanh(logits / cap)
-  return out;
+  return kernels::soft_cap(kernels::small_batch_linear(hidden, lm_head ? lm_head->weight : model->embed_tokens->weight),
+                          model->config().final_logit_softcapping);
 }
 
 torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

@@ -120,6 +120,50 @@ TEST(ChunkedLmHead, NllSumGradientsMadeInForwardScaleWithTheUpstreamGradient) {
   EXPECT_LT(max_error(kernels::lm_head_nll_sum(in.hidden, in.weight, in.targets, 8), want), 1e-6);
 }
 
+// Gemma 2's final-logit soft-cap: against the definition written out (z = cap · tanh(h·wᵀ / cap) / T,
+// autograd through tanh), for the log-probs, the entropy, the summed NLL and all their gradients.
+// The cap (2) is small enough that it changes every quantity (checked: capped != uncapped).
+TEST(ChunkedLmHead, SoftCappedLogitsFollowTheCappedDefinition) {
+  const Inputs in = make_inputs();
+  const double cap = 2.0;
+  for (const double temperature : {1.0, 0.7}) {
+    const torch::Tensor h0 = in.hidden.detach().requires_grad_(true), w0 = in.weight.detach().requires_grad_(true);
+    const torch::Tensor raw = torch::matmul(h0, w0.t());
+    const torch::Tensor log_p = torch::log_softmax(torch::tanh(raw / cap) * cap / temperature, -1);
+    const torch::Tensor ignored = in.targets.lt(0);
+    const torch::Tensor logprobs =
+        log_p.gather(1, in.targets.clamp_min(0).unsqueeze(1)).squeeze(1).masked_fill(ignored, 0.0);
+    const torch::Tensor entropy = -(log_p.exp() * log_p).sum(-1);
+    ((logprobs * in.logprob_weights).sum() + (entropy * in.entropy_weights).sum()).backward();
+    const Result uncapped = chunked(in, temperature, 7, true, true);
+    EXPECT_GT(max_error(uncapped.logprobs, logprobs.detach()), 1e-2);
+    for (const int64_t chunk : {1, 7, 100, 0}) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", temperature " + std::to_string(temperature));
+      const torch::Tensor h = in.hidden.detach().requires_grad_(true), w = in.weight.detach().requires_grad_(true);
+      const kernels::LmHeadTokens out = kernels::lm_head_tokens(h, w, in.targets, temperature, chunk, true, cap);
+      ((out.logprobs * in.logprob_weights).sum() + (out.entropy * in.entropy_weights).sum()).backward();
+      EXPECT_LT(max_error(out.logprobs, logprobs.detach()), 1e-6);
+      EXPECT_LT(max_error(out.entropy, entropy.detach()), 1e-6);
+      EXPECT_LT(max_error(h.grad(), h0.grad()), 1e-6);
+      EXPECT_LT(max_error(w.grad(), w0.grad()), 1e-6);
+    }
+  }
+  const torch::Tensor h0 = in.hidden.detach().requires_grad_(true), w0 = in.weight.detach().requires_grad_(true);
+  const torch::Tensor want = torch::nn::functional::cross_entropy(
+      torch::tanh(torch::matmul(h0, w0.t()) / cap) * cap, in.targets,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(-100));
+  (want * 3.5).backward();
+  for (const int64_t chunk : {1, 5, 100, 0}) {
+    SCOPED_TRACE("nll sum, chunk " + std::to_string(chunk));
+    const torch::Tensor h = in.hidden.detach().requires_grad_(true), w = in.weight.detach().requires_grad_(true);
+    const torch::Tensor got = kernels::lm_head_nll_sum(h, w, in.targets, chunk, cap);
+    EXPECT_LT(max_error(got, want), 1e-6);
+    (got * 3.5).backward();
+    EXPECT_LT(max_error(h.grad(), h0.grad()), 1e-6);
+    EXPECT_LT(max_error(w.grad(), w0.grad()), 1e-6);
+  }
+}
+
 TEST(ChunkedLmHead, OneOutputUnused) {
   const Inputs in = make_inputs();
   for (const bool logprobs_only : {true, false}) {

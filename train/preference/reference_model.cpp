@@ -109,12 +109,12 @@ BatchLogps batch_logps(BackboneRunner& runner, const std::string& name, CausalLM
   const int64_t chunk = runner.logits_chunk();
   const torch::Tensor all = runner.causal_lm_head(
       name, model, batch.at("input_ids"), batch.at("attention_mask"), batch.at("position_ids"), 0, columns,
-      [=](const torch::Tensor& hidden, const torch::Tensor& weight) {
+      [=](const torch::Tensor& hidden, const torch::Tensor& weight, double softcap) {
         const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
-        const torch::Tensor lp = kernels::lm_head_tokens(h, weight, flat, 1.0, chunk, false).logprobs;
+        const torch::Tensor lp = kernels::lm_head_tokens(h, weight, flat, 1.0, chunk, false, softcap).logprobs;
         if (!flat_every.defined()) return lp;
         const torch::Tensor chosen = h.narrow(0, 0, flat_every.size(0));
-        return torch::cat({lp, kernels::lm_head_tokens(chosen, weight, flat_every, 1.0, chunk, false).logprobs});
+        return torch::cat({lp, kernels::lm_head_tokens(chosen, weight, flat_every, 1.0, chunk, false, softcap).logprobs});
       });
   BatchLogps out;
   const torch::Tensor token_logps = all.narrow(0, 0, flat.size(0)).view(targets.sizes());
