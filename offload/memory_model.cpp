@@ -47,7 +47,7 @@ std::pair<int64_t, int64_t> projection_shape(const ModelShape& config, const std
 int64_t lora_parameters_per_layer(const ModelShape& config, int64_t rank, const std::vector<std::string>& targets) {
   if (rank <= 0) return 0;
   int64_t sum = 0;
-  for (const std::string& target : targets) {
+  for (const std::string& target : resolve_lora_targets(config, targets)) {
     const auto [in, out] = projection_shape(config, target);
     sum += rank * (in + out);  // A: rank × in, B: out × rank
   }
@@ -56,7 +56,7 @@ int64_t lora_parameters_per_layer(const ModelShape& config, int64_t rank, const 
 
 int64_t lora_input_width_per_layer(const ModelShape& config, const std::vector<std::string>& targets) {
   int64_t sum = 0;
-  for (const std::string& target : targets) sum += projection_shape(config, target).first;
+  for (const std::string& target : resolve_lora_targets(config, targets)) sum += projection_shape(config, target).first;
   return sum;
 }
 
@@ -191,7 +191,8 @@ uint64_t MemoryModel::layer_activation_bytes_per_token() const {
   const ModelShape& m = shape_.model;
   const int64_t h = m.hidden_size, inter = m.intermediate_size;
   const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
-  const int64_t lora_targets = shape_.lora_rank > 0 ? static_cast<int64_t>(shape_.lora_targets.size()) : 0;
+  const int64_t lora_targets =
+      shape_.lora_rank > 0 ? static_cast<int64_t>(resolve_lora_targets(m, shape_.lora_targets).size()) : 0;
   const int64_t elements = 2 * h                 // input_layernorm: its input and its output
                            + q + 2 * kv          // q, k (after RoPE) and v, saved by attention
                            + (m.qk_norm != QkNorm::none ? q + kv : 0)  // q and k before their norms (Qwen3, Gemma 3, OLMo 2)

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "src/model/family/model_tensors.h"
 
 namespace ferry::offload {
 namespace {
@@ -73,7 +74,7 @@ std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
         continue;
       }
       flops[c] += 2.0 * static_cast<double>(spec.weight_count());
-      if (ends_with(spec.name, "q_proj.weight")) {
+      if (is_query_projection(spec.name)) {
         flops[c] += attention + 2.0 * static_cast<double>(model.lora_parameters_per_layer());
       }
     }
@@ -120,7 +121,7 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
     cost.grad_bytes = cost.trainable_bytes = static_cast<double>(model.chunk_trainable_parameters(c)) * w;
     cost.forward_flops = forward_flops[c];
     for (size_t t : layout.chunks()[c].tensors) {
-      if (ends_with(layout.tensors()[t].name, "q_proj.weight")) cost.layers.push_back(layout.tensors()[t].group - 1);
+      if (is_query_projection(layout.tensors()[t].name)) cost.layers.push_back(layout.tensors()[t].group - 1);
     }
     const double layers_here = static_cast<double>(cost.layers.size());
     const double matmul = forward_flops[c] - layers_here * (attention + adapter_fwd);

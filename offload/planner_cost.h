@@ -124,7 +124,7 @@ StepTimeEstimate estimate_step_time(const MemoryModel& model, const PlacementCho
                                     int64_t grad_accumulation, const ResolvedRates& rates);
 
 // Forward FLOPs per token of each chunk of model.layout() (a layer's attention and adapters
-// counted with the chunk holding its q_proj; the LM head's with the final norm's chunk when tied).
+// counted with the chunk holding its q_proj or qkv_proj; the LM head's with the final norm's chunk when tied).
 std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model);
 
 }  // namespace ferry::offload

@@ -154,7 +154,9 @@ struct LoraConfig {
     v("rank", rank, "LoRA rank (0: full fine-tuning)");
     v("alpha", alpha, "LoRA alpha; the update is scaled by alpha / rank");
     v("dropout", dropout, "dropout on the LoRA input");
-    v("target_modules", target_modules, "projections to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
+    v("target_modules", target_modules,
+      "projections to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj (Phi-3 fuses them: qkv_proj "
+      "gate_up_proj, which q/k/v and gate/up also name there)");
     v("export", export_as, "merged (into the base weights) or adapter (PEFT format)");
     v("quantize_base", quantize_base,
       "none, nf4 (QLoRA: the decoder layers' frozen projections held in bitsandbytes' 4-bit NormalFloat, "

@@ -5,21 +5,26 @@
 // family's description (src/model/family/): nothing else names a family.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace ferry {
 
-enum class RopeScalingType { none, linear, llama3 };
+enum class RopeScalingType { none, linear, llama3, longrope };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::none;
-  double factor = 1.0;
+  double factor = 1.0;  // longrope: 0 when config.json gives none (then max_position_embeddings / original)
   // llama3 only:
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  int64_t original_max_position_embeddings = 8192;  // llama3 and longrope
+  // longrope only (Phi-3, Phi-4-mini): per-frequency divisors, rotary_dim / 2 each. A forward whose
+  // largest position + 1 exceeds original_max_position_embeddings uses long_factor, else short_factor.
+  std::vector<double> long_factor, short_factor;
+  double attention_factor = 0;  // cos and sin are scaled by it; 0: from the factor (see longrope_attention_factor)
 };
 
 // Where a block's RMSNorms sit.
@@ -67,6 +72,9 @@ struct ModelShape {
   bool attention_output_bias = false;
   bool mlp_bias = false;
   QkNorm qk_norm = QkNorm::none;
+  // Phi-3: one self_attn.qkv_proj (q, k, v rows stacked) and one mlp.gate_up_proj (gate rows, then
+  // up rows) instead of separate projections; LoRA adapts the fused ones, as PEFT does.
+  bool fused_projections = false;
   NormPlacement norm_placement = NormPlacement::pre;
   NormWeight norm_weight = NormWeight::plain;
   MlpActivation mlp_activation = MlpActivation::silu;
@@ -111,6 +119,16 @@ struct ModelShape {
   int64_t rotary_dim() const {
     const auto dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
     return dim - dim % 2;
+  }
+  // longrope: what cos and sin are multiplied by, as transformers' _compute_longrope_parameters
+  // resolves it; 1 for the other rope types.
+  double longrope_attention_factor() const {
+    if (rope_scaling.type != RopeScalingType::longrope) return 1.0;
+    if (rope_scaling.attention_factor > 0) return rope_scaling.attention_factor;
+    const double original = static_cast<double>(rope_scaling.original_max_position_embeddings);
+    const double factor =
+        rope_scaling.factor > 0 ? rope_scaling.factor : static_cast<double>(max_position_embeddings) / original;
+    return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
   }
   // Does a sliding layer use other RoPE tables than a full one?
   bool sliding_layers_own_rope() const { return sliding_rope_theta > 0 && any_layer_slides(); }

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -70,6 +71,15 @@ torch::Tensor admit(CausalLMImpl& model, const torch::Tensor& ids, const torch::
   return model.logits(hidden).to(torch::kFloat).index_select(0, copies);
 }
 
+// LongRoPE (Phi-3): a forward takes the long factors once its longest sequence passes the original
+// context. transformers then encodes the whole sequence again with them rather than mixing keys
+// cached with the short factors and new ones with the long (Phi3ForCausalLM's
+// prepare_inputs_for_generation), and so does generate(): once, at the step where the alive rows'
+// longest sequence first passes it. The original context, or 0 for other models.
+int64_t longrope_original_context(const ModelShape& config) {
+  return config.rope_scaling.type == RopeScalingType::longrope ? config.rope_scaling.original_max_position_embeddings : 0;
+}
+
 }  // namespace
 
 GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const at::Tensor& attention_mask,
@@ -118,8 +128,17 @@ GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const 
                                    "); lower max_new_tokens (generation.max_new_tokens, --max-new-tokens) or shorten "
                                    "the prompt (data.max_length)"));
   }
-  const int64_t rows_at_once = options.max_rows > 0 ? std::min(options.max_rows, batch) : batch;
   const int64_t max_new = options.max_new_tokens;
+  // A LongRoPE model that crosses its original context re-encodes every alive row at once, which
+  // needs them aligned: no rows join later then.
+  const int64_t long_context = longrope_original_context(model.config());
+  const std::vector<int64_t> prompt_lengths = [&] {
+    const torch::Tensor lengths = mask.sum(1).cpu().contiguous();
+    return std::vector<int64_t>(lengths.data_ptr<int64_t>(), lengths.data_ptr<int64_t>() + batch);
+  }();
+  bool long_encoded = long_context == 0 || *std::max_element(prompt_lengths.begin(), prompt_lengths.end()) > long_context;
+  const int64_t rows_at_once =
+      options.max_rows > 0 && long_encoded ? std::min(options.max_rows, batch) : batch;
   // A row that joins later (continuous batching) writes its prompt's keys to end at the current
   // column and then needs up to max_new_tokens more columns; dropping the columns no row attends
   // any more keeps that within one more max_new_tokens (below).
@@ -141,7 +160,7 @@ GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const 
     logits = logits.index_select(0, copies);
   }
   // Decoding at fixed shapes (fixed_decode_step.h): CUDA graphs replay it on a GPU.
-  FixedDecodeStep decoder(model, cache, first_mask, options.cuda_graphs);
+  std::optional<FixedDecodeStep> decoder(std::in_place, model, cache, first_mask, options.cuda_graphs);
 
   // Rows still generating, as indices into the batch, and how many tokens each has; a row that
   // stops leaves the batch (with its cache rows), so the rest cost what they would alone, and a
@@ -190,7 +209,7 @@ GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const 
       const torch::Tensor keep = (~stopped).nonzero().flatten();  // (b')
       if (keep.numel() == 0 && waiting == batch) break;
       next_input = next.index_select(0, keep);
-      decoder.keep_rows(keep);
+      decoder->keep_rows(keep);
       const torch::Tensor on_host = keep.cpu();
       std::vector<int64_t> kept_rows, kept_produced;
       std::vector<at::Generator> kept_generators;
@@ -204,14 +223,32 @@ GenerateResult generate(CausalLMImpl& model, const at::Tensor& input_ids, const 
       produced = std::move(kept_produced);
       alive_generators = std::move(kept_generators);
     }
-    logits = alive.empty() ? torch::Tensor() : decoder.step(next_input);  // (b', V)
+    int64_t longest_row = 0;  // the alive rows' longest sequence, this step's token included
+    for (size_t i = 0; i < alive.size(); ++i) {
+      longest_row = std::max(longest_row, prompt_lengths[static_cast<size_t>(alive[i])] + produced[i]);
+    }
+    if (!long_encoded && longest_row > long_context) {
+      // LongRoPE crosses (see longrope_original_context): the alive rows' prompts and tokens so far
+      // are prefilled again into a new cache, with room for what is left to generate.
+      long_encoded = true;
+      const torch::Tensor rows = torch::tensor(alive, torch::kLong).to(device);
+      const int64_t made = produced.front();  // every alive row has as many (no rows joined)
+      const torch::Tensor ids = torch::cat({prompt_ids.index_select(0, rows), out_tokens.index_select(0, rows).narrow(1, 0, made)}, 1);
+      const torch::Tensor seen = torch::cat({mask.index_select(0, rows), out_mask.index_select(0, rows).narrow(1, 0, made)}, 1);
+      decoder.reset();  // it points into the old cache
+      cache = KvCache(model.config(), rows.numel(), ids.size(1) + max_new - made, weight.scalar_type(), device);
+      logits = model.logits(prefill(model, ids, seen, cache)).to(torch::kFloat);
+      decoder.emplace(model, cache, seen, options.cuda_graphs);
+      continue;
+    }
+    logits = alive.empty() ? torch::Tensor() : decoder->step(next_input);  // (b', V)
     const int64_t free = rows_at_once - static_cast<int64_t>(alive.size()), left = batch - waiting;
     if (left == 0 || free < std::min(left, refill_at)) continue;
     // Continuous batching: the waiting rows join (their prompts prefilled together) where rows left.
     const int64_t k = std::min(free, left);
-    if (cache.length() + max_new - 1 > capacity) decoder.drop_unseen_columns(cache.length() - prompt_length);
+    if (cache.length() + max_new - 1 > capacity) decoder->drop_unseen_columns(cache.length() - prompt_length);
     FERRY_CHECK(cache.length() + max_new - 1 <= capacity, "generate: no room in the KV cache for joining rows");
-    const torch::Tensor joined = admit(model, prompt_ids.narrow(0, waiting, k), mask.narrow(0, waiting, k), decoder);
+    const torch::Tensor joined = admit(model, prompt_ids.narrow(0, waiting, k), mask.narrow(0, waiting, k), *decoder);
     logits = logits.defined() ? torch::cat({logits, joined}) : joined;
     for (int64_t r = waiting; r < waiting + k; ++r) {
       alive.push_back(r);

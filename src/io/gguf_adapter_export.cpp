@@ -97,7 +97,8 @@ GgufAdapterExportSummary export_gguf_adapter(const GgufAdapterExportOptions& opt
     if (layout == by_hf_name.end() || !adaptable(*layout->second)) {
       throw InputError("checkpoint '" + in.string() + "': LoRA weight '" + name + "' adapts '" + base + "', which " +
                        "llama.cpp cannot map to a tensor of its " + arch + " model (a GGUF adapter covers the " +
-                       "decoder layers' q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj); " +
+                       "decoder layers' projections: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or Phi-3's qkv_proj "
+                       "and gate_up_proj); " +
                        "export the model with the adapters merged instead (--format gguf --lora merged)");
     }
     AdaptedWeight& entry = adapted[base];

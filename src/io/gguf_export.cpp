@@ -122,6 +122,10 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                     " has no llama.cpp equivalent (llama.cpp applies llama3 frequency factors to the llama "
                     "architecture only)");
   }
+  if (config.rope_scaling.type == RopeScalingType::longrope && arch != "phi3") {
+    throw UserError("'" + in.string() + "/config.json': LongRoPE (rope_type longrope) with model_type " +
+                    config.model_type + " has no llama.cpp equivalent (llama.cpp reads LongRoPE factors for phi3 only)");
+  }
   if (config.head_dim % 2 != 0) {
     throw InputError("'" + in.string() + "/config.json': head_dim " + std::to_string(config.head_dim) +
                      " is odd; rotary embeddings need an even head_dim");
@@ -229,6 +233,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   for (const GgufKey& key : family_keys) {
     if (key.type == GgufKey::Type::u32) {
       writer.add_uint32(arch + "." + key.key, u32(static_cast<int64_t>(key.value)));
+    } else if (key.type == GgufKey::Type::bool_array) {
+      writer.add_bool_array(arch + "." + key.key, key.flags);
     } else {
       writer.add_float32(arch + "." + key.key, static_cast<float>(key.value));
     }
@@ -242,6 +248,17 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     writer.add_tensor("rope_freqs.weight", {config.head_dim / 2}, GgmlType::f32,
                       [&config] { return llama3_rope_factors(config); });
     count(GgmlType::f32);
+  }
+  if (config.rope_scaling.type == RopeScalingType::longrope) {  // llama.cpp's phi3 reads them as tensors
+    for (const auto* factors : {&config.rope_scaling.long_factor, &config.rope_scaling.short_factor}) {
+      const char* name = factors == &config.rope_scaling.long_factor ? "rope_factors_long.weight" : "rope_factors_short.weight";
+      writer.add_tensor(name, {static_cast<int64_t>(factors->size())}, GgmlType::f32,
+                        [factors] { return at::tensor(at::ArrayRef<double>(*factors), at::kDouble).to(at::kFloat); });
+      count(GgmlType::f32);
+    }
+    summary.warnings.push_back("LongRoPE: llama.cpp takes the long factors when its context (-c) exceeds " +
+                               std::to_string(config.rope_scaling.original_max_position_embeddings) +
+                               " tokens, transformers and Ferry when a sequence does; below that both use the short ones");
   }
   for (const GgufTensorLayout& tensor : planned) {
     const GgmlType type = gguf_tensor_type(options.type, tensor.shape);

@@ -32,6 +32,24 @@ class FileMetadata : public GgufMetadata {
   double get_float(const std::string& key, double fallback) const override {
     return file_.get_float(arch_ + "." + key, fallback);
   }
+  std::vector<int64_t> get_int_array(const std::string& key) const override {
+    const GgufValue* value = file_.find(arch_ + "." + key);
+    if (value == nullptr) return {};
+    if (!value->is_array() || value->integers.size() != value->numbers.size()) {
+      fail("metadata '" + arch_ + "." + key + "' must be an array of integers or bools, not " +
+           gguf_value_type_name(*value));
+    }
+    return value->integers;
+  }
+  std::vector<double> float_tensor(const std::string& name) const override {
+    const GgufTensorInfo* tensor = file_.find_tensor(name);
+    if (tensor == nullptr) return {};
+    if (tensor->type != GgmlType::f32 || tensor->ne.size() != 1) {
+      fail("tensor '" + name + "' must be a one-dimensional F32 tensor; the file is corrupt");
+    }
+    const auto* values = reinterpret_cast<const float*>(file_.tensor_data(*tensor));
+    return std::vector<double>(values, values + tensor->ne[0]);
+  }
   [[noreturn]] void fail(const std::string& what) const override { ::ferry::io::fail(file_, what); }
 
  private:
@@ -130,8 +148,9 @@ ModelShape gguf_model_config(const GgufFile& file) {
   }
   c.hidden_size = positive_key(file, p + "embedding_length");
   c.num_hidden_layers = positive_key(file, p + "block_count");
-  // Each layer is at least 9 tensors: a larger count is a corrupt field, not a model to plan for.
-  if (c.num_hidden_layers * 9 > static_cast<int64_t>(file.tensors().size())) {
+  // Each layer is at least 6 tensors (Phi-3's fused ones: two norms, attn_qkv, attn_output, ffn_up,
+  // ffn_down): a larger count is a corrupt field, not a model to plan for.
+  if (c.num_hidden_layers * 6 > static_cast<int64_t>(file.tensors().size())) {
     fail(file, "metadata '" + p + "block_count' = " + std::to_string(c.num_hidden_layers) + " layers, but the file holds " +
                    std::to_string(file.tensors().size()) + " tensors; the file is corrupt or incomplete");
   }
@@ -205,7 +224,8 @@ ModelShape gguf_model_config(const GgufFile& file) {
 
 GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_model_config(file_)) {
   const std::string arch = file_.get_string("general.architecture");
-  std::set<std::string> used{"rope_freqs.weight"};
+  // Tensors the metadata reader took (rope factors), not weights.
+  std::set<std::string> used{"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"};
   for (const GgufTensorLayout& layout : gguf_tensor_layouts(config_)) {
     const std::string& gguf_name = layout.gguf_name;
     const GgufTensorInfo* tensor = file_.find_tensor(gguf_name);

@@ -89,6 +89,13 @@ void GgufWriter::add_int32_array(const std::string& key, const std::vector<int32
   for (const int32_t value : values) put(metadata_, value);
 }
 
+void GgufWriter::add_bool_array(const std::string& key, const std::vector<bool>& values) {
+  begin_key(key, GgufValueType::array);
+  put<uint32_t>(metadata_, static_cast<uint32_t>(GgufValueType::boolean));
+  put<uint64_t>(metadata_, values.size());
+  for (const bool value : values) put<uint8_t>(metadata_, value ? 1 : 0);
+}
+
 void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
                             TensorProducer produce) {
   FERRY_CHECK(tensor_names_.insert(name).second, "GGUF tensor added twice: ", name);

@@ -42,6 +42,7 @@ class GgufWriter {
   void add_string_array(const std::string& key, const std::vector<std::string>& values);
   void add_float32_array(const std::string& key, const std::vector<float>& values);
   void add_int32_array(const std::string& key, const std::vector<int32_t>& values);
+  void add_bool_array(const std::string& key, const std::vector<bool>& values);
 
   // A tensor of `shape` (torch order, outermost first) stored as `type`; its bytes come from
   // `produce` when write() reaches it. Names must be unique.

@@ -23,7 +23,8 @@ using nlohmann::json;
 // With `per_layer_type` (Gemma 3, OLMo 3) the object may hold {"full_attention": {...},
 // "sliding_attention": {...}}: the full layers' settings are read as above, the sliding layers'
 // must be plain RoPE and give sliding_rope_theta.
-void read_rope(const ConfigKeys& top, ModelShape& config, bool per_layer_type, double default_theta) {
+void read_rope(const ConfigKeys& top, ModelShape& config, bool per_layer_type, double default_theta,
+               double& rope_partial_rotary_factor) {
   const double legacy_theta = top.positive_number("rope_theta", default_theta);
   std::string container = "rope_scaling";
   if (top.has("rope_parameters")) container = "rope_parameters";
@@ -80,9 +81,33 @@ void read_rope(const ConfigKeys& top, ModelShape& config, bool per_layer_type, d
     if (scaling.high_freq_factor <= scaling.low_freq_factor) {
       keys.fail("high_freq_factor", "must be larger than low_freq_factor");
     }
+  } else if (type == "longrope" || type == "su") {  // "su": LongRoPE's older name (Phi-3's first configs)
+    scaling.type = RopeScalingType::longrope;
+    const auto factors = [&](const std::string& key) {
+      if (!keys.has(key)) keys.fail(key, "is required for longrope: a list of rotary_dim / 2 numbers");
+      const json& list = keys.object().at(key);
+      std::vector<double> out;
+      if (list.is_array()) {
+        for (const json& value : list) {
+          if (!value.is_number() || !(value.get<double>() > 0)) break;
+          out.push_back(value.get<double>());
+        }
+      }
+      if (!list.is_array() || out.size() != list.size()) keys.fail(key, "must be a list of positive numbers");
+      return out;
+    };
+    scaling.long_factor = factors("long_factor");
+    scaling.short_factor = factors("short_factor");
+    // 0: absent, resolved as transformers does (ModelShape::longrope_attention_factor).
+    scaling.factor = keys.has("factor") ? keys.positive_number("factor") : 0.0;
+    scaling.attention_factor = keys.has("attention_factor") ? keys.positive_number("attention_factor") : 0.0;
+    scaling.original_max_position_embeddings =
+        keys.positive_int("original_max_position_embeddings", config.max_position_embeddings);
   } else {
-    keys.fail(type_key, "is '" + type + "', which Ferry does not support (supported: default, linear, llama3)");
+    keys.fail(type_key, "is '" + type + "', which Ferry does not support (supported: default, linear, llama3, longrope)");
   }
+  // transformers 5 keeps partial_rotary_factor in rope_parameters; there it wins over the top-level key.
+  if (keys.has("partial_rotary_factor")) rope_partial_rotary_factor = keys.positive_number("partial_rotary_factor");
 }
 
 std::string read_dtype(const ConfigKeys& top) {
@@ -173,9 +198,11 @@ ModelShape parse_hf_config(std::string_view json_text, const std::string& source
   config.max_position_embeddings = top.positive_int("max_position_embeddings", defaults.max_position_embeddings);
   config.rms_norm_eps = top.positive_number("rms_norm_eps", defaults.rms_norm_eps);
   config.rope_theta = defaults.rope_theta;
-  read_rope(top, config, defaults.rope_per_layer_type, defaults.rope_theta);
-  if (top.has("partial_rotary_factor")) {
-    config.partial_rotary_factor = top.positive_number("partial_rotary_factor");
+  double rope_partial_rotary_factor = 0;  // in rope_parameters (transformers 5), 0: not there
+  read_rope(top, config, defaults.rope_per_layer_type, defaults.rope_theta, rope_partial_rotary_factor);
+  if (top.has("partial_rotary_factor") || rope_partial_rotary_factor > 0) {
+    config.partial_rotary_factor =
+        rope_partial_rotary_factor > 0 ? rope_partial_rotary_factor : top.positive_number("partial_rotary_factor");
     if (config.partial_rotary_factor > 1 || config.rotary_dim() < 2) {
       top.fail("partial_rotary_factor", "must be in (0, 1] and leave at least 2 rotated channels");
     }
@@ -303,6 +330,16 @@ std::string format_hf_config(const ModelShape& config, HfHead head) {
       rope["high_freq_factor"] = scaling.high_freq_factor;
       rope["original_max_position_embeddings"] = scaling.original_max_position_embeddings;
       legacy_scaling = rope;
+      legacy_scaling.erase("rope_theta");
+      break;
+    case RopeScalingType::longrope:
+      rope["rope_type"] = "longrope";
+      rope["long_factor"] = scaling.long_factor;
+      rope["short_factor"] = scaling.short_factor;
+      rope["original_max_position_embeddings"] = scaling.original_max_position_embeddings;
+      if (scaling.factor > 0) rope["factor"] = scaling.factor;
+      if (scaling.attention_factor > 0) rope["attention_factor"] = scaling.attention_factor;
+      legacy_scaling = rope;  // Phi-3's config class reads rope_scaling before rope_parameters
       legacy_scaling.erase("rope_theta");
       break;
   }

@@ -63,9 +63,13 @@ SelfAttentionImpl::SelfAttentionImpl(const ModelShape& config, int64_t layer_ind
                                      ") must be a multiple of num_key_value_heads (", num_kv_heads_, ")"));
   }
   const int64_t c = config.hidden_size;
-  q_proj = register_module("q_proj", linear(c, num_heads_ * head_dim_, config.attention_bias));
-  k_proj = register_module("k_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
-  v_proj = register_module("v_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
+  if (config.fused_projections) {
+    qkv_proj = register_module("qkv_proj", linear(c, (num_heads_ + 2 * num_kv_heads_) * head_dim_, config.attention_bias));
+  } else {
+    q_proj = register_module("q_proj", linear(c, num_heads_ * head_dim_, config.attention_bias));
+    k_proj = register_module("k_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
+    v_proj = register_module("v_proj", linear(c, num_kv_heads_ * head_dim_, config.attention_bias));
+  }
   o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, c, config.attention_output_bias));
   if (qk_norm_ != QkNorm::none) {
     const bool whole = qk_norm_ == QkNorm::whole;
@@ -80,21 +84,31 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
                                          const torch::Tensor& mask, KvCache* cache) {
   const int64_t b = x.size(0), t = x.size(1);
   const bool training = is_training();
-  torch::Tensor q = lora_project(q_proj, q_lora, x, training);  // (B, T, H * D)
-  torch::Tensor k = lora_project(k_proj, k_lora, x, training);  // (B, T, n_kv * D)
+  const int64_t q_width = num_heads_ * head_dim_, kv_width = num_kv_heads_ * head_dim_;
+  torch::Tensor q, k, v;
+  if (qkv_proj) {  // Phi-3: one projection, split as transformers slices it
+    const torch::Tensor qkv = lora_project(qkv_proj, qkv_lora, x, training);
+    q = qkv.narrow(-1, 0, q_width);
+    k = qkv.narrow(-1, q_width, kv_width);
+    v = qkv.narrow(-1, q_width + kv_width, kv_width);
+  } else {
+    q = lora_project(q_proj, q_lora, x, training);  // (B, T, H * D)
+    k = lora_project(k_proj, k_lora, x, training);  // (B, T, n_kv * D)
+    v = lora_project(v_proj, v_lora, x, training);
+  }
   if (qk_norm_ == QkNorm::whole) {  // OLMo 2: over the whole projection, before the heads are split
     q = q_norm(q);
     k = k_norm(k);
   }
-  q = q.view({b, t, num_heads_, head_dim_});
-  k = k.view({b, t, num_kv_heads_, head_dim_});
+  q = q.reshape({b, t, num_heads_, head_dim_});
+  k = k.reshape({b, t, num_kv_heads_, head_dim_});
   if (qk_norm_ == QkNorm::per_head) {  // Qwen3, Gemma 3: each head normalised over D before RoPE
     q = q_norm(q);
     k = k_norm(k);
   }
   q = q.transpose(1, 2);  // (B, H, T, D)
   k = k.transpose(1, 2);  // (B, n_kv, T, D)
-  torch::Tensor v = lora_project(v_proj, v_lora, x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  v = v.reshape({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   if (rotates_) {  // SmolLM3's NoPE layers use no position embedding at all
     q = rotate(q, cos, sin);
     k = rotate(k, cos, sin);
@@ -125,16 +139,29 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 
 GatedMlpImpl::GatedMlpImpl(const ModelShape& config) : activation_(config.mlp_activation) {
   const int64_t c = config.hidden_size, f = config.intermediate_size;
-  gate_proj = register_module("gate_proj", linear(c, f, config.mlp_bias));
-  up_proj = register_module("up_proj", linear(c, f, config.mlp_bias));
+  if (config.fused_projections) {
+    gate_up_proj = register_module("gate_up_proj", linear(c, 2 * f, config.mlp_bias));
+  } else {
+    gate_proj = register_module("gate_proj", linear(c, f, config.mlp_bias));
+    up_proj = register_module("up_proj", linear(c, f, config.mlp_bias));
+  }
   down_proj = register_module("down_proj", linear(f, c, config.mlp_bias));
 }
 
 torch::Tensor GatedMlpImpl::forward(const torch::Tensor& x) {
   const bool training = is_training();
-  const torch::Tensor gate = lora_project(gate_proj, gate_lora, x, training);  // (..., F)
+  torch::Tensor gate, up;
+  if (gate_up_proj) {  // Phi-3: gate rows first, as transformers' chunk(2) takes them
+    const torch::Tensor both = lora_project(gate_up_proj, gate_up_lora, x, training);  // (..., 2F)
+    const int64_t f = both.size(-1) / 2;
+    gate = both.narrow(-1, 0, f);
+    up = both.narrow(-1, f, f);
+  } else {
+    gate = lora_project(gate_proj, gate_lora, x, training);  // (..., F)
+    up = lora_project(up_proj, up_lora, x, training);
+  }
   const torch::Tensor activated = activation_ == MlpActivation::gelu_tanh ? torch::gelu(gate, "tanh") : torch::silu(gate);
-  return lora_project(down_proj, down_lora, activated * lora_project(up_proj, up_lora, x, training), training);
+  return lora_project(down_proj, down_lora, activated * up, training);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelShape& config, int64_t layer_index)
@@ -148,6 +175,25 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelShape& config, int64_t layer_index
   if (placement_ == NormPlacement::sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
   mlp = register_module("mlp", GatedMlp(config));
   if (placement_ != NormPlacement::pre) post_feedforward_layernorm = norm("post_feedforward_layernorm");
+}
+
+std::vector<LayerProjection> DecoderLayerImpl::projections() {
+  auto& a = *self_attn;
+  auto& m = *mlp;
+  std::vector<LayerProjection> out;
+  const auto add = [&](const char* name, torch::nn::Linear& linear, LoraAdapter& adapter) {
+    if (linear) out.push_back({name, &linear, &adapter});
+  };
+  add("self_attn.q_proj", a.q_proj, a.q_lora);
+  add("self_attn.k_proj", a.k_proj, a.k_lora);
+  add("self_attn.v_proj", a.v_proj, a.v_lora);
+  add("self_attn.qkv_proj", a.qkv_proj, a.qkv_lora);
+  add("self_attn.o_proj", a.o_proj, a.o_lora);
+  add("mlp.gate_proj", m.gate_proj, m.gate_lora);
+  add("mlp.up_proj", m.up_proj, m.up_lora);
+  add("mlp.gate_up_proj", m.gate_up_proj, m.gate_up_lora);
+  add("mlp.down_proj", m.down_proj, m.down_lora);
+  return out;
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, KvCache* cache) {

@@ -2,7 +2,7 @@
 // family's description filled (src/model/family/): grouped-query self-attention with RoPE (whole
 // or partial heads, none on NoPE layers), optional q/k RMSNorms (per head or over the projection),
 // a sliding window per layer, query_pre_attn_scalar and score soft-capping; the gated MLP (SwiGLU
-// or GeGLU); and the residual layer with its norms before (Llama), around (Gemma) or after (OLMo 2)
+// or GeGLU), its projections separate or fused (Phi-3's qkv_proj and gate_up_proj); and the residual layer with its norms before (Llama), around (Gemma) or after (OLMo 2)
 // attention and MLP. Parameter names follow Hugging Face (`self_attn.q_proj.weight`,
 // `mlp.gate_proj.weight`, `input_layernorm.weight`, `pre_feedforward_layernorm.weight`, ...), as the
 // family's tensor list names them (src/model/family/model_tensors.h).
@@ -26,6 +26,14 @@ namespace ferry {
 
 class KvCache;
 
+// One projection of a decoder layer and its LoRA adapter: `name` is its module path under
+// model.layers.<i>. ("self_attn.q_proj", "mlp.gate_up_proj"); its last part is the LoRA target name.
+struct LayerProjection {
+  std::string name;
+  torch::nn::Linear* linear;
+  LoraAdapter* adapter;
+};
+
 // What every decoder layer of one forward shares: RoPE tables and attention masks, one set for the
 // full-attention layers and one for the sliding-window layers.
 struct LayerInputs {
@@ -44,8 +52,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, KvCache* cache = nullptr);
 
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  LoraAdapter q_lora, k_lora, v_lora, o_lora;
+  // Separate q/k/v projections, or (config.fused_projections, Phi-3) one qkv_proj whose rows are
+  // the queries', then the keys', then the values'.
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr};
+  LoraAdapter q_lora, k_lora, v_lora, qkv_lora, o_lora;
   // q/k RMSNorms (config.qk_norm), after the projection and before RoPE (`self_attn.q_norm.weight`):
   // over head_dim of every head (Qwen3, Gemma 3) or over the whole projection (OLMo 2); empty for
   // the other families.
@@ -69,8 +79,9 @@ class GatedMlpImpl : public torch::nn::Module {
   explicit GatedMlpImpl(const ModelShape& config);
   torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
 
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-  LoraAdapter gate_lora, up_lora, down_lora;
+  // Separate gate/up projections, or (config.fused_projections, Phi-3) one gate_up_proj: gate rows, then up rows.
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, gate_up_proj{nullptr}, down_proj{nullptr};
+  LoraAdapter gate_lora, up_lora, gate_up_lora, down_lora;
 
  private:
   MlpActivation activation_;
@@ -85,6 +96,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const LayerInputs& inputs, KvCache* cache = nullptr);
 
   bool slides() const { return slides_; }
+  // The layer's projections that exist, in the order of the family's tensor list.
+  std::vector<LayerProjection> projections();
 
   // Present as the config's norm placement says (NormPlacement): input_layernorm (pre, sandwich),
   // post_attention_layernorm (all: before the MLP for `pre`, after attention otherwise),

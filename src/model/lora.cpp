@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "src/io/lora_adapter.h"
+#include "src/model/family/model_tensors.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/nf4_linear.h"
@@ -15,23 +16,8 @@
 namespace ferry {
 namespace {
 
-struct Projection {
-  torch::nn::Linear* linear;
-  LoraAdapter* adapter;
-};
-
-Projection projection(DecoderLayerImpl& layer, const std::string& target) {
-  auto& a = *layer.self_attn;
-  auto& m = *layer.mlp;
-  if (target == "q_proj") return {&a.q_proj, &a.q_lora};
-  if (target == "k_proj") return {&a.k_proj, &a.k_lora};
-  if (target == "v_proj") return {&a.v_proj, &a.v_lora};
-  if (target == "o_proj") return {&a.o_proj, &a.o_lora};
-  if (target == "gate_proj") return {&m.gate_proj, &m.gate_lora};
-  if (target == "up_proj") return {&m.up_proj, &m.up_lora};
-  if (target == "down_proj") return {&m.down_proj, &m.down_lora};
-  throw ConfigError("lora.target_modules: unknown module '" + target + "'");
-}
+// The LoRA target name of a projection: the last part of its module path ("self_attn.qkv_proj" -> "qkv_proj").
+std::string target_of(const LayerProjection& p) { return p.name.substr(p.name.rfind('.') + 1); }
 
 std::string join_names(const std::vector<std::string>& names) {
   std::string out;
@@ -43,7 +29,8 @@ std::string join_names(const std::vector<std::string>& names) {
 }  // namespace
 
 const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  static const std::vector<std::string> names{"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
+                                              "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
   return names;
 }
 
@@ -66,13 +53,10 @@ void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t se
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   const double scaling = settings.alpha / static_cast<double>(settings.rank);
+  const std::vector<std::string> targets = resolve_lora_targets(model.config(), settings.target_modules);
   for (auto& layer : model.decoder_layers) {
-    for (const auto& target : lora_target_names()) {
-      if (std::find(settings.target_modules.begin(), settings.target_modules.end(), target) ==
-          settings.target_modules.end()) {
-        continue;
-      }
-      const Projection p = projection(*layer.ptr(), target);
+    for (const LayerProjection& p : layer->projections()) {
+      if (std::find(targets.begin(), targets.end(), target_of(p)) == targets.end()) continue;
       // (out, in), and the dtype and device the adapter takes: the float weight's, or for a
       // quantised base (QLoRA: NF4, int8 or a GGUF's ggml blocks) the dtype it was quantised from or
       // loaded in (the run's) and where its codes live.
@@ -114,8 +98,9 @@ void freeze_base_weights(torch::nn::Module& model) {
 
 bool has_lora(const DecoderModelImpl& model) {
   for (const auto& layer : model.decoder_layers) {
-    for (const auto& target : lora_target_names()) {
-      if (projection(*layer.ptr(), target).adapter->attached()) return true;
+    // projections() hands out mutable pointers; only read here.
+    for (const LayerProjection& p : const_cast<DecoderLayerImpl&>(*layer).projections()) {
+      if (p.adapter->attached()) return true;
     }
   }
   return false;
@@ -124,8 +109,8 @@ bool has_lora(const DecoderModelImpl& model) {
 bool set_lora_enabled(DecoderModelImpl& model, bool enabled) {
   bool any = false;
   for (auto& layer : model.decoder_layers) {
-    for (const auto& target : lora_target_names()) {
-      LoraAdapter& adapter = *projection(*layer.ptr(), target).adapter;
+    for (const LayerProjection& p : layer->projections()) {
+      LoraAdapter& adapter = *p.adapter;
       if (!adapter.attached()) continue;
       adapter.enabled = enabled;
       any = true;
@@ -173,8 +158,7 @@ void load_lora_state(torch::nn::Module& model, const io::TensorMap& tensors, con
 void merge_lora(DecoderModelImpl& model) {
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
-    for (const auto& target : lora_target_names()) {
-      const Projection p = projection(*layer.ptr(), target);
+    for (const LayerProjection& p : layer->projections()) {
       if (!p.adapter->attached()) continue;
       if (nf4_weight_of(**p.linear) != nullptr) dequantize_linear_nf4(**p.linear);  // QLoRA: merge into the float base
       if (int8_weight_of(**p.linear) != nullptr) dequantize_linear_int8(**p.linear);

@@ -27,7 +27,7 @@ void check_lora_settings(const LoraConfig& settings);
 
 // Attaches an adapter to each targeted projection of every layer, in the base weight's dtype and
 // device: lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform_(a=sqrt(5))) drawn on the CPU
-// from `seed` (layer by layer, in lora_target_names() order), lora_B = 0. Throws UserError when the
+// from `seed` (layer by layer, in the order of its projections()), lora_B = 0. Throws UserError when the
 // model already has adapters.
 void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed);
 

@@ -17,6 +17,7 @@
 #include "src/io/hf_tensor_specs.h"
 #include "src/io/int8_checkpoint.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/family/model_tensors.h"
 #include "src/model/ggml_linear.h"
 #include "src/model/int8_linear.h"
 #include "src/model/model_state.h"
@@ -25,26 +26,7 @@
 namespace ferry {
 namespace {
 
-struct NamedProjection {
-  const char* name;  // under model.layers.<i>.
-  torch::nn::LinearImpl* linear;
-};
-
-// Under model.layers.<i>., in the order projections() lists them.
-const char* const kProjectionNames[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                        "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
-
-std::vector<NamedProjection> projections(DecoderLayerImpl& layer) {
-  auto& a = *layer.self_attn;
-  auto& m = *layer.mlp;
-  torch::nn::LinearImpl* const linears[] = {a.q_proj.get(),    a.k_proj.get(), a.v_proj.get(),   a.o_proj.get(),
-                                            m.gate_proj.get(), m.up_proj.get(), m.down_proj.get()};
-  std::vector<NamedProjection> out;
-  for (size_t i = 0; i < 7; ++i) out.push_back({kProjectionNames[i], linears[i]});
-  return out;
-}
-
-std::string weight_name(int64_t layer, const char* projection) {
+std::string weight_name(int64_t layer, const std::string& projection) {
   return "model.layers." + std::to_string(layer) + "." + projection + ".weight";
 }
 
@@ -91,19 +73,19 @@ void quantize_base(DecoderModelImpl& model, BaseQuantization kind, bool double_q
   }
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
-    for (const NamedProjection& p : projections(*layer)) {
-      if (quantized(*p.linear)) throw UserError("the model's base is already quantised");
-      quantize_linear(*p.linear, p.linear->weight, kind, double_quant);
+    for (const LayerProjection& p : layer->projections()) {
+      if (quantized(**p.linear)) throw UserError("the model's base is already quantised");
+      quantize_linear(**p.linear, (*p.linear)->weight, kind, double_quant);
     }
   }
 }
 
 void dequantize_base(DecoderModelImpl& model) {
   for (auto& layer : model.decoder_layers) {
-    for (const NamedProjection& p : projections(*layer)) {
-      if (nf4_weight_of(*p.linear) != nullptr) dequantize_linear_nf4(*p.linear);
-      if (int8_weight_of(*p.linear) != nullptr) dequantize_linear_int8(*p.linear);
-      if (ggml_weight_of(*p.linear) != nullptr) dequantize_linear_ggml(*p.linear);
+    for (const LayerProjection& p : layer->projections()) {
+      if (nf4_weight_of(**p.linear) != nullptr) dequantize_linear_nf4(**p.linear);
+      if (int8_weight_of(**p.linear) != nullptr) dequantize_linear_int8(**p.linear);
+      if (ggml_weight_of(**p.linear) != nullptr) dequantize_linear_ggml(**p.linear);
     }
   }
 }
@@ -133,7 +115,7 @@ CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, a
   std::set<std::string> taken;  // tensors consumed here (projection weights and their quantised groups)
   const LayerBuiltHook quantize_layer = [&](DecoderLayerImpl& layer, int64_t index) {
     torch::NoGradGuard no_grad;
-    for (const NamedProjection& p : projections(layer)) {
+    for (const LayerProjection& p : layer.projections()) {
       const std::string name = weight_name(index, p.name);
       // Quantised in the file: taken as it is (an incomplete group is an InputError naming the tensor).
       std::optional<kernels::Nf4Tensor> nf4 = io::find_nf4_weight(weights, name, source);
@@ -145,7 +127,7 @@ CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, a
         // Face order); an F32 / F16 / BF16 projection stays a float weight.
         if (kind == BaseQuantization::gguf && !float_ggml_type(gguf->source(name).type)) {
           const io::GgmlTensor q = gguf->packed(name);
-          set_linear_ggml(*p.linear, q, dtype);
+          set_linear_ggml(**p.linear, q, dtype);
           ++found.stored;
           ++found.ggml_types[io::ggml_type_name(q.type)];
           taken.insert(name);
@@ -159,12 +141,12 @@ CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, a
           nf4->packed = nf4->packed.clone();  // owned: the mapping goes away after loading
           nf4->absmax = nf4->absmax.clone();
           if (nf4->nested()) nf4->nested_absmax = nf4->nested_absmax.clone();
-          set_linear_nf4(*p.linear, *nf4);
+          set_linear_nf4(**p.linear, *nf4);
           found.stored_double_quant += nf4->nested();
         } else if (int8) {
           int8->cb = int8->cb.clone();
           int8->scb = int8->scb.clone();
-          set_linear_int8(*p.linear, *int8);
+          set_linear_int8(**p.linear, *int8);
         }
         if (nf4 || int8) {
           ++found.stored;
@@ -188,7 +170,7 @@ CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, a
           found.kept_float.push_back(name);
           continue;
         }
-        quantize_linear(*p.linear, tensor.to(dtype), kind, double_quant);
+        quantize_linear(**p.linear, tensor.to(dtype), kind, double_quant);
         ++found.quantized;
         taken.insert(name);
       } catch (const InputError& e) {
@@ -230,8 +212,9 @@ std::map<std::string, uint64_t> gguf_projection_bytes(const std::filesystem::pat
   }
   std::map<std::string, uint64_t> bytes;
   for (int64_t layer = 0; layer < gguf->config().num_hidden_layers; ++layer) {
-    for (const char* projection : kProjectionNames) {
-      const std::string name = weight_name(layer, projection);
+    for (const ModelTensor& t : layer_tensors(gguf->config(), layer)) {
+      if (t.lora_target.empty() || !t.name.ends_with(".weight")) continue;  // the projections' weights only
+      const std::string& name = t.name;
       const io::GgufTensorInfo& tensor = gguf->source(name);
       if (!float_ggml_type(tensor.type)) bytes[name] = tensor.nbytes;
     }

@@ -14,7 +14,7 @@ at::Tensor rope_inverse_frequencies(const ModelShape& config) {
   return rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling);
 }
 
-at::Tensor rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling& scaling) {
+at::Tensor rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling& scaling, bool long_context) {
   if (dim <= 0 || dim % 2 != 0) {
     throw ConfigError(detail::concat("model config: the rotated part of a head (head_dim x partial_rotary_factor) must "
                                      "be a positive even number for RoPE, got ", dim));
@@ -42,12 +42,28 @@ at::Tensor rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling
       const at::Tensor is_medium = at::logical_not(wavelen < high_freq_wavelen) * at::logical_not(wavelen > low_freq_wavelen);
       return at::where(is_medium, smoothed, scaled);
     }
+    case RopeScalingType::longrope: {
+      // inv_freq = 1 / (ext_factors * theta^(2i / dim)), the factors float32 as transformers makes them.
+      const std::vector<double>& factors = long_context ? scaling.long_factor : scaling.short_factor;
+      if (static_cast<int64_t>(factors.size()) != dim / 2) {
+        throw ConfigError(detail::concat("model config: rope_scaling ", long_context ? "long_factor" : "short_factor",
+                                         " has ", factors.size(), " values; LongRoPE needs rotary_dim / 2 = ", dim / 2));
+      }
+      const at::Tensor ext = at::tensor(at::ArrayRef<double>(factors), at::kDouble).to(at::kFloat);
+      return at::reciprocal(ext * at::pow(theta, exponents));
+    }
   }
   FERRY_CHECK(false, "unknown rope scaling type");
   return {};
 }
 
-RotaryEmbedding::RotaryEmbedding(const ModelShape& config) : inv_freq_(rope_inverse_frequencies(config)) {}
+RotaryEmbedding::RotaryEmbedding(const ModelShape& config) : inv_freq_(rope_inverse_frequencies(config)) {
+  if (config.rope_scaling.type == RopeScalingType::longrope) {
+    long_inv_freq_ = rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling, true);
+    original_context_ = config.rope_scaling.original_max_position_embeddings;
+    attention_scaling_ = config.longrope_attention_factor();
+  }
+}
 
 RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, double theta, const RopeScaling& scaling)
     : inv_freq_(rope_inverse_frequencies(rotary_dim, theta, scaling)) {}
@@ -56,9 +72,19 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != position_ids.device()) {
     inv_freq_on_device_ = inv_freq_.to(position_ids.device());
   }
-  const at::Tensor& inv_freq = inv_freq_on_device_;
+  at::Tensor inv_freq = inv_freq_on_device_;
+  if (long_inv_freq_.defined()) {
+    if (!long_inv_freq_on_device_.defined() || long_inv_freq_on_device_.device() != position_ids.device()) {
+      long_inv_freq_on_device_ = long_inv_freq_.to(position_ids.device());
+    }
+    const at::Tensor beyond = (position_ids.max() + 1).gt(original_context_);  // a 0-dim bool, on the device
+    inv_freq = at::where(beyond, long_inv_freq_on_device_, inv_freq);
+  }
   const at::Tensor freqs = position_ids.unsqueeze(-1).to(at::kFloat) * inv_freq;  // (B, T, D/2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1);                           // (B, T, D)
+  if (attention_scaling_ != 1.0) {
+    return {(angles.cos() * attention_scaling_).to(dtype), (angles.sin() * attention_scaling_).to(dtype)};
+  }
   return {angles.cos().to(dtype), angles.sin().to(dtype)};
 }
 

@@ -220,17 +220,13 @@ TEST_P(GgufExportReadByGgufPyAndTransformers, NamesShapesValuesAndLogitsAreLlama
 
 std::string case_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
-// Left out until Ferry reads them: phi3, phi3_longrope (gguf_model_config refuses a file with fewer
-// than 9 tensors per layer, and Phi-3 has 6: fused attn_qkv and ffn_up).
 INSTANTIATE_TEST_SUITE_P(Families, GgufExportReadByFerry,
-                         ::testing::Values("gemma2", "gemma3", "smollm3", "olmo2", "olmo3", "qwen3", "mistral"),
+                         ::testing::Values("gemma2", "gemma3", "smollm3", "olmo2", "olmo3", "qwen3", "mistral", "phi3",
+                                           "phi3_longrope"),
                          case_name);
-// Left out until the export is llama.cpp's: smollm3 (q/k rows not permuted, where llama.cpp's
-// converter permutes them and its smollm3 runs llama's RoPE), olmo3 (written as "olmo3", an
-// architecture llama.cpp does not have: its converter writes OLMo 3 as "olmo2").
 INSTANTIATE_TEST_SUITE_P(Families, GgufExportReadByGgufPyAndTransformers,
-                         ::testing::Values("gemma2", "gemma3", "olmo2", "qwen3", "mistral", "phi3", "phi3_longrope",
-                                           "phi3_long_context"),
+                         ::testing::Values("gemma2", "gemma3", "smollm3", "olmo2", "olmo3", "qwen3", "mistral", "phi3",
+                                           "phi3_longrope", "phi3_long_context"),
                          case_name);
 
 }  // namespace

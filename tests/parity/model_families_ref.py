@@ -30,6 +30,15 @@ every Gemma norm weight w (applied as 1 + w, initialised to 0) random around 0:
   olmo3              Olmo3ForCausalLM: as OLMo 2, plus 3 layers sliding/sliding/full
   olmo3_yarn         Olmo3ForCausalLM as olmo3 with YaRN (factor 4) on the full-attention layer only,
                      as OLMo 3's long-context checkpoints have (the sliding layers keep plain RoPE)
+  phi3               Phi3ForCausalLM shaped like Phi-4 (14B): fused qkv_proj and gate_up_proj, GQA,
+                     no sliding window, plain RoPE, untied
+  phi3_longrope      Phi3ForCausalLM shaped like Phi-3-mini-128k / Phi-4-mini: LongRoPE with random
+                     short and long factors, original_max_position_embeddings 16 of 64 (attention
+                     factor sqrt(1 + ln 4 / ln 16)), partial_rotary_factor 0.5, sliding_window 5, tied:
+                     the 12-token logits use the short factors, generation crosses to the long ones
+                     at position 16 (transformers switches per forward, on max(position_ids) + 1)
+  phi3_long_context  as phi3_longrope with original_max_position_embeddings 8: the logits already
+                     use the long factors
 For gemma3, olmo3 and olmo3_yarn, logits.safetensors also has inv_freq_<layer type> and
 rope_scaling_<layer type> (see model_llama_ref.rope_frequencies); inv_freq is the full layers'.
 """
@@ -39,7 +48,8 @@ import sys
 import torch
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config, Olmo2ForCausalLM, Olmo3Config,
-                          Olmo3ForCausalLM, Qwen3Config, Qwen3ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
+                          Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM, SmolLM3Config,
+                          SmolLM3ForCausalLM)
 
 from model_llama_ref import PAD, VOCAB, random_causal_lm, write_causal_lm_reference
 
@@ -57,6 +67,21 @@ FINAL_SOFTCAP = 1.0
 # layer's output and the model repeats one token in generation, so Gemma's embedding is scaled by
 # this factor after its random init (std 0.05).
 EMBEDDING_SCALE = {"gemma2": 0.25, "gemma3": 0.25}
+
+# LongRoPE's per-frequency divisors for a rotary width of 8 (head_dim 16, partial_rotary_factor 0.5):
+# short ones near 1 as Phi-3's are, long ones growing with the wavelength.
+SHORT_FACTORS = [1.0, 1.05, 1.2, 1.5]
+LONG_FACTORS = [1.0, 2.5, 6.0, 11.0]
+
+
+def phi3_longrope(original_context):
+    return Phi3Config(
+        hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, sliding_window=5,
+        tie_word_embeddings=True, rms_norm_eps=1e-5, original_max_position_embeddings=original_context,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                         "short_factor": SHORT_FACTORS, "long_factor": LONG_FACTORS},
+        **{**COMMON, "max_position_embeddings": 64})
+
 
 MODELS = {
     "qwen3": (Qwen3ForCausalLM, Qwen3Config(
@@ -120,6 +145,12 @@ MODELS = {
                                             "beta_slow": 1.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}},
         **COMMON3)),
+    "phi3": (Phi3ForCausalLM, Phi3Config(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, sliding_window=None,
+        tie_word_embeddings=False, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 250000.0},
+        **COMMON)),
+    "phi3_longrope": (Phi3ForCausalLM, phi3_longrope(16)),
+    "phi3_long_context": (Phi3ForCausalLM, phi3_longrope(8)),
 }
 
 

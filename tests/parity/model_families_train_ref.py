@@ -8,7 +8,8 @@ with model_families_ref.build_model (the same weights as model_families/<name>/m
 here so that this fixture stands alone), OUTDIR/<name>/ gets:
   model/              save_pretrained of the base model
   lora/               peft's adapter folder (PeftModel.save_pretrained) of get_peft_model(base,
-                      LoraConfig(r=4, lora_alpha=8, lora_dropout=0, the seven projections)), every
+                      LoraConfig(r=4, lora_alpha=8, lora_dropout=0, the seven projections, or Phi-3's
+                      four: qkv_proj, o_proj, gate_up_proj, down_proj)), every
                       lora_A and lora_B drawn N(0, 0.1^2) from a seeded generator (B non-zero, so that
                       lora_A gets gradients too)
   train.safetensors   (all tensors contiguous; ints int64, floats fp32)
@@ -39,6 +40,7 @@ from model_families_ref import MODELS, build_model
 from model_llama_ref import PAD, VOCAB
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+FUSED_TARGETS = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]  # Phi-3, as PEFT names them
 BATCH, WIDTH, LENGTHS, UNLABELLED = 2, 10, [10, 7], 3
 
 
@@ -79,7 +81,8 @@ def write_train_reference(name, folder, seed):
         assert "grad.lm_head.weight" not in expected and model.lm_head.weight is model.model.embed_tokens.weight
 
     base = build_model(name)
-    lora_config = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=TARGETS, bias="none",
+    targets = FUSED_TARGETS if model.config.model_type == "phi3" else TARGETS
+    lora_config = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets, bias="none",
                              task_type="CAUSAL_LM")
     lora_model = get_peft_model(base, lora_config).train()
     generator = torch.Generator().manual_seed(1000 + seed)
@@ -105,7 +108,7 @@ def write_train_reference(name, folder, seed):
         expected["lora_grad." + saved_name] = parameter.grad.detach().clone()
         assert parameter.grad.abs().max() > 0, f"{name}: zero gradient for {saved_name}"
         adapters += 1
-    assert adapters == 2 * len(TARGETS) * model.config.num_hidden_layers, adapters
+    assert adapters == 2 * len(targets) * model.config.num_hidden_layers, adapters
     saved = load_file(str(folder / "lora" / "adapter_model.safetensors"))
     assert all(torch.equal(saved[k], expected["lora." + k]) for k in saved) and len(saved) == adapters
 

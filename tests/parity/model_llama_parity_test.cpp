@@ -58,6 +58,12 @@ TEST_P(ModelParity, RopeFrequenciesMatch) {
   const torch::Tensor got = rope_inverse_frequencies(config);
   ASSERT_EQ(got.sizes(), expected.at("inv_freq").sizes());
   EXPECT_TRUE(torch::allclose(got, expected.at("inv_freq"), 1e-6, 0.0)) << got << expected.at("inv_freq");
+  if (expected.count("long_inv_freq")) {  // LongRoPE (Phi-3): the long factors and the cos/sin scale
+    const torch::Tensor long_freq =
+        rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling, /*long_context=*/true);
+    EXPECT_TRUE(torch::allclose(long_freq, expected.at("long_inv_freq"), 1e-6, 0.0)) << long_freq << expected.at("long_inv_freq");
+    EXPECT_NEAR(config.longrope_attention_factor(), expected.at("attention_scaling").item<double>(), 1e-6);
+  }
   if (expected.count("inv_freq_sliding_attention")) {  // Gemma 3, OLMo 3: the sliding layers' own RoPE
     const double theta = config.sliding_rope_theta > 0 ? config.sliding_rope_theta : config.rope_theta;
     const RopeScaling scaling = config.sliding_rope_theta > 0 ? RopeScaling{} : config.rope_scaling;
@@ -131,6 +137,8 @@ INSTANTIATE_TEST_SUITE_P(Llama, ModelParity,
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
                          ::testing::Values("model_families/gemma2", "model_families/gemma3",
                                            "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/phi3", "model_families/phi3_longrope",
+                                           "model_families/phi3_long_context",
                                            "model_families/qwen3", "model_families/qwen3_bias",
                                            "model_families/smollm2", "model_families/mistral",
                                            "model_families/mistral_window_big", "model_families/mistral_window_5"),
@@ -163,6 +171,8 @@ TEST_P(SaveParity, SavePretrainedLoadsInTransformersAsTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, SaveParity,
                          ::testing::Values("model_families/gemma2", "model_families/gemma3",
                                            "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/phi3", "model_families/phi3_longrope",
+                                           "model_families/phi3_long_context",
                                            "model_families/qwen3", "model_families/qwen3_bias",
                                            "model_families/smollm2", "model_families/mistral",
                                            "model_families/mistral_window_5"),

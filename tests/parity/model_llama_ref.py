@@ -20,6 +20,7 @@ import pathlib
 import sys
 
 import torch
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
 
@@ -73,10 +74,20 @@ def random_causal_lm(model_class, config, random_norms=False):
 
 
 def rope_frequencies(model):
-    """inv_freq of the model's rotary embedding; for models whose layer types each have their own
+    """inv_freq of the model's rotary embedding (LongRoPE: also long_inv_freq, attention_scaling); for models whose layer types each have their own
     RoPE (Gemma 3, OLMo 3), inv_freq is the full-attention layers' and inv_freq_<type> /
     rope_scaling_<type> (the cos/sin factor, shape (1,)) are given for every layer type."""
     rotary = model.model.rotary_emb
+    if getattr(rotary, "rope_type", None) == "longrope":
+        # LongRoPE: inv_freq is the short factors' (transformers swaps it in place after a long
+        # forward, so it is taken from original_inv_freq); long_inv_freq the long factors', as
+        # transformers computes them for a sequence past the original context; attention_scaling
+        # the cos/sin factor.
+        original = model.config.rope_parameters["original_max_position_embeddings"]
+        long_inv_freq, _ = ROPE_INIT_FUNCTIONS["longrope"](model.config, None, seq_len=original + 1)
+        return {"inv_freq": rotary.original_inv_freq.float().contiguous(),
+                "long_inv_freq": long_inv_freq.float().contiguous(),
+                "attention_scaling": torch.tensor([float(rotary.attention_scaling)])}
     if hasattr(rotary, "inv_freq"):
         return {"inv_freq": rotary.inv_freq.float().contiguous()}
     out = {"inv_freq": getattr(rotary, "full_attention_inv_freq").float().clone()}

@@ -97,13 +97,15 @@ TEST_P(FamilyTrainingParity, LossAndGradientsMatchTransformers) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* family : {"gemma2", "gemma3", "smollm3", "olmo2", "olmo3", "qwen3", "mistral_window_5"}) {
+  for (const char* family : {"gemma2", "gemma3", "smollm3", "olmo2", "olmo3", "qwen3", "mistral_window_5", "phi3",
+                             "phi3_longrope"}) {
     out.push_back({family, false, false});
     out.push_back({family, true, false});
   }
   out.push_back({"gemma2", false, true});
   out.push_back({"gemma3", false, true});
   out.push_back({"olmo3", true, true});
+  out.push_back({"phi3_longrope", true, true});
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -55,8 +56,11 @@ TEST_P(FamilyDescription, GroupsAreInExecutionOrderAndLoraTargetsAreProjections)
     if (!t.lora_target.empty()) EXPECT_NE(t.name.find("." + t.lora_target + ".weight"), std::string::npos) << t.name;
     EXPECT_FALSE(t.gguf_name.empty()) << t.name;
   }
-  EXPECT_EQ(lora_targets(config),
-            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+  const std::vector<std::string> expected =
+      config.fused_projections
+          ? std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+          : std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  EXPECT_EQ(lora_targets(config), expected);
 }
 
 TEST_P(FamilyDescription, ConfigJsonRoundTripKeepsEverySwitch) {
@@ -72,6 +76,8 @@ TEST_P(FamilyDescription, ConfigJsonRoundTripKeepsEverySwitch) {
   EXPECT_EQ(back.attn_logit_softcapping, config.attn_logit_softcapping);
   EXPECT_EQ(back.final_logit_softcapping, config.final_logit_softcapping);
   EXPECT_EQ(back.sliding_window, config.sliding_window);
+  EXPECT_EQ(back.fused_projections, config.fused_projections);
+  EXPECT_EQ(back.partial_rotary_factor, config.partial_rotary_factor);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     EXPECT_EQ(back.layer_slides(i), config.layer_slides(i)) << "layer " << i;
     EXPECT_EQ(back.layer_rotates(i), config.layer_rotates(i)) << "layer " << i;
@@ -112,6 +118,67 @@ TEST(FamilySwitches, FamiliesSetWhatTransformersDoes) {
   const ModelShape olmo3 = io::parse_hf_config(tiny_config("olmo3", R"("sliding_window": 16)"), "config.json");
   EXPECT_TRUE(olmo3.layer_slides(0));
   EXPECT_TRUE(olmo3.layer_slides(2));
+}
+
+// Phi-3 shaped as Phi-4-mini: LongRoPE, partial rotary, original context at the top level.
+std::string phi3_longrope_config(const std::string& factors = "[1.0, 1.5]") {
+  return tiny_config("phi3", R"("partial_rotary_factor": 0.5, "max_position_embeddings": 64,
+      "original_max_position_embeddings": 16,
+      "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.1], "long_factor": )" + factors + "}");
+}
+
+TEST(FamilySwitches, Phi3FusesItsProjectionsAndReadsLongRope) {
+  const ModelShape phi3 = io::parse_hf_config(phi3_longrope_config(), "config.json");
+  EXPECT_TRUE(phi3.fused_projections);
+  EXPECT_EQ(phi3.rotary_dim(), 4);
+  EXPECT_EQ(phi3.rope_scaling.type, RopeScalingType::longrope);
+  EXPECT_EQ(phi3.rope_scaling.original_max_position_embeddings, 16);
+  EXPECT_EQ(phi3.rope_scaling.long_factor, (std::vector<double>{1.0, 1.5}));
+  // transformers: factor = 64 / 16 = 4, attention factor sqrt(1 + ln 4 / ln 16) = sqrt(1.5)
+  EXPECT_NEAR(phi3.longrope_attention_factor(), std::sqrt(1.5), 1e-12);
+  const ModelShape back = io::parse_hf_config(io::format_hf_config(phi3), "written");
+  EXPECT_EQ(back.rope_scaling.short_factor, phi3.rope_scaling.short_factor);
+  EXPECT_EQ(back.rope_scaling.long_factor, phi3.rope_scaling.long_factor);
+  EXPECT_EQ(back.rope_scaling.original_max_position_embeddings, 16);
+  EXPECT_EQ(back.longrope_attention_factor(), phi3.longrope_attention_factor());
+  // The fused layer: qkv rows = (4 + 2 x 2) heads x 8, gate_up rows = 2 x 48.
+  for (const ModelTensor& t : layer_tensors(phi3, 0)) {
+    if (t.suffix == "self_attn.qkv_proj.weight") EXPECT_EQ(t.shape, (std::vector<int64_t>{64, 32}));
+    if (t.suffix == "mlp.gate_up_proj.weight") EXPECT_EQ(t.shape, (std::vector<int64_t>{96, 32}));
+  }
+}
+
+TEST(FamilyErrors, LongRopeFactorsOfTheWrongLengthNameTheKey) {
+  try {
+    io::parse_hf_config(phi3_longrope_config("[1.0, 1.5, 2.0]"), "config.json");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("rope_scaling.long_factor' has 3 values"), std::string::npos) << text;
+    EXPECT_NE(text.find("needs 2"), std::string::npos) << text;
+  }
+  EXPECT_THROW(io::parse_hf_config(phi3_longrope_config("\"x\""), "config.json"), ConfigError);
+}
+
+TEST(LoraTargets, FusedModelsMapSeparateNamesAndOthersRefuseFusedOnes) {
+  const ModelShape phi3 = io::parse_hf_config(tiny_config("phi3"), "config.json");
+  EXPECT_EQ(resolve_lora_targets(phi3, {"q_proj", "k_proj", "v_proj", "o_proj"}),
+            (std::vector<std::string>{"qkv_proj", "o_proj"}));
+  EXPECT_EQ(resolve_lora_targets(phi3, {"down_proj", "up_proj", "qkv_proj"}),
+            (std::vector<std::string>{"qkv_proj", "gate_up_proj", "down_proj"}));
+  const ModelShape llama = io::parse_hf_config(tiny_config("llama"), "config.json");
+  EXPECT_EQ(resolve_lora_targets(llama, {"v_proj", "q_proj"}), (std::vector<std::string>{"q_proj", "v_proj"}));
+  try {
+    resolve_lora_targets(llama, {"qkv_proj"});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("no projection 'qkv_proj'"), std::string::npos) << text;
+    EXPECT_NE(text.find("q_proj, k_proj"), std::string::npos) << text;
+  }
+  EXPECT_TRUE(is_query_projection("model.layers.3.self_attn.qkv_proj.weight"));
+  EXPECT_TRUE(is_query_projection("model.layers.3.self_attn.q_proj.weight"));
+  EXPECT_FALSE(is_query_projection("model.layers.3.self_attn.k_proj.weight"));
 }
 
 TEST(FamilyErrors, AnUnknownModelTypeListsTheFamilies) {

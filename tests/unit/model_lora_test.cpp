@@ -223,8 +223,11 @@ TEST(ModelLora, SettingsErrorsNameTheKey) {
   l.alpha = 0;
   cases.push_back({l, "lora.alpha"});
   l = all_targets();
-  l.target_modules = {"q_proj", "qkv_proj"};
-  cases.push_back({l, "lora.target_modules: unknown module 'qkv_proj'"});
+  l.target_modules = {"q_proj", "w_proj"};
+  cases.push_back({l, "lora.target_modules: unknown module 'w_proj'"});
+  l = all_targets();
+  l.target_modules = {"q_proj", "qkv_proj"};  // Phi-3's fused projection; this Llama has none
+  cases.push_back({l, "lora.target_modules: this llama model has no projection 'qkv_proj'"});
   l = all_targets();
   l.target_modules = {};
   cases.push_back({l, "lora.target_modules"});

@@ -15,5 +15,6 @@ const ModelFamily& gemma3_family();   // gemma3_family.cpp: Gemma 3 text (270M, 
 const ModelFamily& smollm3_family();  // smollm3_family.cpp
 const ModelFamily& olmo2_family();    // olmo2_family.cpp
 const ModelFamily& olmo3_family();    // olmo3_family.cpp
+const ModelFamily& phi3_family();     // phi3_family.cpp: Phi-3, Phi-3.5, Phi-4, Phi-4-mini
 
 }  // namespace ferry

@@ -13,7 +13,7 @@ void require_expressible(bool ok, const std::string& family, const std::string& 
   if (!ok) throw UserError("cannot write a " + family + " config.json for a model with " + what);
 }
 
-void require_llama_block(const ModelShape& c, const std::string& family) {
+void require_llama_block(const ModelShape& c, const std::string& family, bool allows_partial_rotary) {
   require_expressible(c.norm_placement == NormPlacement::pre, family, "norms after attention and MLP (Gemma, OLMo 2)");
   require_expressible(c.norm_weight == NormWeight::plain, family, "(1 + w) RMSNorm weights (Gemma)");
   require_expressible(c.mlp_activation == MlpActivation::silu, family, "a GELU MLP (Gemma)");
@@ -21,7 +21,7 @@ void require_llama_block(const ModelShape& c, const std::string& family) {
   require_expressible(c.query_pre_attn_scalar == 0, family, "query_pre_attn_scalar (Gemma)");
   require_expressible(c.attn_logit_softcapping == 0 && c.final_logit_softcapping == 0, family,
                       "logit soft-capping (Gemma 2)");
-  require_expressible(c.partial_rotary_factor == 1.0, family, "partial rotary embeddings");
+  require_expressible(allows_partial_rotary || c.partial_rotary_factor == 1.0, family, "partial rotary embeddings");
   require_expressible(c.rope_layers.empty(), family, "NoPE layers (SmolLM3)");
   require_expressible(c.sliding_rope_theta == 0, family, "a RoPE base of its own on sliding layers (Gemma 3)");
   require_expressible(c.qk_norm != QkNorm::whole, family, "q/k norms over the whole projection (OLMo 2)");

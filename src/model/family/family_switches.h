@@ -21,9 +21,10 @@ class ConfigKeys;
 void require_expressible(bool ok, const std::string& family, const std::string& what);
 
 // The switches of a plain Llama-style block (pre-norms, plain RMSNorm weights, SiLU, no embedding
-// scale, no soft-capping, no query_pre_attn_scalar, every layer rotating its whole head, one RoPE):
-// throws as require_expressible for the first one `config` changes.
-void require_llama_block(const ModelShape& config, const std::string& family);
+// scale, no soft-capping, no query_pre_attn_scalar, every layer rotating its whole head unless
+// `allows_partial_rotary` (Phi-3), one RoPE): throws as require_expressible for the first one
+// `config` changes.
+void require_llama_block(const ModelShape& config, const std::string& family, bool allows_partial_rotary = false);
 
 // Throws UserError "GGUF export: llama.cpp's <arch> runs <what>; this model differs ..." unless
 // `ok`: llama.cpp fixes some of a family's settings in its code, not in the file.

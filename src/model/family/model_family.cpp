@@ -9,7 +9,7 @@ namespace ferry {
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families{
       &llama_family(),  &mistral_family(), &qwen2_family(), &qwen3_family(), &gemma2_family(),
-      &gemma3_family(), &smollm3_family(), &olmo2_family(), &olmo3_family(),
+      &gemma3_family(), &smollm3_family(), &olmo2_family(), &olmo3_family(), &phi3_family(),
   };
   return families;
 }

@@ -44,8 +44,9 @@ struct ConfigDefaults {
 // One GGUF metadata value a family writes beside the shared ones, key without "<architecture>.".
 struct GgufKey {
   std::string key;  // "attention.sliding_window"
-  enum class Type { u32, f32 } type = Type::u32;
+  enum class Type { u32, f32, bool_array } type = Type::u32;
   double value = 0;
+  std::vector<bool> flags;  // bool_array
 };
 
 struct ModelFamily {

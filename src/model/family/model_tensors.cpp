@@ -3,6 +3,10 @@
 // llama.cpp's converter name them.
 #include "src/model/family/model_tensors.h"
 
+#include <algorithm>
+
+#include "core/error.h"
+
 namespace ferry {
 namespace {
 
@@ -44,9 +48,14 @@ std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
   };
 
   if (c.norm_placement != NormPlacement::post) norm("input_layernorm.weight", "attn_norm.weight", h, "hidden_size");
-  projection("self_attn.q_proj", "attn_q", q_rows, h, kQueryRows, "hidden_size", c.attention_bias);
-  projection("self_attn.k_proj", "attn_k", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
-  projection("self_attn.v_proj", "attn_v", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
+  if (c.fused_projections) {  // Phi-3: llama.cpp keeps them fused too
+    projection("self_attn.qkv_proj", "attn_qkv", q_rows + 2 * kv_rows, h, kQueryRows + " + 2 x " + kKeyValueRows,
+               "hidden_size", c.attention_bias);
+  } else {
+    projection("self_attn.q_proj", "attn_q", q_rows, h, kQueryRows, "hidden_size", c.attention_bias);
+    projection("self_attn.k_proj", "attn_k", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
+    projection("self_attn.v_proj", "attn_v", kv_rows, h, kKeyValueRows, "hidden_size", c.attention_bias);
+  }
   if (c.qk_norm == QkNorm::per_head) {
     norm("self_attn.q_norm.weight", "attn_q_norm.weight", c.head_dim, "head_dim");
     norm("self_attn.k_norm.weight", "attn_k_norm.weight", c.head_dim, "head_dim");
@@ -67,8 +76,12 @@ std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
       norm("post_attention_layernorm.weight", "post_attention_norm.weight", h, "hidden_size");
       break;
   }
-  projection("mlp.gate_proj", "ffn_gate", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
-  projection("mlp.up_proj", "ffn_up", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
+  if (c.fused_projections) {  // llama.cpp's phi3 reads the fused gate and up rows as ffn_up
+    projection("mlp.gate_up_proj", "ffn_up", 2 * f, h, "2 x intermediate_size", "hidden_size", c.mlp_bias);
+  } else {
+    projection("mlp.gate_proj", "ffn_gate", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
+    projection("mlp.up_proj", "ffn_up", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
+  }
   projection("mlp.down_proj", "ffn_down", h, f, "hidden_size", "intermediate_size", c.mlp_bias);
   if (c.norm_placement != NormPlacement::pre) {
     norm("post_feedforward_layernorm.weight", "post_ffw_norm.weight", h, "hidden_size");
@@ -129,6 +142,39 @@ std::vector<std::string> lora_targets(const ModelShape& c) {
     if (!t.lora_target.empty()) out.push_back(t.lora_target);
   }
   return out;
+}
+
+std::vector<std::string> resolve_lora_targets(const ModelShape& c, const std::vector<std::string>& wanted) {
+  const std::vector<std::string> available = lora_targets(c);
+  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const auto fused_name = [&](const std::string& name) -> std::string {
+    if (!c.fused_projections) return name;
+    if (name == "q_proj" || name == "k_proj" || name == "v_proj") return "qkv_proj";
+    if (name == "gate_proj" || name == "up_proj") return "gate_up_proj";
+    return name;
+  };
+  std::vector<std::string> named;
+  for (const std::string& name : wanted) {
+    const std::string target = fused_name(name);
+    if (!has(available, target)) {
+      std::string known;
+      for (const std::string& t : available) known += (known.empty() ? "" : ", ") + t;
+      throw ConfigError("lora.target_modules: this " + c.model_type + " model has no projection '" + name +
+                        "' (its projections: " + known + ")");
+    }
+    named.push_back(target);
+  }
+  std::vector<std::string> out;
+  for (const std::string& target : available) {
+    if (has(named, target)) out.push_back(target);
+  }
+  return out;
+}
+
+bool is_query_projection(const std::string& name) {
+  return name.ends_with(".self_attn.q_proj.weight") || name.ends_with(".self_attn.qkv_proj.weight");
 }
 
 }  // namespace ferry

@@ -51,4 +51,14 @@ long double parameter_count_unbounded(const ModelShape& config);
 // The projections LoRA can adapt in this model (the lora_target values of its tensors), in order.
 std::vector<std::string> lora_targets(const ModelShape& config);
 
+// The model's LoRA targets that lora.target_modules `wanted` names, in the model's order. On a model
+// with fused projections (Phi-3) q_proj, k_proj and v_proj name qkv_proj, gate_proj and up_proj
+// name gate_up_proj, so one config serves every family. Throws ConfigError for a name the model
+// does not have (qkv_proj on a model with separate projections).
+std::vector<std::string> resolve_lora_targets(const ModelShape& config, const std::vector<std::string>& wanted);
+
+// Is `name` a decoder layer's query projection weight (q_proj or the fused qkv_proj): the tensor
+// the planner counts a layer's attention with.
+bool is_query_projection(const std::string& name);
+
 }  // namespace ferry

@@ -1,6 +1,7 @@
 // OLMo 3: transformers' Olmo3Config. OLMo 2's block (post-norms, whole-projection q/k norms) with
-// sliding-window layers: three sliding, then one full (`layer_types`). llama.cpp: "olmo3" is read
-// as OLMo 2 with that pattern.
+// sliding-window layers: three sliding, then one full (`layer_types`). llama.cpp has no "olmo3": its
+// converter writes OLMo 3 as "olmo2" with the window and the per-layer pattern, and so does Ferry
+// (olmo2_family.cpp reads such a file back as OLMo 3).
 #include <nlohmann/json.hpp>
 
 #include "src/model/family/config_keys.h"
@@ -26,17 +27,12 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   if (c.sliding_rope_theta > 0) write_rope_per_layer_type(c, out);
 }
 
-void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
-  set_olmo_switches(c);
-  c.sliding_window = read_gguf_sliding_window(metadata, 4096);
-  c.layer_types = sliding_layer_pattern(c.num_hidden_layers, 4);
-}
-
 std::vector<GgufKey> write_gguf(const ModelShape& c) {
-  require_llama_cpp(c.layer_types == sliding_layer_pattern(c.num_hidden_layers, 4) &&
-                        (c.sliding_rope_theta == 0 || c.sliding_rope_theta == c.rope_theta),
-                    "olmo3", "every 4th layer with full attention and one RoPE base");
-  return {{"attention.sliding_window", GgufKey::Type::u32, static_cast<double>(c.sliding_window)}};
+  require_llama_cpp(c.sliding_rope_theta == 0 || c.sliding_rope_theta == c.rope_theta, "olmo2",
+                    "OLMo 3 with one RoPE base for all layers");
+  GgufKey pattern{.key = "attention.sliding_window_pattern", .type = GgufKey::Type::bool_array};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) pattern.flags.push_back(c.layer_slides(i));
+  return {{"attention.sliding_window", GgufKey::Type::u32, static_cast<double>(c.sliding_window)}, pattern};
 }
 
 }  // namespace
@@ -47,12 +43,11 @@ const ModelFamily& olmo3_family() {
       .model_types = {"olmo3"},
       .causal_lm_class = "Olmo3ForCausalLM",
       .score_class = "Olmo3ForSequenceClassification",
-      .gguf_architecture = "olmo3",
+      .gguf_architecture = "olmo2",  // found as olmo2_family() first, whose reader tells them apart
       .gguf_permutes_qk = false,
       .defaults = olmo3_defaults(),
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = read_gguf,
       .write_gguf = write_gguf,
   };
   return family;

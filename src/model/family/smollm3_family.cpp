@@ -71,7 +71,7 @@ const ModelFamily& smollm3_family() {
       .causal_lm_class = "SmolLM3ForCausalLM",
       .score_class = "SmolLM3ForSequenceClassification",
       .gguf_architecture = "smollm3",
-      .gguf_permutes_qk = false,
+      .gguf_permutes_qk = true,  // llama.cpp's converter writes SmolLM3 as a Llama (SmolLM3Model(LlamaModel))
       .defaults = {.num_key_value_heads = 4,
                    .max_position_embeddings = 32768,
                    .rms_norm_eps = 1e-6,
