@@ -21,6 +21,7 @@
 #include "src/io/hf_tensor_specs.h"
 #include "src/io/lora_adapter.h"
 #include "src/io/nf4_checkpoint.h"
+#include "src/model/family/model_tensors.h"
 #include "src/model/lora.h"
 #include "src/model/model_state.h"
 #include "src/model/pretrained.h"
@@ -152,10 +153,8 @@ TrainedModel stage_trained_model(const std::string& name, torch::nn::Module& mod
     adapter->rank = config.lora.rank;
     adapter->alpha = config.lora.alpha;
     adapter->dropout = config.lora.dropout;
-    for (const auto& target : lora_target_names()) {  // in a fixed order, whatever the config's
-      const auto& wanted = config.lora.target_modules;
-      if (std::find(wanted.begin(), wanted.end(), target) != wanted.end()) adapter->target_modules.push_back(target);
-    }
+    // The model's own projection names (qkv_proj on Phi-3), in its order, whatever the config's.
+    adapter->target_modules = resolve_lora_targets(shape, config.lora.target_modules);
     if (!config.model.path.empty()) adapter->base_model = fs::absolute(config.model.path).lexically_normal().string();
   }
   TrainedModel trained;
