@@ -205,6 +205,12 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                                " is not carried over: llama.cpp's llama architecture attends to the whole context (as "
                                "its converter writes Mistral)");
   }
+  if (config.model_type == "phi3" && config.sliding_window > 0 && config.sliding_window < config.max_position_embeddings) {
+    summary.warnings.push_back("config.json: sliding_window " + std::to_string(config.sliding_window) +
+                               " is written, but llama.cpp's phi3 disables it (\"Phi SWA is currently disabled\") and "
+                               "attends to the whole context: past that many tokens its output differs from "
+                               "transformers'");
+  }
 
   GgufWriter writer;
   writer.add_string("general.architecture", arch);

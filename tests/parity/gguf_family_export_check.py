@@ -24,6 +24,12 @@ of model/ whose config.json may have been brought to what llama.cpp runs). Check
      is skipped, and the logits of the weights transformers reads, under its config with those keys
      set as the source's, must match instead (a difference on a key it does read from the file
      fails).
+  5. llama.cpp itself (llama-cpp-python, when installed) loads the file and, on each fixture row
+     without padding, gives the folder's fp32 logits within 1e-3 of the logit scale (llama.cpp
+     accumulates some products in f16: Gemma 2 measured 8e-4). Skipped, saying why, where llama.cpp
+     runs the model otherwise by design: phi3 with a sliding window (llama.cpp disables Phi's
+     SWA), and LongRoPE below the original context (llama.cpp pads its context to 256 tokens and
+     picks the long factors by context size, not by sequence length).
 
   gguf_family_export_check.py --reference MODEL_DIR FIXTURE_DIR OUT.safetensors
 
@@ -300,6 +306,41 @@ def check_transformers(file, source, config, arch, inputs, reference, scale):
         fail(f"transformers gguf_file= with the source's {sorted(limits)}: max error {error:.3g} > 1e-4 of {scale:.3g}")
 
 
+def check_llama_cpp(file, config, inputs, reference, scale):
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        print("llama.cpp: llama_cpp is not installed, not run")
+        return
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    longrope = rope.get("rope_type", rope.get("type")) == "longrope"
+    original = config.get("original_max_position_embeddings", rope.get("original_max_position_embeddings", 0))
+    mask = inputs["attention_mask"]
+    rows = [r for r in range(mask.shape[0]) if bool(mask[r].all())]
+    if config["model_type"] == "phi3" and config.get("sliding_window"):
+        print("llama.cpp: not compared: its phi3 disables the sliding window (\"Phi SWA is currently disabled\")")
+        return
+    if longrope and mask.shape[1] <= original:
+        print("llama.cpp: not compared: below LongRoPE's original context it takes the long factors by its padded "
+              "context size (256), transformers the short ones by sequence length")
+        return
+    if not rows:
+        print("llama.cpp: not compared: every fixture row has padding")
+        return
+    llm = Llama(model_path=str(file), n_ctx=64, logits_all=True, verbose=False, n_threads=1, type_k=0, type_v=0)
+    worst = 0.0
+    for r in rows:
+        llm.reset()
+        ids = inputs["input_ids"][r].tolist()
+        llm.eval(ids)
+        got = torch.tensor(np.array(llm.scores[:len(ids)]), dtype=torch.float32)
+        worst = max(worst, float((got - reference[r].float()).abs().max()))
+    print(f"llama.cpp (llama-cpp-python) logits on {len(rows)} unpadded row(s): max error {worst:.3g} "
+          f"(logit scale {scale:.3g})")
+    if not worst <= 1e-3 * scale:
+        fail(f"llama.cpp: max error {worst:.3g} > 1e-3 of {scale:.3g}")
+
+
 def main(argv):
     if argv[:1] == ["--reference"]:
         source, fixture, out = map(pathlib.Path, argv[1:4])
@@ -331,6 +372,7 @@ def main(argv):
     if source != fixture / "model":  # a changed copy: transformers' logits of that copy
         reference = source_logits(source, inputs)
     check_transformers(file, source, config, arch, inputs, reference, float(reference.abs().max()))
+    check_llama_cpp(file, config, inputs, reference, float(reference.abs().max()))
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

@@ -82,13 +82,16 @@ std::string byte_level_char(int byte) {
 
 // A byte-level BPE tokenizer.json (GPT-2 pre-tokenizer: llama.cpp's "gpt-2") over ids
 // [0, vocab_size): 0, 1, 2 the special <pad>, <s>, </s> (config.json's pad/bos/eos ids), then the
-// byte-level character of byte id.
+// byte-level character of byte id, the last id being "ab", the one merge (llama.cpp refuses a BPE
+// vocabulary without merges).
 void write_tokenizer(const fs::path& dir, int64_t vocab_size) {
   nlohmann::json vocab = nlohmann::json::object();
   nlohmann::json added = nlohmann::json::array();
   const std::array<const char*, 3> specials{"<pad>", "<s>", "</s>"};
   for (int64_t id = 0; id < vocab_size; ++id) {
-    const std::string text = id < 3 ? specials[id] : byte_level_char(static_cast<int>(id));
+    const std::string text = id < 3                ? specials[id]
+                             : id == vocab_size - 1 ? std::string("ab")
+                                                    : byte_level_char(static_cast<int>(id));
     vocab[text] = id;
     if (id < 3) {
       added.push_back({{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
@@ -104,7 +107,7 @@ void write_tokenizer(const fs::path& dir, int64_t vocab_size) {
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
                  {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                 {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+                 {"vocab", vocab}, {"merges", nlohmann::json::array({"a b"})}}},
   };
   std::ofstream(dir / "tokenizer.json") << tokenizer.dump(1);
 }
@@ -131,7 +134,9 @@ fs::path exported(const std::string& name) {
   options.checkpoint = checkpoint;
   options.output = dir / (name + ".gguf");
   options.type = io::GgufFileType::f32;
-  options.name = "ferry-" + name;  // not "mistral": transformers would read a llama file named so as Mistral
+  // Not the family's name: transformers reads a llama file named "mistral" as Mistral, and
+  // llama.cpp's vocabulary loader looks up Phi-3's <|end|> token in a file whose name says phi3.
+  options.name = "ferry family fixture";
   const io::GgufExportSummary summary = io::export_gguf_model(options);
   for (const std::string& warning : summary.warnings) std::cout << name << ": export warning: " << warning << "\n";
   return files[name] = summary.file;
