@@ -2,7 +2,8 @@
 # The Gemma 3 real-model demo (issue 53), shaped as scripts/demo-real.sh: the base (pretrained)
 # Gemma 3 270M, read straight from its Q4_K_M GGUF file (scripts/fetch-gemma3.sh), learns two-digit
 # addition with LoRA SFT (configs/gemma3-sft-lora.yaml; the additions of
-# scripts/make_real_demo_data.py, no rehearsal), and `ferry eval` prints held-out exact match
+# scripts/make_real_demo_data.py --no-system: "What is 47 + 38?" -> "85", no system prompt and no
+# rehearsal), and `ferry eval` prints held-out exact match
 # (200 additions never seen in training, in either order) before and after. The file carries no
 # chat template: Gemma's own turn format renders the questions (configs/templates/gemma3.yaml), for
 # training and for both evals (the tuned model's folder does not carry a YAML template, so eval is
@@ -24,7 +25,7 @@ gguf=$("$root/scripts/fetch-gemma3.sh")
 template=configs/templates/gemma3.yaml
 data=runs/gemma3/data
 start=$(date +%s)
-"$python" scripts/make_real_demo_data.py $data
+"$python" scripts/make_real_demo_data.py --no-system $data
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1)
 steps=${FERRY_GEMMA3_STEPS:-100}
@@ -48,7 +49,8 @@ for seed in "${seeds[@]}"; do
   exact_match "$out/final" "$out/eval.jsonl" | tee "$out/eval.log"
 done
 echo
-echo "== held-out exact match (200 two-digit additions), $(( $(date +%s) - start )) s in all (${#seeds[@]} seed(s), $steps steps each)"
+elapsed=$(( $(date +%s) - start ))
+echo "== held-out exact match (200 two-digit additions), $elapsed s in all (${#seeds[@]} seed(s), $steps steps each)"
 echo "before:          $(accuracy runs/gemma3/before.log)"
 after=()
 for seed in "${seeds[@]}"; do
@@ -59,7 +61,8 @@ done
 import statistics, sys
 values = [float(v) for v in sys.argv[1:]]
 spread = statistics.stdev(values) if len(values) > 1 else 0.0
-print(f"after, mean over {len(values)} seed(s): {statistics.mean(values):.1f}% +- {spread:.1f} (sample sd; min {min(values):.1f}%, max {max(values):.1f}%)")
+mean, low, high = statistics.mean(values), min(values), max(values)
+print(f"after, mean over {len(values)} seed(s): {mean:.1f}% +- {spread:.1f} (sample sd; min {low:.1f}%, max {high:.1f}%)")
 ' "${after[@]}"
 echo "a few additions before and after (seed ${seeds[0]}):"
 "$python" -c '

@@ -8,6 +8,8 @@
     rehearsal_prompts.jsonl  everyday questions (capitals, one-sentence explanations, tips, haiku)
     general_prompts.jsonl    more everyday questions on other subjects, held out: how the tuned
                              model answers what it was not tuned for
+  make_real_demo_data.py --no-system OUTDIR   the same questions without the system message (for a
+    base model, scripts/demo-gemma3.sh: each addition is then about 24 tokens instead of 37)
   make_real_demo_data.py --mix OUTDIR     writes train.jsonl: the additions and, as rehearsal, the
     released model's own greedy answers to rehearsal_prompts.jsonl (rehearsal_answers.jsonl, written
     by `ferry generate`; answers that did not end within the token limit are left out), repeated so
@@ -53,8 +55,9 @@ TEMPLATES = [
 GENERAL_EXTRA = ["Hello! Who are you?", "What can you help me with?", "What is the largest planet?"]
 
 
-def conversation(a, b):
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {a} + {b}?"}]
+def conversation(a, b, system=True):
+    user = [{"role": "user", "content": f"What is {a} + {b}?"}]
+    return ([{"role": "system", "content": SYSTEM}] if system else []) + user
 
 
 def write_jsonl(path, rows):
@@ -63,7 +66,7 @@ def write_jsonl(path, rows):
             f.write(json.dumps(row) + "\n")
 
 
-def write_questions(out: pathlib.Path) -> None:
+def write_questions(out: pathlib.Path, system: bool = True) -> None:
     rng = random.Random(2026)
     pairs = [(a, b) for a in range(10, 100) for b in range(10, 100)]
     rng.shuffle(pairs)
@@ -77,10 +80,11 @@ def write_questions(out: pathlib.Path) -> None:
     blocked = seen | {(b, a) for a, b in seen}
     train = [p for p in pairs if p not in blocked][:ADDITIONS]
     answer = lambda a, b: [{"role": "assistant", "content": str(a + b)}]
-    write_jsonl(out / "additions.jsonl", ({"messages": conversation(a, b) + answer(a, b)} for a, b in train))
-    write_jsonl(out / "eval_sft.jsonl", ({"messages": conversation(a, b) + answer(a, b)} for a, b in held[200:]))
-    write_jsonl(out / "prompts_eval.jsonl",
-                ({"messages": conversation(a, b), "gt_answer": str(a + b), "kind": "add"} for a, b in held[:200]))
+    write_jsonl(out / "additions.jsonl", ({"messages": conversation(a, b, system) + answer(a, b)} for a, b in train))
+    write_jsonl(out / "eval_sft.jsonl",
+                ({"messages": conversation(a, b, system) + answer(a, b)} for a, b in held[200:]))
+    prompt = lambda a, b: {"messages": conversation(a, b, system), "gt_answer": str(a + b), "kind": "add"}
+    write_jsonl(out / "prompts_eval.jsonl", (prompt(a, b) for a, b in held[:200]))
     user = lambda text: {"messages": [{"role": "user", "content": text}]}
     write_jsonl(out / "rehearsal_prompts.jsonl",
                 (user(template.format(s)) for template, subjects, _ in TEMPLATES for s in subjects))
@@ -107,12 +111,12 @@ def write_training_mix(out: pathlib.Path) -> None:
 def main() -> int:
     if sys.argv[1:2] == ["--mix"] and len(sys.argv) == 3:
         write_training_mix(pathlib.Path(sys.argv[2]))
-    elif len(sys.argv) == 2:
-        out = pathlib.Path(sys.argv[1])
+    elif len(sys.argv) == 2 or (sys.argv[1:2] == ["--no-system"] and len(sys.argv) == 3):
+        out = pathlib.Path(sys.argv[-1])
         out.mkdir(parents=True, exist_ok=True)
-        write_questions(out)
+        write_questions(out, system=len(sys.argv) == 2)
     else:
-        raise SystemExit("usage: make_real_demo_data.py OUTDIR | --mix OUTDIR")
+        raise SystemExit("usage: make_real_demo_data.py OUTDIR | --no-system OUTDIR | --mix OUTDIR")
     return 0
 
 
