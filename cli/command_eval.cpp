@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "src/data/conversation_json.h"
-#include "src/data/jsonl_index.h"
+#include "src/data/row_index.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
@@ -70,8 +70,8 @@ void run_eval(const EvalArgs& args) {
 
   // Every line is checked up front, then read again a batch at a time: a file of millions of
   // prompts is never held whole.
-  const JsonlIndex index(
-      args.prompts_file, /*skip_bad_lines=*/false,
+  const RowIndex index(
+      DataFile::open(args.prompts_file), /*skip_bad_lines=*/false,
       [&](int64_t, const nlohmann::ordered_json& object) {
         (void)eval_item(object, tokenizer, chat_template);
         return true;

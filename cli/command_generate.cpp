@@ -28,7 +28,7 @@
 #include "cli/inference_model.h"
 #include "core/error.h"
 #include "src/data/conversation_json.h"
-#include "src/data/jsonl_index.h"
+#include "src/data/row_index.h"
 #include "src/generate/generate.h"
 #include "src/generate/prompt_batch.h"
 #include "src/generate/stop_strings.h"
@@ -144,7 +144,7 @@ class PromptSource {
       if (single_.ids.empty()) throw InputError("--prompt is empty");
       return;
     }
-    index_ = JsonlIndex(args.prompts_file, /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::ordered_json& object) {
+    index_ = RowIndex(DataFile::open(args.prompts_file), /*skip_bad_lines=*/false, [&](int64_t, const nlohmann::ordered_json& object) {
       (void)prompt_item(object, args, tokenizer, chat_template);
       return true;
     });
@@ -164,7 +164,7 @@ class PromptSource {
   const GenerateArgs& args_;
   const Tokenizer& tokenizer_;
   const LazyChatTemplate& chat_template_;
-  JsonlIndex index_;
+  RowIndex index_;
   PromptItem single_;
 };
 

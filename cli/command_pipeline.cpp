@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <yaml-cpp/yaml.h>
 #include <memory>
 
 #include "cli/commands.h"
@@ -29,6 +30,42 @@ struct PlannedStage {
   Config config;
 };
 
+// The value of `key` ("train.learning_rate") in a resolved config, as its YAML text.
+std::string config_value(const Config& config, const std::string& key) {
+  YAML::Node node = YAML::Load(config_to_yaml(config));
+  size_t start = 0;
+  for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    node = node[key.substr(start, dot - start)];
+    if (!node || !node.IsMap()) return {};
+  }
+  const YAML::Node value = node[key.substr(start)];
+  if (!value) return {};
+  YAML::Emitter out;
+  out << YAML::Flow << value;
+  return out.c_str();
+}
+
+// `--set` on a pipeline sets a key in every stage: say so where the stages' own configs differ
+// (a learning rate right for SFT is rarely right for PPO).
+void warn_flattened_overrides(const std::vector<std::string>& stage_paths, const std::vector<std::string>& overrides) {
+  std::vector<Config> own;
+  for (const auto& path : stage_paths) own.push_back(load_config(path));
+  for (const std::string& assignment : overrides) {
+    const std::string key = assignment.substr(0, assignment.find('='));
+    std::string values;
+    bool differ = false;
+    for (size_t i = 0; i < own.size(); ++i) {
+      const std::string value = config_value(own[i], key);
+      if (i > 0 && value != config_value(own[0], key)) differ = true;
+      values += (i ? ", " : "") + stage_paths[i] + ": " + value;
+    }
+    if (differ) {
+      std::cerr << "warning: --set " << assignment << " sets " << key << " in every stage, where the stages set it "
+                << "differently (" << values << "); to change one stage, edit its file or run that stage alone\n";
+    }
+  }
+}
+
 struct PipelineArgs {
   ConfigArgs config;
   bool force = false;
@@ -42,6 +79,7 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
                       "  pipeline:\n    stages: [configs/demo-sft.yaml, configs/demo-rm.yaml, configs/demo-ppo.yaml]");
   }
   // --set overrides apply to every stage (e.g. --set train.device=cpu).
+  warn_flattened_overrides(pipeline.pipeline.stages, args.overrides);
   std::vector<PlannedStage> planned;
   for (const auto& path : pipeline.pipeline.stages) {
     Config config = load_config(path, args.overrides);

@@ -205,10 +205,11 @@ void run_distill(const Config& given) {
                       "answers for the micro-batches that are not on-policy");
   }
   SftDataset train = load_sft_dataset(data.train_file, tokenizer, chat_template, data.max_length, data.skip_bad_lines,
-                                      data.max_samples);
+                                      data.max_samples, RowFormat::from_config(data));
   std::vector<TokenizedSample> eval;
   if (!data.eval_file.empty()) {
-    eval = load_sft_dataset(data.eval_file, tokenizer, chat_template, data.max_length, data.skip_bad_lines).samples;
+    eval = load_sft_dataset(data.eval_file, tokenizer, chat_template, data.max_length, data.skip_bad_lines, 0,
+                            RowFormat::from_config(data)).samples;
   } else if (data.eval_fraction > 0) {
     eval = split_off_eval(train.samples, data.eval_fraction, static_cast<uint64_t>(config.train.seed));
   }

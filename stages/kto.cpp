@@ -97,12 +97,14 @@ UnpairedSplit load_unpaired_split(const Config& config, const Tokenizer& tokeniz
                       "\"label\": true|false}) or of preference pairs ({\"prompt\", \"chosen\", \"rejected\"})");
   }
   UnpairedDataset train =
-      load_unpaired_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);
+      load_unpaired_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples,
+                            RowFormat::from_config(d));
   std::cout << "train-kto: " << d.train_file << ": " << train.stats.summary() << "\n";
   nlohmann::json stats{{"train", stats_json(d.train_file, train.stats)}};
   UnpairedSplit split{std::move(train.examples), {}};
   if (!d.eval_file.empty()) {
-    UnpairedDataset eval = load_unpaired_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines);
+    UnpairedDataset eval = load_unpaired_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, 0,
+                                                 RowFormat::from_config(d));
     std::cout << "train-kto: " << d.eval_file << ": " << eval.stats.summary() << "\n";
     stats["eval"] = stats_json(d.eval_file, eval.stats);
     split.eval = std::move(eval.examples);

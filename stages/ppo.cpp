@@ -165,7 +165,8 @@ void run_ppo(const Config& given) {
   std::unique_ptr<SftBatchSource> ptx;
   if (p.ptx_coef > 0) {
     if (d.train_file.empty()) throw ConfigError("ppo.ptx_coef: the pretraining mix needs SFT data in data.train_file");
-    SftDataset sft = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines);
+    SftDataset sft = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, 0,
+                                       RowFormat::from_config(d));
     ptx = std::make_unique<SftBatchSource>(std::move(sft.samples), std::vector<TokenizedSample>{},
                                            SftBatchSource::Options::from_config(config, pad_id));
   }

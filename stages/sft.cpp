@@ -35,10 +35,12 @@ void run_sft(const Config& given) {
   const ChatTemplate chat_template = resolve_chat_template(config.tokenizer, tokenizer);
   const DataConfig& d = config.data;
   if (d.train_file.empty()) throw ConfigError("data.train_file: SFT needs a training jsonl of {\"messages\": [...]}");
-  SftDataset train = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);
+  SftDataset train = load_sft_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples,
+                                      RowFormat::from_config(d));
   std::vector<TokenizedSample> eval;
   if (!d.eval_file.empty()) {
-    eval = load_sft_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines).samples;
+    eval = load_sft_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, 0,
+                            RowFormat::from_config(d)).samples;
   } else if (d.eval_fraction > 0) {
     eval = split_off_eval(train.samples, d.eval_fraction, static_cast<uint64_t>(config.train.seed));
   }

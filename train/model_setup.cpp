@@ -34,8 +34,46 @@ namespace fs = std::filesystem;
 
 namespace ferry {
 
+namespace {
+
+// The tokenizer file a model folder holds itself, if any.
+std::optional<fs::path> folder_tokenizer(const fs::path& folder) {
+  std::error_code error;
+  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    if (fs::is_regular_file(folder / name, error)) return folder / name;
+  }
+  return std::nullopt;
+}
+
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  std::error_code error;
+  if (fs::equivalent(a, b, error)) return true;
+  if (fs::file_size(a, error) != fs::file_size(b, error) || error) return false;
+  return read_file(a) == read_file(b);
+}
+
+}  // namespace
+
 std::string tokenizer_path(const Config& config) {
-  if (!config.tokenizer.path.empty()) return config.tokenizer.path;
+  if (!config.tokenizer.path.empty()) {
+    // A demo config's tokenizer.path copied onto a real model is a silent trap: a model folder that
+    // holds its own tokenizer must be read with it.
+    std::error_code error;
+    if (!config.model.path.empty() && fs::is_directory(config.model.path, error)) {
+      const auto own = folder_tokenizer(config.model.path);
+      fs::path given = config.tokenizer.path;
+      if (fs::is_directory(given, error)) {
+        if (const auto inside = folder_tokenizer(given)) given = *inside;
+      }
+      if (own && fs::is_regular_file(given, error) && !same_bytes(*own, given)) {
+        throw ConfigError("tokenizer.path: '" + config.tokenizer.path + "' is not the tokenizer of model.path '" +
+                          config.model.path + "', which has its own (" + own->filename().string() +
+                          "); drop tokenizer.path to use the model's (a model trained with another tokenizer reads "
+                          "its token ids as other words)");
+      }
+    }
+    return config.tokenizer.path;
+  }
   if (!config.model.path.empty()) return config.model.path;
   throw ConfigError("tokenizer.path: no tokenizer given; set tokenizer.path (a training run from model.config "
                     "has no model folder to take the tokenizer from)");

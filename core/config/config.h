@@ -33,7 +33,9 @@ struct ModelConfig {
 
   template <class V>
   void visit(V& v) {
-    v("path", path, "model to start from: a Hugging Face folder (config.json + *.safetensors), a .gguf file or ollama:NAME[:TAG]");
+    v("path", path,
+      "model to start from: a Hugging Face folder (config.json + *.safetensors), a .gguf file, ollama:NAME[:TAG] or "
+      "ORG/NAME from the local Hugging Face cache");
     v("config", config, "config.json for a model initialised from scratch, used when path is empty");
   }
 };
@@ -64,18 +66,32 @@ struct DataConfig {
   bool shuffle = true;
   bool skip_bad_lines = false;
   int64_t max_samples = 0;
+  DataFormat format = DataFormat::auto_;
+  KeywordMap columns;  // Ferry/TRL field name -> the file's column name
+  KeywordMap tags;     // ShareGPT role/content tag names, as LLaMA-Factory's dataset_info "tags"
 
   template <class V>
   void visit(V& v) {
-    v("train_file", train_file, "training jsonl (SFT conversations or preference pairs, by stage)");
-    v("eval_file", eval_file, "evaluation jsonl; empty: split eval_fraction off the training file");
-    v("prompt_file", prompt_file, "prompts jsonl (PPO/GRPO rollouts, `ferry eval`), optional gt_answer");
+    v("train_file", train_file,
+      "training data (SFT conversations, preference pairs, ... by stage): .jsonl, .json, .parquet, a `datasets` "
+      "folder or hf:ORG/NAME[:SPLIT] from the local Hugging Face cache; formats in docs/data.md");
+    v("eval_file", eval_file, "evaluation data, as train_file; empty: split eval_fraction off the training file");
+    v("prompt_file", prompt_file, "prompts (PPO/GRPO rollouts, `ferry eval`), as train_file, optional gt_answer");
     v("eval_fraction", eval_fraction, "fraction of train_file held out for eval when eval_file is empty");
     v("max_length", max_length, "maximum tokens per sequence; longer samples drop whole rounds");
     v("packing", packing, "pack several samples per sequence (attention stays within each sample)");
     v("shuffle", shuffle, "shuffle samples each epoch (seeded by train.seed)");
-    v("skip_bad_lines", skip_bad_lines, "skip and count malformed jsonl lines instead of stopping");
+    v("skip_bad_lines", skip_bad_lines, "skip and count malformed rows (lines) instead of stopping");
     v("max_samples", max_samples, "use at most this many samples (0: all)");
+    v("format", format,
+      "auto (each row's keys say: messages, TRL prompt/completion/chosen/rejected/text, ColossalChat context, "
+      "Alpaca instruction, ShareGPT conversations), alpaca or sharegpt");
+    v("columns", columns,
+      "the file's column for each field Ferry reads (docs/data.md), e.g. {prompt: question, completion: answer}; "
+      "LLaMA-Factory's dataset_info names: instruction for its prompt, input for query, output for response");
+    v("tags", tags,
+      "ShareGPT tag names, e.g. {role_tag: from, content_tag: value, user_tag: human, assistant_tag: gpt} "
+      "(LLaMA-Factory's dataset_info tags)");
   }
 };
 

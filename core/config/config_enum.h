@@ -36,6 +36,7 @@ enum class MasterWeights { fp32, bf16_kahan, bf16_stochastic };
 enum class StateTier { host, nvme };
 enum class DistributedMode { sync, diloco };
 enum class PseudoGradient { fp32, bf16, int8 };
+enum class DataFormat { auto_, alpaca, sharegpt };
 
 // EnumNames<E>::table lists (value, spelling) pairs; specialised below for every config enum.
 template <class E>
@@ -97,6 +98,8 @@ FERRY_ENUM_NAMES(StateTier, {StateTier::host, "host"}, {StateTier::nvme, "nvme"}
 FERRY_ENUM_NAMES(DistributedMode, {DistributedMode::sync, "sync"}, {DistributedMode::diloco, "diloco"});
 FERRY_ENUM_NAMES(PseudoGradient, {PseudoGradient::fp32, "fp32"}, {PseudoGradient::bf16, "bf16"},
                  {PseudoGradient::int8, "int8"});
+FERRY_ENUM_NAMES(DataFormat, {DataFormat::auto_, "auto"}, {DataFormat::alpaca, "alpaca"},
+                 {DataFormat::sharegpt, "sharegpt"});
 #undef FERRY_ENUM_NAMES
 
 template <class E>

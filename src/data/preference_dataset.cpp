@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "src/data/conversation_json.h"
+#include "src/data/data_file.h"
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {
@@ -32,19 +33,46 @@ std::string PreferenceDatasetStats::summary() const {
   return s;
 }
 
+bool PreferenceMessages::chosen_empty() const {
+  return trl && !trl_chosen.conversational ? trim(trl_chosen.text).empty() : empty_response(chosen);
+}
+
+bool PreferenceMessages::rejected_empty() const {
+  return trl && !trl_rejected.conversational ? trim(trl_rejected.text).empty() : empty_response(rejected);
+}
+
+bool PreferenceMessages::identical() const {
+  return trl && !trl_chosen.conversational ? trl_chosen.text == trl_rejected.text : chosen == rejected;
+}
+
 PreferenceMessages preference_messages_from_json(const nlohmann::ordered_json& object) {
   PreferenceMessages out;
+  if (!object.contains("chosen") || !object.contains("rejected")) {
+    throw InputError("a preference pair needs \"chosen\" and \"rejected\", with \"prompt\" (TRL; or the prompt "
+                     "left inside both) or \"context\" (ColossalChat); docs/data.md lists the formats");
+  }
+  out.context = chat_context_from_json(object);
   if (object.contains("context")) {
     out.prompt = conversation_from_json(object, "context");
-  } else if (object.contains("prompt")) {
-    out.prompt = messages_or_text(object, "prompt", ChatRole::user);
+    out.chosen = messages_or_text(object, "chosen", ChatRole::assistant);
+    out.rejected = messages_or_text(object, "rejected", ChatRole::assistant);
   } else {
-    throw InputError("a preference pair needs \"context\" (ColossalChat) or \"prompt\" (TRL), with \"chosen\" and "
-                     "\"rejected\"");
+    // TRL's maybe_extract_prompt: a prompt of the other kind than the responses is ignored.
+    const nlohmann::ordered_json& chosen = object.at("chosen");
+    const bool conversational = chosen.is_array();
+    out.trl = true;
+    out.trl_chosen = trl_field(object, "chosen", conversational);
+    out.trl_rejected = trl_field(object, "rejected", conversational);
+    const auto prompt = object.find("prompt");
+    if (prompt != object.end() && prompt->is_array() == conversational) {
+      out.trl_prompt = trl_field(object, "prompt", conversational);
+    } else {
+      out.trl_prompt = extract_prompt(out.trl_chosen, out.trl_rejected);
+    }
+    out.prompt = out.trl_prompt.messages;
+    out.chosen = out.trl_chosen.messages;
+    out.rejected = out.trl_rejected.messages;
   }
-  out.chosen = messages_or_text(object, "chosen", ChatRole::assistant);
-  out.rejected = messages_or_text(object, "rejected", ChatRole::assistant);
-  out.context = chat_context_from_json(object);
   if (const auto margin = object.find("margin"); margin != object.end()) {
     if (!margin->is_number()) throw InputError("field \"margin\" must be a number");
     out.margin = margin->get<double>();
@@ -84,9 +112,35 @@ std::optional<TokenizedSample> tokenize_response(const Conversation& prompt, con
   return TokenizedSample{std::move(t.ids), std::move(t.loss_mask), 0};
 }
 
+PairSamples tokenize_pair(const PreferenceMessages& pair, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                          int64_t max_length) {
+  PairSamples out;
+  if (!pair.trl) {
+    out.chosen = tokenize_response(pair.prompt, pair.chosen, pair.context, tokenizer, chat_template, max_length,
+                                   &out.chosen_cut);
+    out.rejected = tokenize_response(pair.prompt, pair.rejected, pair.context, tokenizer, chat_template, max_length,
+                                     &out.rejected_cut);
+    return out;
+  }
+  TrlField chosen = pair.trl_chosen, rejected = pair.trl_rejected;
+  if (!chosen.conversational) {  // TRL's add_eos
+    chosen.text = with_eos_text(chosen.text, tokenizer);
+    rejected.text = with_eos_text(rejected.text, tokenizer);
+  }
+  const std::vector<int64_t> prompt_ids = trl_prompt_ids(pair.trl_prompt, pair.context, tokenizer, chat_template);
+  std::vector<int64_t> chosen_ids = trl_sequence_ids(pair.trl_prompt, chosen, pair.context, tokenizer, chat_template);
+  std::vector<int64_t> rejected_ids =
+      trl_sequence_ids(pair.trl_prompt, rejected, pair.context, tokenizer, chat_template);
+  const size_t prompt_length =
+      std::min(common_prefix_length(prompt_ids, chosen_ids), common_prefix_length(prompt_ids, rejected_ids));
+  out.chosen = trl_completion_sample(std::move(chosen_ids), prompt_length, max_length, 0, &out.chosen_cut);
+  out.rejected = trl_completion_sample(std::move(rejected_ids), prompt_length, max_length, 0, &out.rejected_cut);
+  return out;
+}
+
 PreferenceDataset load_preference_dataset(const std::string& path, const Tokenizer& tokenizer,
                                           const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
-                                          int64_t max_samples) {
+                                          int64_t max_samples, const RowFormat& format) {
   PreferenceDataset dataset;
   auto& stats = dataset.stats;
   // A bad pair is counted under its reason when skipped, or stops the run (read_jsonl adds file:line).
@@ -94,22 +148,22 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
     if (!skip_bad_lines) throw InputError(what + " (fix or remove the pair, or set data.skip_bad_lines: true)");
     ++counter;
   };
-  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::ordered_json& object) {
+  const DataFile file = DataFile::open(path);
+  stats.jsonl = file.for_each(skip_bad_lines, [&](int64_t line, uint64_t, const nlohmann::ordered_json& row) {
     if (max_samples > 0 && static_cast<int64_t>(dataset.pairs.size()) >= max_samples) return;
-    const PreferenceMessages messages = preference_messages_from_json(object);
-    if (empty_response(messages.chosen) || empty_response(messages.rejected)) {
+    const PreferenceMessages messages = preference_messages_from_json(normalize_row(row, format));
+    if (messages.chosen_empty() || messages.rejected_empty()) {
       return bad_pair(stats.empty_response,
-                      std::string("bad pair: the ") + (empty_response(messages.chosen) ? "chosen" : "rejected") +
+                      std::string("bad pair: the ") + (messages.chosen_empty() ? "chosen" : "rejected") +
                           " response is empty");
     }
-    if (messages.chosen == messages.rejected) {
+    if (messages.identical()) {
       return bad_pair(stats.identical, "bad pair: chosen and rejected are identical, so there is nothing to prefer");
     }
-    bool chosen_cut = false, rejected_cut = false;
-    auto chosen = tokenize_response(messages.prompt, messages.chosen, messages.context, tokenizer, chat_template,
-                                    max_length, &chosen_cut);
-    auto rejected = tokenize_response(messages.prompt, messages.rejected, messages.context, tokenizer, chat_template,
-                                      max_length, &rejected_cut);
+    PairSamples samples = tokenize_pair(messages, tokenizer, chat_template, max_length);
+    auto& chosen = samples.chosen;
+    auto& rejected = samples.rejected;
+    const bool chosen_cut = samples.chosen_cut, rejected_cut = samples.rejected_cut;
     if (!chosen || !rejected) {
       return bad_pair(stats.no_room, "bad pair: the prompt alone fills data.max_length (" + std::to_string(max_length) +
                                          " tokens), leaving no room for a response; raise data.max_length");

@@ -2,10 +2,12 @@
 // tokenised through the chat template as prompt + response, with the loss mask on the response's
 // final assistant turn only (its content and end-of-assistant marker).
 //
-// Two line formats (jsonl, one pair per line):
-//   ColossalChat  {"context": [messages], "chosen": [messages], "rejected": [messages]}
-//   TRL           {"prompt": [messages] | "text", "chosen": [messages] | "text", "rejected": ...}
-// A plain-string prompt is one user message; a plain-string response one assistant message.
+// Row formats (any data file, data_file.h; Alpaca and ShareGPT rows too, row_format.h):
+//   ColossalChat  {"context": [messages], "chosen": [messages], "rejected": [messages]}: the
+//                 response's last assistant turn is trained (its content and end-of-turn marker)
+//   TRL           {"prompt"?, "chosen", "rejected"}, all message lists (conversational) or all text
+//                 (standard), the prompt implicit in chosen and rejected when absent: tokenised
+//                 as TRL's DPO trainer does (trl_tokenize.h), every token after the prompt trained
 // An optional number "margin" per line is the reward model's required score gap.
 //
 // Bad pairs: an empty chosen or rejected response, chosen identical to rejected, and a prompt that
@@ -22,7 +24,9 @@
 #include <vector>
 
 #include "src/data/jsonl_reader.h"
+#include "src/data/row_format.h"
 #include "src/data/sft_dataset.h"
+#include "src/data/trl_tokenize.h"
 #include "src/tokenizer/chat_message.h"
 
 namespace ferry {
@@ -67,17 +71,36 @@ bool empty_response(const Conversation& response);
 // responses (starting with an assistant message), with the line's tools and documents. Throws
 // InputError naming the field.
 struct PreferenceMessages {
-  Conversation prompt, chosen, rejected;
+  Conversation prompt, chosen, rejected;  // conversational rows (for TRL rows: after extract_prompt)
   ChatContext context;  // the line's "tools" and "documents", rendered with prompt + each response
   double margin = 0.0;
+  // TRL rows (no "context"): the fields as TRL reads them; standard (text) rows leave the
+  // conversations above empty.
+  bool trl = false;
+  TrlField trl_prompt, trl_chosen, trl_rejected;
+
+  bool chosen_empty() const;
+  bool rejected_empty() const;
+  bool identical() const;
 };
 PreferenceMessages preference_messages_from_json(const nlohmann::ordered_json& object);
 
-// Reads `path`. max_samples 0 means all. Throws InputError naming file:line for a malformed line or
-// a bad pair unless skip_bad_lines.
+// Reads `path` (data_file.h). max_samples 0 means all. Throws InputError naming file:line for a
+// malformed line or a bad pair unless skip_bad_lines.
 PreferenceDataset load_preference_dataset(const std::string& path, const Tokenizer& tokenizer,
                                           const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
-                                          int64_t max_samples = 0);
+                                          int64_t max_samples = 0, const RowFormat& format = {});
+
+// Both sides of a pair as training sequences, each nullopt when the prompt leaves it no token
+// under max_length; `*_cut` set when a side was cut. ColossalChat rows: tokenize_response; TRL
+// rows: prompt + response ids with the prompt where TRL's DPO trainer puts it (the shorter common
+// prefix of the prompt's ids with either side's).
+struct PairSamples {
+  std::optional<TokenizedSample> chosen, rejected;
+  bool chosen_cut = false, rejected_cut = false;
+};
+PairSamples tokenize_pair(const PreferenceMessages& pair, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                          int64_t max_length);
 
 // prompt + response through the chat template (with the line's tools and documents), the loss mask
 // kept on the final assistant turn only and the sequence cut at max_length. nullopt when the prompt

@@ -1,6 +1,14 @@
-// The SFT dataset: conversations from jsonl, tokenised through the chat template into ids and a
-// loss mask (1 on assistant content through the end-of-assistant marker), truncated to
-// data.max_length by dropping whole trailing rounds, never by cutting a round in half.
+// The SFT dataset, from any data file (data_file.h) and row format (row_format.h):
+//   {"messages": [...]}        (Ferry, ColossalChat, TRL conversational language modelling; Alpaca
+//                              and ShareGPT rows become these) through the chat template into ids
+//                              and a loss mask (1 on assistant content through the end-of-assistant
+//                              marker), truncated to data.max_length by dropping whole trailing
+//                              rounds, never by cutting a round in half;
+//   {"text": "..."}            TRL language modelling: tokenizer(text + EOS), every token trained;
+//   {"prompt", "completion"}   TRL prompt-completion, text or messages, tokenised as TRL's
+//                              SFTTrainer does (trl_tokenize.h) with completion_only_loss: the
+//                              loss on the completion only.
+// TRL rows longer than data.max_length are cut there (TRL's truncation), as one round.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +17,7 @@
 
 #include "src/data/epoch_order.h"  // split_off_eval
 #include "src/data/jsonl_reader.h"
+#include "src/data/row_format.h"
 
 namespace ferry {
 
@@ -39,9 +48,10 @@ struct SftDataset {
   SftDatasetStats stats;
 };
 
-// Reads `path` ({"messages": [...]} per line). max_samples 0 means all. Throws InputError naming
-// file:line for a malformed line unless skip_bad_lines.
+// Reads `path` (see above). max_samples 0 means all. Throws InputError naming file:line for a
+// malformed line unless skip_bad_lines.
 SftDataset load_sft_dataset(const std::string& path, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                            int64_t max_length, bool skip_bad_lines, int64_t max_samples = 0);
+                            int64_t max_length, bool skip_bad_lines, int64_t max_samples = 0,
+                            const RowFormat& format = {});
 
 }  // namespace ferry

@@ -6,7 +6,10 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "src/data/conversation_json.h"
+#include "src/data/data_file.h"
+#include "src/data/trl_tokenize.h"
 #include "src/data/preference_dataset.h"
 #include "src/tokenizer/chat_template.h"
 
@@ -37,7 +40,7 @@ bool is_pair_line(const nlohmann::ordered_json& object) {
 
 UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& tokenizer,
                                       const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
-                                      int64_t max_samples) {
+                                      int64_t max_samples, const RowFormat& format) {
   UnpairedDataset dataset;
   auto& stats = dataset.stats;
   std::optional<bool> pairs_file;  // decided by the first line
@@ -57,20 +60,18 @@ UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& 
     }
   };
   size_t block_lines = 0;
-  // A bad example is counted under its reason when skipped, or stops the run (read_jsonl adds file:line).
+  // A bad example is counted under its reason when skipped, or stops the run (the reader adds file:line).
   auto bad = [&](int64_t& counter, const std::string& what) {
     if (!skip_bad_lines) throw InputError(what + " (fix or remove the line, or set data.skip_bad_lines: true)");
     ++counter;
   };
-  // prompt + completion, or nullopt (counted) when it cannot be trained on.
-  auto tokenize = [&](const Conversation& prompt, const Conversation& completion, const ChatContext& context,
-                      int64_t line, const char* side) -> std::optional<TokenizedSample> {
-    if (empty_response(completion)) {
+  // A tokenised side, or nullopt (counted) when it cannot be trained on.
+  auto usable = [&](std::optional<TokenizedSample> sample, bool empty, bool cut, int64_t line,
+                    const char* side) -> std::optional<TokenizedSample> {
+    if (empty) {
       bad(stats.empty_completion, std::string("bad example: the ") + side + " is empty");
       return std::nullopt;
     }
-    bool cut = false;
-    auto sample = tokenize_response(prompt, completion, context, tokenizer, chat_template, max_length, &cut);
     if (!sample) {
       bad(stats.no_room, "bad example: the prompt alone fills data.max_length (" + std::to_string(max_length) +
                              " tokens), leaving no room for a completion; raise data.max_length");
@@ -82,8 +83,10 @@ UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& 
   };
 
   int64_t pair_lines = 0;  // max_samples counts examples: a pair line holds two
-  stats.jsonl = read_jsonl(path, skip_bad_lines, [&](int64_t line, const nlohmann::ordered_json& object) {
+  const DataFile file = DataFile::open(path);
+  stats.jsonl = file.for_each(skip_bad_lines, [&](int64_t line, uint64_t, const nlohmann::ordered_json& row) {
     if (full() || (max_samples > 0 && 2 * pair_lines >= max_samples)) return;
+    const nlohmann::ordered_json object = normalize_row(row, format);
     const bool pair = is_pair_line(object);
     if (!pairs_file) pairs_file = pair;
     if (pair != *pairs_file) {
@@ -94,8 +97,13 @@ UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& 
     if (pair) {
       ++pair_lines;
       const PreferenceMessages messages = preference_messages_from_json(object);
-      auto chosen = tokenize(messages.prompt, messages.chosen, messages.context, line, "chosen response");
-      auto rejected = tokenize(messages.prompt, messages.rejected, messages.context, line, "rejected response");
+      PairSamples samples = messages.chosen_empty() || messages.rejected_empty()
+                                ? PairSamples{}
+                                : tokenize_pair(messages, tokenizer, chat_template, max_length);
+      auto chosen = usable(std::move(samples.chosen), messages.chosen_empty(), samples.chosen_cut, line,
+                           "chosen response");
+      auto rejected = usable(std::move(samples.rejected), messages.rejected_empty(), samples.rejected_cut, line,
+                             "rejected response");
       if (chosen) block_chosen.push_back({std::move(*chosen), true});
       if (rejected) block_rejected.push_back({std::move(*rejected), false});
       if (++block_lines == kUnpairBlock) {
@@ -110,10 +118,23 @@ UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& 
     }
     const auto& label = object.at("label");
     if (!label.is_boolean()) throw InputError("field \"label\" must be true or false, got " + label.dump());
-    const Conversation prompt = messages_or_text(object, "prompt", ChatRole::user);
-    const Conversation completion = messages_or_text(object, "completion", ChatRole::assistant);
-    if (auto sample = tokenize(prompt, completion, chat_context_from_json(object), line, "completion")) {
-      keep({std::move(*sample), label.get<bool>()}, false);
+    // As TRL's KTO trainer: prompt + completion, the completion from where their ids part.
+    const bool conversational = is_conversational_row(object);
+    const TrlField prompt = trl_field(object, "prompt", conversational);
+    TrlField completion = trl_field(object, "completion", conversational);
+    const bool empty = conversational ? empty_response(completion.messages) : trim(completion.text).empty();
+    std::optional<TokenizedSample> sample;
+    bool cut = false;
+    if (!empty) {
+      if (!conversational) completion.text = with_eos_text(completion.text, tokenizer);
+      const ChatContext context = chat_context_from_json(object);
+      const std::vector<int64_t> prompt_ids = trl_prompt_ids(prompt, context, tokenizer, chat_template);
+      std::vector<int64_t> ids = trl_sequence_ids(prompt, completion, context, tokenizer, chat_template);
+      const size_t prompt_length = common_prefix_length(prompt_ids, ids);
+      sample = trl_completion_sample(std::move(ids), prompt_length, max_length, line, &cut);
+    }
+    if (auto kept = usable(std::move(sample), empty, cut, line, "completion")) {
+      keep({std::move(*kept), label.get<bool>()}, false);
     }
   });
   flush_block();

@@ -2,8 +2,9 @@
 // undesirable (false), tokenised through the chat template as prompt + completion with the loss
 // mask on the completion's final assistant turn (as preference_dataset.h does for each side of a pair).
 //
-// Line formats (jsonl):
-//   TRL unpaired   {"prompt": [messages] | "text", "completion": [messages] | "text", "label": true|false}
+// Row formats (any data file, data_file.h; Alpaca and ShareGPT rows with a kto_tag too):
+//   TRL unpaired   {"prompt": [messages] | "text", "completion": [messages] | "text", "label": true|false},
+//                  tokenised as TRL's KTO trainer does (trl_tokenize.h): every completion token trained
 //   pairs          any preference-pair line (preference_dataset.h: {"prompt"|"context", "chosen",
 //                  "rejected"}), split as TRL's unpair_preference_dataset splits them: per block of
 //                  up to 1000 lines, every chosen completion (label true), then every rejected one
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "src/data/jsonl_reader.h"
+#include "src/data/row_format.h"
 #include "src/data/sft_dataset.h"
 
 namespace ferry {
@@ -56,6 +58,6 @@ struct UnpairedDataset {
 // for a malformed line or a bad example unless skip_bad_lines.
 UnpairedDataset load_unpaired_dataset(const std::string& path, const Tokenizer& tokenizer,
                                       const ChatTemplate& chat_template, int64_t max_length, bool skip_bad_lines,
-                                      int64_t max_samples = 0);
+                                      int64_t max_samples = 0, const RowFormat& format = {});
 
 }  // namespace ferry

@@ -16,6 +16,7 @@
 #include "src/io/gguf_tokenizer_files.h"
 #include "src/io/hf_checkpoint.h"
 #include "src/io/hf_config.h"
+#include "src/io/hf_hub_cache.h"
 #include "src/io/ollama_store.h"
 
 namespace ferry::io {
@@ -106,6 +107,19 @@ fs::path resolve_model_path(const std::string& path) {
     return prepare_gguf_model_folder(ollama_model_file(name, ollama_store()), ferry_cache_root());
   }
   if (is_gguf_model_reference(path)) return prepare_gguf_model_folder(path, ferry_cache_root());
+  std::error_code error;
+  if (!path.empty() && !fs::exists(path, error) && looks_like_hub_repo_id(path)) {
+    if (auto snapshot = find_hub_snapshot(HubRepoKind::model, path)) return *snapshot;
+    std::string cached;
+    for (const std::string& name : hub_cache_repos(HubRepoKind::model)) cached += (cached.empty() ? "" : ", ") + name;
+    throw InputError("model '" + path + "' is not a folder here, and the Hugging Face cache does not hold it (looked in " +
+                     (hub_cache_root() / ("models--" + path.substr(0, path.find('/')) + "--" +
+                                          path.substr(path.find('/') + 1)))
+                         .string() +
+                     "; cached models: " + (cached.empty() ? "none" : cached) +
+                     "). Ferry never downloads: fetch it once with `huggingface-cli download " + path +
+                     "`, or give a folder, a .gguf file or ollama:NAME");
+  }
   return path;
 }
 

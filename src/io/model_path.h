@@ -4,6 +4,8 @@
 //   a file ending in .gguf   a folder prepared for it (below)
 //   ollama:NAME[:TAG]        the GGUF blob of that model in Ollama's store (ollama_store.h),
 //                            then as a .gguf file
+//   ORG/NAME                 (when no such folder exists here) the newest snapshot of that model
+//                            in the local Hugging Face hub cache (hf_hub_cache.h), offline
 // A GGUF model's folder lives in the cache, `$FERRY_CACHE/gguf-models/<file stem>-<fingerprint>`
 // (FERRY_CACHE defaults to ~/.cache/ferry), and holds only small files: config.json
 // (gguf_model.h), the tokenizer files (gguf_tokenizer_files.h) and `model.gguf`, a link to the
@@ -21,7 +23,8 @@ namespace ferry::io {
 bool is_gguf_model_reference(const std::string& path);
 
 // The folder to read for `path` (see above). Folders and other paths come back unchanged (the
-// loaders report a missing folder). Throws InputError for a bad GGUF file or Ollama name.
+// loaders report a missing folder). Throws InputError for a bad GGUF file or Ollama name, and for
+// an ORG/NAME the hub cache does not hold (naming where it looked).
 std::filesystem::path resolve_model_path(const std::string& path);
 
 // The folder prepared for the GGUF file `gguf_file` under `cache_root`/gguf-models.

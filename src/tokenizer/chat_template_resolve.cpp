@@ -37,6 +37,38 @@ ChatTemplate jinja_chat_template(const std::vector<HfChatTemplate>& sources, con
   return t;
 }
 
+// Marker pieces a template writes: "<|user|>", "<start_of_turn>", "</s>" (angle-bracketed, no space).
+std::vector<std::string> template_markers(const ChatTemplate& t) {
+  std::vector<std::string> out;
+  for (const std::string* text : {&t.system_prefix, &t.system_suffix, &t.user_prefix, &t.user_suffix,
+                                  &t.assistant_prefix, &t.assistant_suffix}) {
+    for (size_t open = text->find('<'); open != std::string::npos; open = text->find('<', open + 1)) {
+      const size_t close = text->find('>', open);
+      if (close == std::string::npos) break;
+      const std::string marker = text->substr(open, close - open + 1);
+      if (marker.size() > 2 && marker.find_first_of(" \n\t<", 1) == std::string::npos) out.push_back(marker);
+    }
+  }
+  return out;
+}
+
+// A shipped template copied from a demo config onto a real model is a silent trap: its markers are
+// plain text to the model's tokenizer. When the tokenizer folder has its own chat template, every
+// marker the shipped one writes must be one token of that tokenizer.
+void check_template_belongs(const ChatTemplate& t, const Tokenizer& tokenizer, const std::string& setting) {
+  if (tokenizer.hf_config().chat_template("default") == nullptr) return;
+  for (const std::string& marker : template_markers(t)) {
+    bool one_token = tokenizer.find_piece(marker).has_value();
+    for (const auto& [text, id] : tokenizer.control_pieces()) one_token = one_token || text == marker;
+    if (!one_token) {
+      throw ConfigError(setting + ": the shipped template '" + t.name + "' (" + t.source + ") writes \"" + marker +
+                        "\", which is not a token of the model's tokenizer '" + tokenizer.path() +
+                        "': the template belongs to another model. That folder has its own chat template: drop " +
+                        setting + " (its default, auto, uses the folder's), or name a template written for it");
+    }
+  }
+}
+
 }  // namespace
 
 ChatTemplate resolve_chat_template(const std::string& value, const Tokenizer& tokenizer,
@@ -82,7 +114,9 @@ ChatTemplate resolve_chat_template(const std::string& value, const Tokenizer& to
     throw ConfigError("tokenizer.chat_template_kwargs are variables for a Jinja chat template, but " + setting +
                       " is the shipped/YAML template '" + value + "', which takes none; remove them or use auto");
   }
-  return load_chat_template(value);
+  ChatTemplate shipped = load_chat_template(value);
+  check_template_belongs(shipped, tokenizer, setting);
+  return shipped;
 }
 
 ChatTemplate resolve_chat_template(const TokenizerConfig& config, const Tokenizer& tokenizer) {

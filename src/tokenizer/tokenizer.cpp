@@ -248,6 +248,19 @@ std::vector<int64_t> Tokenizer::encode_with_control_pieces(std::string_view text
   return out;
 }
 
+std::vector<int64_t> Tokenizer::encode_as_sequence(std::string_view text) const {
+  std::optional<int64_t> first;
+  if (bpe_) {
+    first = bpe_->leading_special_id();
+  } else if (bos_id_ >= 0 && hf_config_.add_bos_token.value_or(true)) {
+    first = bos_id_;
+  }
+  std::vector<int64_t> out;
+  if (first) out.push_back(*first);
+  for (const TokenSpan& span : encode_with_control_pieces_and_offsets(text)) out.push_back(span.id);
+  return out;
+}
+
 std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   if (bpe_) {
     for (const int64_t id : ids) check_id(id);

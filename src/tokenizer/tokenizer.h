@@ -63,6 +63,12 @@ class Tokenizer {
   // `add_prefix_space: false`.
   std::vector<TokenSpan> encode_with_control_pieces_and_offsets(std::string_view text) const;
 
+  // What transformers' tokenizer(text) gives (add_special_tokens=True), as TRL tokenises plain-text
+  // rows: the ids of encode_with_control_pieces_and_offsets after the token a single sequence starts
+  // with: the tokenizer.json post-processor's (Llama 3's <|begin_of_text|>, Gemma's <bos>; none for
+  // Qwen or SmolLM2), or for SentencePiece the BOS unless tokenizer_config.json's add_bos_token is false.
+  std::vector<int64_t> encode_as_sequence(std::string_view text) const;
+
   // Control pieces by text ("<s>", "</s>", ...), longest first: what encode_with_control_pieces
   // recognises.
   const std::vector<std::pair<std::string, int64_t>>& control_pieces() const { return control_pieces_; }

@@ -34,13 +34,15 @@ PreferenceSplit load_preference_split(const Config& config, const Tokenizer& tok
                       "\"rejected\"} or {\"prompt\", \"chosen\", \"rejected\"})");
   }
   PreferenceDataset train =
-      load_preference_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples);
+      load_preference_dataset(d.train_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, d.max_samples,
+                              RowFormat::from_config(d));
   log << stage << ": " << d.train_file << ": " << train.stats.summary() << "\n";
   nlohmann::json stats{{"train", stats_json(d.train_file, train.stats)}};
   PreferenceSplit split{std::move(train.pairs), {}};
   if (!d.eval_file.empty()) {
     PreferenceDataset eval =
-        load_preference_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines);
+        load_preference_dataset(d.eval_file, tokenizer, chat_template, d.max_length, d.skip_bad_lines, 0,
+                                RowFormat::from_config(d));
     log << stage << ": " << d.eval_file << ": " << eval.stats.summary() << "\n";
     stats["eval"] = stats_json(d.eval_file, eval.stats);
     split.eval = std::move(eval.pairs);

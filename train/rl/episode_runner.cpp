@@ -112,6 +112,11 @@ Experience EpisodeRunner::run(CausalLMImpl& policy, const GenerateOptions& optio
   std::vector<Episode> episodes(prompts.size());
   std::map<int64_t, size_t> by_id;
   for (size_t i = 0; i < prompts.size(); ++i) {
+    if (!prompts[i]->conversational) {
+      throw InputError(detail::concat("data.prompt_file row ", prompts[i]->line, ": a multi-turn episode continues a "
+                                      "conversation, and this prompt is text (TRL's standard prompt); give it as "
+                                      "messages: {\"prompt\": [{\"role\": \"user\", \"content\": ...}]}"));
+    }
     Episode& e = episodes[i];
     e.prompt = prompts[i];
     e.id = next_episode_++;

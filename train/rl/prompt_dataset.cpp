@@ -1,6 +1,7 @@
 // Prompt files for rollouts (see prompt_dataset.h).
 #include "train/rl/prompt_dataset.h"
 
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -13,15 +14,17 @@
 namespace ferry::rl {
 namespace {
 
-Conversation prompt_conversation(const nlohmann::ordered_json& object) {
+// The prompt's messages, or nullopt for a TRL text prompt.
+std::optional<Conversation> prompt_conversation(const nlohmann::ordered_json& object) {
   if (object.contains("messages")) return conversation_from_json(object, "messages");
   if (object.contains("prompt")) {
     const nlohmann::ordered_json& prompt = object["prompt"];
-    if (prompt.is_string()) return {ChatMessage{ChatRole::user, prompt.get<std::string>()}};
+    if (prompt.is_string()) return std::nullopt;
     if (prompt.is_array()) return conversation_from_json(object, "prompt");
-    throw InputError("\"prompt\" must be a string or a list of messages");
+    throw InputError("\"prompt\" must be text or a list of messages");
   }
-  throw InputError("a prompt line needs \"messages\" (ColossalChat) or \"prompt\" (TRL)");
+  throw InputError("a prompt row needs \"messages\" (ColossalChat) or \"prompt\" (TRL); Alpaca (instruction) and "
+                   "ShareGPT (conversations) rows work too, and data.columns maps other names (docs/data.md)");
 }
 
 std::string optional_string(const nlohmann::ordered_json& object, const char* key) {
@@ -39,8 +42,9 @@ PromptFile::PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplat
     : tokenizer_(&tokenizer), chat_template_(std::move(chat_template)) {
   if (path.empty()) throw ConfigError("data.prompt_file: no prompt file given; set data.prompt_file (jsonl of prompts)");
   int64_t too_long = 0, longest = 0;
-  index_ = JsonlIndex(
-      std::move(path), options.skip_bad_lines,
+  format_ = options.format;
+  index_ = RowIndex(
+      DataFile::open(path), options.skip_bad_lines,
       [&](int64_t line, const nlohmann::ordered_json& object) {
         const RolloutPrompt prompt = render_prompt(object, line);
         if (options.max_length > 0 && static_cast<int64_t>(prompt.ids.size()) >= options.max_length) {
@@ -68,14 +72,24 @@ PromptFile::PromptFile(std::string path, const Tokenizer& tokenizer, ChatTemplat
   }
 }
 
-RolloutPrompt PromptFile::render_prompt(const nlohmann::ordered_json& object, int64_t line) const {
-  Conversation conversation = prompt_conversation(object);
-  check_conversation(conversation, ConversationEnd::user);
+RolloutPrompt PromptFile::render_prompt(const nlohmann::ordered_json& row, int64_t line) const {
+  const nlohmann::ordered_json object = normalize_row(row, format_);
+  std::optional<Conversation> messages = prompt_conversation(object);
   RolloutPrompt prompt;
   prompt.context = chat_context_from_json(object);
-  prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_, prompt.context);
-  prompt.source = object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  prompt.text = conversation.back().content;
+  Conversation conversation;
+  if (messages) {
+    conversation = std::move(*messages);
+    check_conversation(conversation, ConversationEnd::user);
+    prompt.ids = chat_template_.render_prompt(conversation, *tokenizer_, prompt.context);
+    prompt.text = conversation.back().content;
+  } else {
+    prompt.conversational = false;
+    prompt.text = object["prompt"].get<std::string>();
+    prompt.ids = tokenizer_->encode_as_sequence(prompt.text);
+    if (prompt.ids.empty()) throw InputError("\"prompt\" is empty");
+  }
+  prompt.source = row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   prompt.gt_answer = optional_string(object, "gt_answer");
   prompt.kind = optional_string(object, "kind");
   prompt.line = line;
@@ -93,7 +107,7 @@ LoadedPrompts PromptFile::load(const std::vector<int64_t>& indices) const {
     try {
       out.emplace(index, render_prompt(object, index_.line(i)));
     } catch (const InputError& e) {  // it rendered when the file was indexed: the file changed
-      throw InputError(detail::concat(index_.path(), ":", index_.line(i), ": ", e.what()));
+      throw InputError(detail::concat(index_.where(i), ": ", e.what()));
     }
   }
   return out;

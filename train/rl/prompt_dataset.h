@@ -1,10 +1,11 @@
-// Prompts for RL rollouts (PPO, GRPO) and for scoring answers: a jsonl file of ColossalChat
-// `{"messages": [system?, user], "gt_answer"?: "...", "kind"?: "..."}` or TRL `{"prompt": "..."}`
-// (text, or a message list) lines, rendered with the chat template into token ids that end where
-// the assistant's answer begins.
+// Prompts for RL rollouts (PPO, GRPO) and for scoring answers: rows of any data file (data_file.h)
+// of ColossalChat `{"messages": [system?, user], "gt_answer"?: "...", "kind"?: "..."}` or TRL
+// prompt-only `{"prompt": ...}` (Alpaca and ShareGPT rows too, row_format.h). A message list is
+// rendered with the chat template into token ids that end where the assistant's answer begins; a
+// TRL text prompt is used as TRL's GRPO trainer uses it: tokenizer(text), no template.
 //
 // A PromptFile checks every line once when it opens (so a bad line stops the run before any
-// training) but keeps only where each usable prompt starts (a JsonlIndex: 16 bytes per prompt,
+// training) but keeps only where each usable prompt starts (a RowIndex: 16 bytes per prompt,
 // whatever the prompts hold); a rollout loads the few prompts it uses again, re-rendering them.
 #pragma once
 
@@ -15,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "src/data/jsonl_index.h"
+#include "src/data/row_format.h"
+#include "src/data/row_index.h"
 #include "src/tokenizer/chat_template.h"
 
 namespace ferry {
@@ -26,19 +28,23 @@ namespace ferry::rl {
 
 struct RolloutPrompt {
   std::vector<int64_t> ids;  // the rendered prompt
-  Conversation conversation; // its messages, and what the template saw beside them (tools, ...):
+  Conversation conversation; // its messages (empty for a TRL text prompt), and what the template
+                             // saw beside them (tools, ...):
   ChatContext context;       // an episode's turns are rendered after them
-  std::string source;        // the line as JSON (an environment's `reset` gets it)
-  std::string text;          // what was asked: the last user message (given to reward commands)
+  std::string source;        // the row as JSON, every column (reward commands and an environment's
+                             // `reset` get it)
+  std::string text;          // what was asked: the last user message, or the text prompt
   std::string gt_answer;     // empty when the line has none
   std::string kind;          // the line's "kind" (task kind, for per-kind accuracy), may be empty
-  int64_t line = 0;          // 1-based line in the file
+  int64_t line = 0;          // 1-based line (or row) in the file
+  bool conversational = true; // false for a TRL text prompt
 };
 
 struct PromptFileOptions {
   int64_t max_length = 0;      // prompts longer than this are skipped and counted (0: no limit)
   bool skip_bad_lines = false;  // data.skip_bad_lines
   int64_t max_samples = 0;     // 0: all
+  RowFormat format;            // data.format, data.columns, data.tags
 };
 
 // Loaded prompts by their index in a PromptFile.
@@ -69,7 +75,8 @@ class PromptFile {
 
   const Tokenizer* tokenizer_ = nullptr;
   ChatTemplate chat_template_;
-  JsonlIndex index_;  // the usable prompts' lines
+  RowFormat format_;
+  RowIndex index_;  // the usable prompts' rows
   int64_t with_answer_ = 0;
 };
 

@@ -1,6 +1,10 @@
 // A reward computed by a program the user writes: started once (/bin/sh -c COMMAND), fed one JSON
-// line per response on stdin ({"prompt", "response", "gt_answer"?}) and answering one number per
-// line on stdout, in order. Ferry writes and reads at once (poll), so neither side can block the
+// line per response on stdin and answering one number per line on stdout, in order. Each line holds
+// "prompt" (the last user message, or the text prompt), "response" (the answer's text),
+// "gt_answer" (when the row has one), "completion" (the answer as TRL gives it to a reward
+// function: text for a text prompt, else [{"role": "assistant", "content": ...}]) and "row" (the
+// prompt row with every column, as TRL's **kwargs; docs/data.md shows a TRL reward function behind
+// a three-line wrapper). Ferry writes and reads at once (poll), so neither side can block the
 // other on a full pipe. A program that exits, answers something that is not a number, or stays
 // silent past the time-out ends the run with a RewardCommandError naming the command and the
 // prompt being scored; it is never waited on forever. "nan" and "inf" are numbers: the response

@@ -89,6 +89,12 @@ RewardScores RewardMix::score(const std::vector<std::string>& responses, const s
         for (size_t i = 0; i < rows; ++i) {
           nlohmann::json line{{"prompt", prompts[i]->text}, {"response", responses[i]}};
           if (!prompts[i]->gt_answer.empty()) line["gt_answer"] = prompts[i]->gt_answer;
+          // As TRL hands a reward function its completions: text for a text prompt, else the
+          // assistant message; and every column of the data row, as TRL's **kwargs.
+          line["completion"] = prompts[i]->conversational
+                                   ? nlohmann::json::array({{{"role", "assistant"}, {"content", responses[i]}}})
+                                   : nlohmann::json(responses[i]);
+          line["row"] = nlohmann::json::parse(prompts[i]->source, nullptr, false);
           requests.push_back(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         }
         values = commands_[k]->score(requests, [&](size_t i) {

@@ -35,7 +35,7 @@ RlStart::RlStart(const Config& config, const char* command, std::vector<RewardCo
   check_tokenizer_fits(tokenizer, loaded.shape);
   std::cout << command << ": chat template " << chat_template.name << " (" << chat_template.source << ")\n";
   const DataConfig& d = config.data;
-  prompts = PromptFile(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples},
+  prompts = PromptFile(d.prompt_file, tokenizer, chat_template, {d.max_length, d.skip_bad_lines, d.max_samples, RowFormat::from_config(d)},
                        std::cout);
   rewards = std::make_unique<RewardMix>(std::move(reward_list),
                                         PromptCounts{static_cast<int64_t>(prompts.size()), prompts.with_answer()},

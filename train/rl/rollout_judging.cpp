@@ -95,7 +95,7 @@ HeldOutEvaluation::HeldOutEvaluation(const Config& config, offload::ParameterEng
       file_(config.data.eval_file),
       command_(std::move(command)) {
   if (file_.empty()) return;
-  prompts_ = PromptFile(file_, tokenizer, chat_template, {config.data.max_length, config.data.skip_bad_lines, 0},
+  prompts_ = PromptFile(file_, tokenizer, chat_template, {config.data.max_length, config.data.skip_bad_lines, 0, RowFormat::from_config(config.data)},
                         std::cout);
   options.generate.sampling.greedy = true;
   options.policy_logprobs = false;
