@@ -8,7 +8,8 @@ line with `<!-- data: FILE -->` (the fenced block right after the marker). This 
   - makes a tiny model (`ferry train-sft` for one step from a 2-layer config with the demo
     tokenizer, plus a Jinja chat template) and puts it wherever a recipe's `MODEL=` line points:
     a Hugging Face folder for a path, a GGUF file (`ferry export --format gguf`) for a `.gguf`
-    path, and an entry of a scratch Ollama store ($HOME/.ollama/models) for `ollama:NAME[:TAG]`;
+    path, a snapshot in a scratch hub cache ($HOME/.cache/huggingface/hub) for `ORG/NAME`, and an
+    entry of a scratch Ollama store ($HOME/.ollama/models) for `ollama:NAME[:TAG]`;
   - runs every recipe block with bash (-e: any failing command fails the test) from the scratch
     folder, with HOME pointing inside it, `build/ferry` and `configs/` linked to this checkout.
     Only three things change from the README's text: `ferry train-*` and `ferry pipeline` lines
@@ -156,8 +157,16 @@ def place_model(value, home, folder, gguf):
             "mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}",
             "size": gguf.stat().st_size}]}))
         return
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", value):  # ORG/NAME: a snapshot in the hub cache
+        repo = home / ".cache" / "huggingface" / "hub" / ("models--" + value.replace("/", "--"))
+        snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+        if not snapshot.exists():
+            shutil.copytree(folder, snapshot)
+            (repo / "refs").mkdir(parents=True, exist_ok=True)
+            (repo / "refs" / "main").write_text(snapshot.name)
+        return
     if not value.startswith("~/"):
-        fail(f"a recipe's MODEL={value} is neither ollama:NAME nor a ~/ path; teach this test where to put it")
+        fail(f"a recipe's MODEL={value} is neither ollama:NAME, ORG/NAME nor a ~/ path; teach this test where to put it")
     target = home / value[2:]
     target.parent.mkdir(parents=True, exist_ok=True)
     if value.endswith(".gguf"):
@@ -197,7 +206,8 @@ def main():
         (work / "build").mkdir(parents=True)
         (work / "build" / "ferry").symlink_to(ferry)
         (work / "configs").symlink_to(source / "configs")
-        env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "FERRY_CACHE")}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OLLAMA_MODELS", "FERRY_CACHE", "HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")}
         env["HOME"] = str(home)
 
         for name, body in data.items():
