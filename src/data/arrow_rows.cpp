@@ -24,6 +24,7 @@
 #include <arrow/table.h>
 #include <arrow/type.h>
 #include <arrow/util/float16.h>
+#include <arrow/util/utf8.h>
 #include <nlohmann/json.hpp>
 #include <parquet/arrow/reader.h>
 #include <parquet/file_reader.h>
@@ -110,6 +111,19 @@ std::string columns_text(const arrow::Schema& schema) {
     out += (out.empty() ? "" : ", ") + field->ToString();
   }
   return out.empty() ? "no columns" : out;
+}
+
+// The name of a column or struct field of `type` (at any depth) that is not valid UTF-8 (JSON keys
+// must be), if any. Arrow leaves names unchecked.
+std::optional<std::string> bad_field_name(const arrow::DataType& type) {
+  for (const auto& field : type.fields()) {
+    if (!arrow::util::ValidateUTF8(field->name())) return field->name();
+    if (auto inner = bad_field_name(*field->type())) return inner;
+  }
+  if (type.id() == arrow::Type::DICTIONARY) {
+    return bad_field_name(*static_cast<const arrow::DictionaryType&>(type).value_type());
+  }
+  return std::nullopt;
 }
 
 // Whether two column types give values of the same JSON shape (string and large_string do; a
@@ -308,6 +322,8 @@ struct ArrowRows::Impl {
 };
 
 void ArrowRows::Impl::open_path(const fs::path& path) {
+  static const bool utf8_tables = (arrow::util::InitializeUTF8(), true);  // for ValidateUTF8
+  (void)utf8_tables;
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) {
@@ -428,6 +444,14 @@ void ArrowRows::Impl::add_file(const fs::path& path, std::optional<FileKind> kin
       add_arrow(file);
     }
   });
+  for (const auto& field : file.schema->fields()) {
+    std::optional<std::string> bad = arrow::util::ValidateUTF8(field->name()) ? bad_field_name(*field->type())
+                                                                              : field->name();
+    if (bad) {
+      input_error(file.path + ": a column or field name is not valid UTF-8 (" + ordered_json(*bad).dump(-1, ' ', true,
+                  ordered_json::error_handler_t::replace) + "): the file is corrupt");
+    }
+  }
   rows += file.rows;
   file_names.push_back(file.path);
   files.push_back(std::move(file));
