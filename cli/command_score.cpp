@@ -69,8 +69,13 @@ ScoreItem read_item(const nlohmann::ordered_json& object, const Tokenizer& token
   if (object.contains("chosen") || object.contains("rejected")) {
     const PreferenceMessages m = preference_messages_from_json(object);
     item.pair = true;
-    item.responses.push_back(tokenize(m.prompt, m.chosen, context, tokenizer, chat_template, max_length));
-    item.responses.push_back(tokenize(m.prompt, m.rejected, context, tokenizer, chat_template, max_length));
+    if (m.chosen_empty() || m.rejected_empty()) throw InputError("the response is empty");
+    PairSamples samples = tokenize_pair(m, tokenizer, chat_template, max_length);  // TRL rows as TRL tokenises them
+    if (!samples.chosen || !samples.rejected) {
+      throw InputError("the prompt alone fills --max-length " + std::to_string(max_length) + " tokens; raise --max-length");
+    }
+    item.responses.push_back(std::move(*samples.chosen));
+    item.responses.push_back(std::move(*samples.rejected));
   } else if (object.contains("messages")) {
     Conversation conversation = conversation_from_json(object, "messages");
     check_conversation(conversation, ConversationEnd::assistant);

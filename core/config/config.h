@@ -392,8 +392,8 @@ struct RewardConfig {
     v("weight", weight, "weight of this reward in the sum");
     v("match", match, "verifier: exact (normalised answer), numeric (the last number, to 1e-6) or contains");
     v("path", path, "model: the reward model folder (from train-rm)");
-    v("command", command, "command: run once by /bin/sh -c; reads {\"prompt\", \"response\", \"gt_answer\"} JSON "
-      "lines on stdin, answers one number per line on stdout");
+    v("command", command, "command: run once by /bin/sh -c; reads {\"prompt\", \"response\", \"gt_answer\", "
+      "\"completion\", \"row\"} JSON lines on stdin (docs/data.md), answers one number per line on stdout");
     v("timeout", timeout, "command: seconds to wait for each answer");
   }
 };

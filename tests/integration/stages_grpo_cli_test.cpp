@@ -1,7 +1,8 @@
 // `ferry train-grpo` (and `train-ppo` without a critic) as a user runs them, from a few steps of a
 // demo-shaped SFT model: the pipeline SFT -> GRPO with a verifier reward trains, checkpoints and
 // ends with its summary; groups whose rewards are
-// all equal give no NaN; the shipped example reward command gives exactly the verifier's run; a
+// all equal give no NaN; the shipped example reward command, and a TRL reward function behind docs/data.md's
+// wrapper, give exactly the verifier's run; a
 // reward command that crashes, hangs past its time-out or prints a non-number ends the run with a
 // message naming the command and the prompt, and the last checkpoint resumes; PPO with rloo needs
 // no critic; GRPO (beta 0, no critic) holds less on the device than PPO for the same model; and
@@ -121,6 +122,11 @@ void ExampleCommandGivesTheVerifiersRun() {
                                    "--set 'rewards=[{kind: command, command: \"python3 scripts/reward-exact-match.py\"}]'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_rollouts(base_dir() / "command", base_dir() / "verifier", {"reward/mean", "loss", "grad_norm/policy"});
+  // A TRL reward function behind docs/data.md's wrapper: it reads the row's columns (gt_answer) and
+  // TRL's conversational completion, and gives the same run.
+  const Result trl = grpo("trl_function", " --set 'rewards=[{kind: command, command: \"python3 scripts/reward-trl-function.py\"}]'");
+  ASSERT_EQ(trl.exit_code, 0) << trl.output;
+  expect_same_rollouts(base_dir() / "trl_function", base_dir() / "verifier", {"reward/mean", "loss", "grad_norm/policy"});
 }
 
 // generation.max_batch_rows 3: the 16 rows of a rollout decode 3 at a time, the others joining as

@@ -93,6 +93,19 @@ TEST(TrainSftCli, BadInputsAreUserErrors) {
   const Result planned = run_ferry(small_run(out) + " --set offload.policy=auto --set offload.gpu_memory=16KiB");
   EXPECT_EQ(planned.exit_code, 2) << planned.output;
   EXPECT_CONTAINS(planned.output, "offload.policy auto");
+  // What users give by mistake as data.train_file: a folder (once "internal error: basic_filebuf"),
+  // an empty file, a binary file. Each is exit 2 naming it.
+  const fs::path bad = fs::temp_directory_path() / ("ferry_sft_cli_bad_" + std::to_string(::getpid()));
+  fs::create_directories(bad / "folder");
+  std::ofstream(bad / "empty.jsonl").flush();
+  std::ofstream(bad / "model.bin", std::ios::binary) << std::string("\x7f\0\0\x01weights", 11);
+  for (const fs::path& path : {bad / "folder", bad / "empty.jsonl", bad / "model.bin"}) {
+    const Result r = run_ferry("train-sft --config configs/demo-sft.yaml --set data.train_file=" + path.string() +
+                               " --set output.dir=/tmp/ferry_sft_cli_missing --set train.device=cpu");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_CONTAINS(r.output, path.string());
+  }
+  fs::remove_all(bad);
   fs::remove_all("/tmp/ferry_sft_cli_missing");
   fs::remove_all(out);
 }

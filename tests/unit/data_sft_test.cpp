@@ -72,7 +72,7 @@ TEST_F(SftData, BadLinesNameFileAndLine) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"{not json", "invalid JSON"},
       {R"({"messages": 1e99999})", "invalid JSON: [json.exception.out_of_range.406]"},  // found by fuzzing
-      {R"({"conversation": []})", "missing field \"messages\""},
+      {R"({"conversation": []})", "an SFT row needs \"messages\""},
       {R"({"messages": [{"role": "robot", "content": "hi"}]})", "unknown role \"robot\""},
       {R"({"messages": [{"role": "user"}]})", "needs a string \"content\""},
       {R"({"messages": [{"role": "assistant", "content": "5"}, {"role": "user", "content": "x"}]})", ""},

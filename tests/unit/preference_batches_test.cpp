@@ -52,10 +52,10 @@ const std::string kUser = R"({"role": "user", "content": "What is 2 + 3?"})";
 const std::string kColossal = R"({"context": [)" + kSystem + ", " + kUser +
                               R"(], "chosen": [{"role": "assistant", "content": "5"}], "rejected": [{"role": "assistant", "content": "6"}]})";
 
-TEST_F(PreferenceData, BothFormatsGiveTheTemplatesIds) {
+TEST_F(PreferenceData, EveryFormatGivesItsIds) {
   const std::string trl_messages = R"({"prompt": [)" + kSystem + ", " + kUser +
                                    R"(], "chosen": [{"role": "assistant", "content": "5"}], "rejected": [{"role": "assistant", "content": "6"}], "margin": 1.5})";
-  const std::string trl_text = R"({"prompt": "What is 2 + 3?", "chosen": "5", "rejected": "6"})";
+  const std::string trl_text = R"({"prompt": "What is 2 + 3?", "chosen": " 5", "rejected": " 6"})";
   const PreferenceDataset d = load(write("formats.jsonl", kColossal + "\n" + trl_messages + "\n" + trl_text + "\n"), false);
   ASSERT_EQ(d.pairs.size(), 3u);
   const Conversation whole{{ChatRole::system, "Be brief."}, {ChatRole::user, "What is 2 + 3?"}, {ChatRole::assistant, "5"}};
@@ -65,12 +65,15 @@ TEST_F(PreferenceData, BothFormatsGiveTheTemplatesIds) {
   EXPECT_EQ(d.pairs[1].chosen.ids, expected.ids);
   EXPECT_EQ(d.pairs[0].margin, 0.0);
   EXPECT_EQ(d.pairs[1].margin, 1.5);
-  // A plain-string prompt is one user message (no system message).
-  const TokenizedConversation plain =
-      chat.apply({{ChatRole::user, "What is 2 + 3?"}, {ChatRole::assistant, "6"}}, tokenizer);
-  EXPECT_EQ(d.pairs[2].rejected.ids, plain.ids);
-  EXPECT_EQ(trained_text(d.pairs[2].chosen), "5<|end|>");
-  EXPECT_EQ(trained_text(d.pairs[2].rejected), "6<|end|>");
+  // Plain text is TRL's standard format: tokenizer(prompt + response + EOS), no chat template, the
+  // loss on every token after the prompt's.
+  const std::vector<int64_t> prompt = tokenizer.encode_as_sequence("What is 2 + 3?");
+  const std::vector<int64_t> plain = tokenizer.encode_as_sequence("What is 2 + 3? 6</s>");
+  EXPECT_EQ(d.pairs[2].rejected.ids, plain);
+  ASSERT_EQ(std::vector<int64_t>(plain.begin(), plain.begin() + prompt.size()), prompt);
+  EXPECT_EQ(std::count(d.pairs[2].rejected.loss_mask.begin(), d.pairs[2].rejected.loss_mask.end(), 1),
+            static_cast<int64_t>(plain.size() - prompt.size()));
+  EXPECT_EQ(d.pairs[2].rejected.ids.back(), tokenizer.eos_id());
   EXPECT_EQ(d.pairs[1].chosen.line, 2);
 }
 
@@ -85,7 +88,7 @@ TEST_F(PreferenceData, OnlyTheFinalAssistantTurnIsTrained) {
 }
 
 TEST_F(PreferenceData, LongResponsesAreCutAtMaxLength) {
-  const std::string line = R"({"prompt": "Count", "chosen": "one two three four five six seven eight nine ten", "rejected": "one"})";
+  const std::string line = R"({"prompt": [{"role": "user", "content": "Count"}], "chosen": [{"role": "assistant", "content": "one two three four five six seven eight nine ten"}], "rejected": [{"role": "assistant", "content": "one"}]})";
   const std::string path = write("long.jsonl", line + "\n");
   const int64_t prompt_tokens = static_cast<int64_t>(chat.render_prompt({{ChatRole::user, "Count"}}, tokenizer).size());
   const PreferenceDataset d = load(path, false, prompt_tokens + 3);
@@ -97,7 +100,7 @@ TEST_F(PreferenceData, LongResponsesAreCutAtMaxLength) {
 
 TEST_F(PreferenceData, BadPairsAreCountedWhenSkippedAndNamedOtherwise) {
   const std::string empty = R"({"prompt": "Q", "chosen": "", "rejected": "b"})";
-  const std::string empty_list = R"({"prompt": "Q", "chosen": "a", "rejected": []})";
+  const std::string empty_list = R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": [{"role": "assistant", "content": "a"}], "rejected": []})";
   const std::string identical = R"({"prompt": "Q", "chosen": "same", "rejected": "same"})";
   const std::string long_prompt = R"({"prompt": ")" + std::string(300, 'x') + R"(", "chosen": "a", "rejected": "b"})";
   const std::string good = R"({"prompt": "Q", "chosen": "a", "rejected": "b"})";
@@ -126,7 +129,9 @@ TEST_F(PreferenceData, BadPairsAreCountedWhenSkippedAndNamedOtherwise) {
       EXPECT_CONTAINS(e.what(), "data.skip_bad_lines");
     }
   }
-  EXPECT_THROW(load(write("shape.jsonl", R"({"chosen": "a", "rejected": "b"})"), false), InputError);
+  EXPECT_THROW(load(write("shape.jsonl", R"({"chosen": "a"})"), false), InputError);
+  EXPECT_THROW(load(write("mixed.jsonl", R"({"prompt": "Q", "chosen": "a", "rejected": [{"role": "assistant", "content": "b"}]})"), false),
+               InputError);
   EXPECT_THROW(load(write("margin.jsonl", R"({"prompt": "Q", "chosen": "a", "rejected": "b", "margin": "big"})"), false),
                InputError);
 }

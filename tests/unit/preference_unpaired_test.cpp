@@ -47,16 +47,15 @@ class UnpairedData : public ::testing::Test {
   }
 };
 
-TEST_F(UnpairedData, TextAndMessageLinesGiveTheTemplatesIds) {
+TEST_F(UnpairedData, TextLinesAreTokenisedAsTextAndMessageLinesThroughTheTemplate) {
   const std::string lines =
-      R"({"prompt": "What is 2 + 3?", "completion": "5", "label": true})" "\n"
+      R"({"prompt": "What is 2 + 3?", "completion": " 5", "label": true})" "\n"
       R"({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 3?"}], )"
       R"("completion": [{"role": "assistant", "content": "6"}], "label": false})" "\n";
   const UnpairedDataset d = load(write("unpaired.jsonl", lines), false);
   ASSERT_EQ(d.examples.size(), 2u);
-  const TokenizedConversation first =
-      chat.apply({{ChatRole::user, "What is 2 + 3?"}, {ChatRole::assistant, "5"}}, tokenizer);
-  EXPECT_EQ(d.examples[0].sample.ids, first.ids);
+  // Text is TRL's standard format: tokenizer(prompt + completion + EOS), no template.
+  EXPECT_EQ(d.examples[0].sample.ids, tokenizer.encode_as_sequence("What is 2 + 3? 5</s>"));
   EXPECT_TRUE(d.examples[0].desirable);
   EXPECT_FALSE(d.examples[1].desirable);
   EXPECT_EQ(trained_text(d.examples[1].sample), "6<|end|>");
@@ -73,8 +72,8 @@ TEST_F(UnpairedData, PairsAreSplitChosenBlockThenRejectedBlock) {
   }
   const UnpairedDataset d = load(write("pairs.jsonl", lines), false);
   ASSERT_EQ(d.examples.size(), 6u);
-  const std::vector<std::string> want{"good0<|end|>", "good1<|end|>", "good2<|end|>",
-                                      "bad0<|end|>",  "bad1<|end|>",  "bad2<|end|>"};
+  // Text rows (TRL's standard format): the completion and EOS, which decodes to nothing.
+  const std::vector<std::string> want{"good0", "good1", "good2", "bad0", "bad1", "bad2"};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(trained_text(d.examples[i].sample), want[i]) << i;
     EXPECT_EQ(d.examples[i].desirable, i < 3) << i;
@@ -83,8 +82,8 @@ TEST_F(UnpairedData, PairsAreSplitChosenBlockThenRejectedBlock) {
   // data.max_samples counts examples: 4 are the first two lines' four answers.
   const UnpairedDataset first = load(write("pairs.jsonl", lines), false, 512, 4);
   ASSERT_EQ(first.examples.size(), 4u);
-  EXPECT_EQ(trained_text(first.examples[1].sample), "good1<|end|>");
-  EXPECT_EQ(trained_text(first.examples[2].sample), "bad0<|end|>");
+  EXPECT_EQ(trained_text(first.examples[1].sample), "good1");
+  EXPECT_EQ(trained_text(first.examples[2].sample), "bad0");
 }
 
 TEST_F(UnpairedData, BadLinesAreNamedOrSkippedAndCounted) {
@@ -122,9 +121,12 @@ TEST_F(UnpairedData, BadLinesAreNamedOrSkippedAndCounted) {
 }
 
 TEST_F(UnpairedData, KlRowsJoinEachPromptToThePreviousCompletion) {
-  const std::string lines = R"({"prompt": "What is 2 + 3?", "completion": "5", "label": true})" "\n"
-                            R"({"prompt": "Say hi", "completion": "Hello there", "label": false})" "\n"
-                            R"({"prompt": "Name a colour", "completion": "Blue", "label": true})" "\n";
+  const auto row = [](const std::string& prompt, const std::string& completion, bool label) {
+    return R"({"prompt": [{"role": "user", "content": ")" + prompt + R"("}], "completion": [{"role": "assistant", "content": ")" +
+           completion + R"("}], "label": )" + (label ? "true" : "false") + "}\n";
+  };
+  const std::string lines = row("What is 2 + 3?", "5", true) + row("Say hi", "Hello there", false) +
+                            row("Name a colour", "Blue", true);
   UnpairedDataset d = load(write("kl.jsonl", lines), false);
   const KtoGroups groups = group_kto_examples(std::move(d.examples), 3, 512, false, 0);
   ASSERT_EQ(groups.groups(), 1);

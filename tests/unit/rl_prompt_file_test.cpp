@@ -76,7 +76,10 @@ TEST_F(PromptFileTest, LoadsWhatTheTemplateRendersAndKeepsLineNumbers) {
 
   const std::vector<rl::RolloutPrompt> all = file.load_all();
   ASSERT_EQ(all.size(), 3u);
-  EXPECT_EQ(all[1].ids, rendered({ChatMessage{ChatRole::user, "Say hi"}}));
+  // A text prompt is TRL's standard prompt-only row: tokenizer(text), no chat template.
+  EXPECT_EQ(all[1].ids, tokenizer_.encode_as_sequence("Say hi"));
+  EXPECT_FALSE(all[1].conversational);
+  EXPECT_EQ(all[1].text, "Say hi");
   EXPECT_EQ(all[1].line, 4);
   EXPECT_TRUE(all[1].gt_answer.empty());
 }
