@@ -1,5 +1,5 @@
 // `ferry config show --config F [--set k=v ...]`: prints the resolved config (defaults included)
-// as YAML; `ferry config keys` lists every key.
+// as YAML; `ferry config keys` lists every key; `ferry config import` is command_config_import.cpp.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -24,6 +24,8 @@ void add_config_command(CLI::App& app) {
   keys->callback([] {
     for (const auto& key : config_key_paths()) std::cout << key << "\n";
   });
+
+  add_config_import_command(config);
 }
 
 }  // namespace ferry::cli
