@@ -12,6 +12,7 @@
 # Needs build/ferry and runs/demo/sft/final (scripts/demo.sh makes it). Makes runs/demo/calc-sft
 # (about 3 minutes on 2 CPU cores) when it is missing; each GRPO run takes about a minute. Runs go
 # to runs/agent-learns/seed-N.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 [ -d runs/demo/sft/final ] || { echo "missing runs/demo/sft/final: run scripts/demo.sh (or configs/demo-sft.yaml) first" >&2; exit 2; }

@@ -13,6 +13,7 @@
 # Environment: FERRY_BUILD (build dir, default build; cpu_adamw_bench is built there),
 # FERRY_BENCH_BIN (a prebuilt cpu_adamw_bench instead), FERRY_BENCH_THREADS (default: all cores),
 # FERRY_BENCH_SIZES (millions of parameters, default 50,100,200), FERRY_PYTHON.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${FERRY_BUILD:-build}"

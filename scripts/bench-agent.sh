@@ -13,6 +13,7 @@
 # take so little time that a 50 ms environment cannot be hidden. Each rollout: 4 prompts x 4
 # episodes, <= 3 turns of <= 16 tokens, 4 environment workers; 4 rollouts, the first dropped.
 # FERRY_BENCH_AGENT_DELAYS (default "0 50 500") picks the delays in ms.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

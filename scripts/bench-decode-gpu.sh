@@ -10,6 +10,7 @@
 #   scripts/bench-decode-gpu.sh          (build dir: FERRY_BUILD, default build)
 # Environment: FERRY_BENCH_DEVICE (cuda), FERRY_BENCH_BATCHES ("16 64"), FERRY_BENCH_DTYPES ("fp32 bf16"),
 # FERRY_BENCH_NEW_TOKENS (128), FERRY_PYTHON (python3).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}

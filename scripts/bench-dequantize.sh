@@ -10,6 +10,7 @@
 # Environment: FERRY_BENCH_TYPES (default Q4_0,Q4_1,Q8_0,Q4_K,Q6_K), FERRY_BENCH_SHAPE (rows x
 # elements per row, default 8192x4096), FERRY_BENCH_THREADS (default 1,<nproc>), FERRY_BENCH_BIN (a
 # prebuilt io_ggml_dequantize_bench instead), CXX, FERRY_PYTHON.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 types="${FERRY_BENCH_TYPES:-Q4_0,Q4_1,Q8_0,Q4_K,Q6_K}"

@@ -13,6 +13,7 @@
 # against sync. DiLoCo's processes each step on their own 32/NPROC sequences.
 #
 #   scripts/bench-diloco.sh [BUILD_DIR] [STEPS] [NPROC]     (default: build, 1500 (the demo), 2)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

@@ -12,6 +12,7 @@
 #
 # SETTINGS are extra `--set` arguments for the NPROC-process run, e.g. ZeRO stage 3 with paged weights:
 #   scripts/bench-dist.sh build 40 4 "--set distributed.zero_stage=3 --set offload.policy=params"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

@@ -7,6 +7,7 @@
 # --target generate_bench). The model (hidden 256, 4 layers, vocab 2000) is made with transformers.
 # THREADS (default 1) is used by both sides. Keep it at or below the number of idle cores: on a
 # busy machine, intra-op threads that wait for each other make both figures ten times worse.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

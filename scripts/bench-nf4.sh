@@ -12,6 +12,7 @@
 # Environment: FERRY_BUILD (build dir, default build; kernels_nf4_bench is built there),
 # FERRY_BENCH_BIN (a prebuilt kernels_nf4_bench instead), FERRY_BENCH_THREADS (default 1,<nproc>),
 # FERRY_BENCH_SHAPES (default 4096x4096,4096x11008), FERRY_PYTHON.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${FERRY_BUILD:-build}"

@@ -9,6 +9,7 @@
 #   scripts/bench-nvme.sh [FOLDER]     (default: $FERRY_NVME_DIR, else a folder under /tmp)
 # Environment: FERRY_BUILD (build dir, default build), FERRY_BENCH_PARAMS_M (default 200: 2.4 GB of
 # state on disk), FERRY_BENCH_THREADS (default: all cores). Takes about a minute.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${FERRY_BUILD:-build}"

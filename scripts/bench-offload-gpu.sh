@@ -16,6 +16,7 @@
 # FERRY_BENCH_LADDER (llama: 160M..3B; tiny: three small shapes), FERRY_BENCH_HOST_GIB (host memory
 # the run may use; models whose host footprint is larger are skipped; default: 80% of MemTotal).
 # Host memory bounds `params`: ~17 bytes per parameter on the host for bf16 full fine-tuning.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

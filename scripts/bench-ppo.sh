@@ -16,6 +16,7 @@
 # PPOTrainer, which scripts/bench_ppo_trl.py installs on first use into $FERRY_DEPS/trl-0.24 (see
 # its docstring for how TRL's batch settings are mapped onto Ferry's). Keep THREADS at or below the
 # number of idle cores, or both figures are mostly waiting.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"

@@ -7,6 +7,7 @@
 # 8-line sample of it.
 #
 #   scripts/bench-prompts.sh [LINES] [BUILD_DIR]
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 lines="${1:-10000000}"

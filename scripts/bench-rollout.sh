@@ -29,6 +29,7 @@
 # the same shapes (FERRY_BENCH_GRPO=0 skips them; FERRY_BENCH_GRPO_PROMPTS, default 4, sets the
 # prompts per step, each with 4 completions; TRL runs without gradient checkpointing, as Ferry does
 # by default: FERRY_BENCH_TRL_CHECKPOINTING=1 gives it its own default, on).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

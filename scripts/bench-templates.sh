@@ -12,6 +12,7 @@
 # Prints conversations/s for each, the ratio Ferry / transformers (target >= 10x) and the CPU.
 # BUILD_DIR (default build) gets tests/bench/jinja_templates_bench built if missing (ferry_jinja
 # only: no libtorch). Takes under a minute.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

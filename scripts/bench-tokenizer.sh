@@ -13,6 +13,7 @@
 # and warm (best of the next passes), the ratio Ferry / tokenizers, and whether the ids agree
 # (a checksum of every id). Takes about a minute. BUILD_DIR (default build) gets tests/bench/
 # tokenizer_bench built if it is missing (ferry_tokenizer only, not the whole tool).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"

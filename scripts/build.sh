@@ -3,6 +3,8 @@
 # (default: build/). Extra CMake arguments: FERRY_CMAKE_ARGS="-DFERRY_CUDA=OFF".
 # Arguments name targets to build (e.g. `scripts/build.sh ferry`: the executable only, which is
 # what the demo needs); none: everything, the tests included.
+# Environment: FERRY_BUILD, FERRY_CMAKE_ARGS (above), FERRY_JOBS (default all cores), FERRY_DEPS (scripts/deps.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}

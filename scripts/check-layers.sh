@@ -8,6 +8,7 @@
 #   scripts/check-layers.sh            # the check (scripts/test.sh runs it)
 #   scripts/check-layers.sh --counts   # also the include counts between rooms, for reviews
 #   scripts/check-layers.sh --root DIR # another checkout (tests/scripts/check_layers_test.sh)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 args=()

@@ -11,6 +11,7 @@
 # Arguments: the training seeds (default: 1). Each seed trains into runs/gemma3/sft-seed<N>.
 # Environment: FERRY_GEMMA3_STEPS (default 100) overrides train.max_steps; FERRY_BIN (default
 # build/ferry, built by scripts/build.sh) names the ferry executable to run instead.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

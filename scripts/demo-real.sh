@@ -9,6 +9,7 @@
 #   llama-cli -m <the .gguf file> --lora runs/real/sft-seed<N>/adapter.gguf
 # Arguments: the training seeds (default: 1). Each seed trains into runs/real/sft-seed<N>.
 # Environment: FERRY_REAL_STEPS (default 150) overrides train.max_steps.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

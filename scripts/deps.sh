@@ -6,6 +6,7 @@
 #     PyPI torch wheel (pinned) and the Python reference packages the parity tests compare against,
 #     llama.cpp among them (llama-cpp-python, compiled once into a cached wheel; its converter script).
 # Re-running is cheap: a stamp file records what was installed for which requirement set.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

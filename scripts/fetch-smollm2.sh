@@ -4,6 +4,7 @@
 #   ${FERRY_DEPS:-~/.cache/ferry}/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 # Prints the file's path. Already there: nothing is downloaded. No network: exits 1 with a note
 # (the tests that need the file then skip, saying why).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 deps=${FERRY_DEPS:-$HOME/.cache/ferry}
 dir=$deps/models/smollm2

@@ -10,6 +10,7 @@
 #
 # Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev; FERRY_CLANG=clang++-NN picks
 # another). The build ($FERRY_FUZZ_BUILD, default build-fuzz/) compiles only what the targets use.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-60}

@@ -31,6 +31,7 @@
 # that every shared library the linked programs load resolves inside the carried folder, the torch
 # wheel, the CUDA toolkit or the C runtime (and that they start), and that the working tree plus
 # .gpu-debs stays under the device tool's 64 MiB carry limit.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

@@ -11,6 +11,7 @@
 # Needs build/ferry and runs/demo/sft/final (scripts/demo.sh makes it; or `ferry train-sft --config
 # configs/demo-sft.yaml`). Runs go to runs/grpo-learns/<reward>-seed-N. CPU, 2 threads: about
 # a minute per run.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 [ -d runs/demo/sft/final ] || { echo "missing runs/demo/sft/final: run scripts/demo.sh (or configs/demo-sft.yaml) first" >&2; exit 2; }

@@ -16,6 +16,7 @@
 #   scripts/int8-moments.sh [BUILD_DIR] [-- extra --set arguments for every run]
 #
 # Runs go to runs/int8-moments/<state>-seed-N. CPU, 2 threads: about 30 s per run.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -15,6 +15,7 @@
 # its own, "mid-run" when the killed process had logged a step of its own (inside a step or between
 # two: logging, evaluation; the script cannot tell which) and at start-up before that.
 # The CI version (a few fixed kills) is tests/integration/train_crash_consistency_test.cpp.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kills=${1:-10}

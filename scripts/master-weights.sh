@@ -11,6 +11,7 @@
 #   scripts/master-weights.sh [BUILD_DIR] [-- extra --set arguments for every run]
 #
 # Runs go to runs/master-weights/<master>-seed-N. CPU, 2 threads: about a minute per run.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -9,6 +9,7 @@
 # Needs build/ferry and the demo's runs/demo/sft/final and runs/demo/rm/final (scripts/demo.sh
 # makes them; or `ferry train-sft --config configs/demo-sft.yaml` and `ferry train-rm --config
 # configs/demo-rm.yaml`). Runs go to runs/ppo-learns/seed-N. CPU, 2 threads: about 1.5 minutes per seed.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 for folder in runs/demo/sft/final runs/demo/rm/final; do

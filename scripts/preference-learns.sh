@@ -11,6 +11,7 @@
 # configs/demo-sft.yaml`). Runs go to runs/preference-learns/<config name>-seed-N. CPU, 2 threads:
 # about a minute per run. Online DPO (the run judges its own held-out answers too):
 #   FERRY_PREFERENCE_CONFIG=configs/demo-online-dpo.yaml FERRY_PREFERENCE_STAGE=dpo scripts/preference-learns.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 [ -d runs/demo/sft/final ] || { echo "missing runs/demo/sft/final: run scripts/demo.sh (or configs/demo-sft.yaml) first" >&2; exit 2; }

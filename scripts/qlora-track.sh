@@ -8,6 +8,7 @@
 #   scripts/qlora-track.sh [BUILD_DIR] [-- extra --set arguments for every LoRA run]
 #
 # Runs go to runs/qlora-track/. CPU, 2 threads: about two minutes in all.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

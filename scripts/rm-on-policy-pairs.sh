@@ -10,7 +10,7 @@
 # Defaults: POLICY runs/demo/sft/final, REWARD_MODEL runs/demo/rm/final (both made by
 # scripts/demo.sh), PROMPTS data/prompts_eval.jsonl. Writes runs/rm-on-policy-pairs/{answers,
 # pairs}.jsonl. CPU, 2 threads: about a minute on the demo models.
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 policy=${1:-runs/demo/sft/final}

@@ -2,6 +2,7 @@
 # common arguments, `[BUILD_DIR] [-- extra --set arguments]`: sets root (the checkout), build and
 # ferry, shifts those arguments off the caller's "$@" (what is left goes to every run), cds to
 # root and stops with a message when the ferry executable is missing.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build
 if [ "${1:-}" != "" ] && [ "${1:-}" != "--" ]; then

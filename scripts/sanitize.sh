@@ -10,6 +10,7 @@
 #
 # Any sanitizer report fails the test that triggered it (halt_on_error). libtorch itself is not
 # instrumented, so its allocations and duplicate symbols are not reported.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_SANITIZE_BUILD:-$root/build-sanitize}

@@ -7,6 +7,8 @@
 # package (scripts/gpu-check.sh --dry-run, ~2 minutes; skipped when FERRY_GPU_DRY_RUN=0 or when
 # ctest was given arguments, i.e. a partial run).
 # Arguments go to ctest, e.g. `scripts/test.sh -L unit` or `scripts/test.sh -R config`.
+# Environment: FERRY_BUILD (build folder, default build/), FERRY_DEPS (deps cache, default ~/.cache/ferry),
+# FERRY_JOBS (build and ctest jobs, default all cores), FERRY_GPU_DRY_RUN, FERRY_ALLOW_SKIPS (below).
 # CTest counts a skipped test as passed, so the run then goes through the skip guard
 # (scripts/skip_guard.py) on ctest's JUnit file, build/tests/junit.xml: it prints the skips grouped
 # by what they need (`[needs gpu]`, `[needs gloo]`, ...) and fails the run when a test skipped for a
@@ -15,6 +17,7 @@
 # The tests' scratch files go to build/tests/tmp (their TMPDIR); a passing run that leaves files
 # there fails, naming them, so that repeated runs cannot fill the disk. (torchinductor_<user> is
 # not a leak: Python's torch keeps a cache there once bitsandbytes or peft is imported.)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FERRY_BUILD:-$root/build}

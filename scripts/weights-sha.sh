@@ -6,6 +6,7 @@
 #
 #   scripts/weights-sha.sh [BUILD_DIR] [-- extra --set arguments for every run]
 #   FERRY_SHA_DIR=runs/weights-sha (default)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/run-args.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
