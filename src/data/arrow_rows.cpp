@@ -42,14 +42,27 @@ namespace {
 
 enum class FileKind { parquet, arrow_stream, arrow_file };
 
+[[noreturn]] void input_error(const std::string& message) { throw InputError(message); }
+
+// total + n rows, refusing a negative count or a sum past int64 (a corrupt file's counts).
+int64_t plus_rows(int64_t total, int64_t n, const std::string& file, const std::string& what) {
+  int64_t sum = 0;
+  if (n < 0 || __builtin_add_overflow(total, n, &sum)) {
+    input_error(file + ": " + what + " claims " + std::to_string(n) + " rows after " + std::to_string(total) +
+                ": the file is corrupt");
+  }
+  return sum;
+}
+
 // Record batches of one file (or of one decoded Parquet row group) and the row each starts at
 // (within that file or group); starts has one entry more than batches, the total last.
 struct Batches {
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   std::vector<int64_t> starts{0};
 
-  void add(std::shared_ptr<arrow::RecordBatch> batch) {
-    starts.push_back(starts.back() + batch->num_rows());
+  void add(std::shared_ptr<arrow::RecordBatch> batch, const std::string& file) {
+    starts.push_back(plus_rows(starts.back(), batch->num_rows(), file,
+                               "record batch " + std::to_string(batches.size() + 1)));
     batches.push_back(std::move(batch));
   }
   // The batch that holds row `row` (0 <= row < starts.back()).
@@ -77,8 +90,6 @@ struct DecodedGroup {
   int group = -1;
   Batches batches;
 };
-
-[[noreturn]] void input_error(const std::string& message) { throw InputError(message); }
 
 void check(const arrow::Status& status, const std::string& file, const std::string& what) {
   if (!status.ok()) {
@@ -452,7 +463,7 @@ void ArrowRows::Impl::add_file(const fs::path& path, std::optional<FileKind> kin
                   ordered_json::error_handler_t::replace) + "): the file is corrupt");
     }
   }
-  rows += file.rows;
+  rows = plus_rows(rows, file.rows, file.path, "the file");
   file_names.push_back(file.path);
   files.push_back(std::move(file));
 }
@@ -475,11 +486,8 @@ void ArrowRows::Impl::add_parquet(SourceFile& file) {
   check(opened->GetSchema(&file.schema), file.path, "cannot read its schema");
   const auto metadata = opened->parquet_reader()->metadata();
   for (int g = 0; g < metadata->num_row_groups(); ++g) {
-    const int64_t n = metadata->RowGroup(g)->num_rows();
-    if (n < 0) {
-      input_error(file.path + ": row group " + std::to_string(g) + " has a negative row count: the file is corrupt");
-    }
-    file.group_starts.push_back(file.group_starts.back() + n);
+    file.group_starts.push_back(plus_rows(file.group_starts.back(), metadata->RowGroup(g)->num_rows(), file.path,
+                                          "row group " + std::to_string(g + 1)));
   }
   file.rows = file.group_starts.back();
   if (file.rows != metadata->num_rows()) {
@@ -495,6 +503,9 @@ void ArrowRows::Impl::add_arrow(SourceFile& file) {
   auto options = arrow::ipc::IpcReadOptions::Defaults();
   options.memory_pool = arrow::system_memory_pool();
   options.use_threads = false;
+  // A well-formed file's buffers are aligned and stay views into the map; a corrupt file's misaligned
+  // ones are copied (reading them in place is undefined behaviour).
+  options.ensure_alignment = arrow::ipc::Alignment::kDataTypeSpecificAlignment;
   const std::string what = "not a readable Arrow IPC file";
   if (file.kind == FileKind::arrow_stream) {
     std::shared_ptr<arrow::io::InputStream> stream = file.map;
@@ -505,7 +516,7 @@ void ArrowRows::Impl::add_arrow(SourceFile& file) {
       check(reader->ReadNext(&batch), file.path, what);
       if (!batch) break;
       check(batch->Validate(), file.path, "record batch " + std::to_string(file.batches.batches.size()) + " is corrupt");
-      file.batches.add(std::move(batch));
+      file.batches.add(std::move(batch), file.path);
     }
   } else {
     std::shared_ptr<arrow::io::RandomAccessFile> input = file.map;
@@ -514,7 +525,7 @@ void ArrowRows::Impl::add_arrow(SourceFile& file) {
     for (int k = 0; k < reader->num_record_batches(); ++k) {
       auto batch = take(reader->ReadRecordBatch(k), file.path, what);
       check(batch->Validate(), file.path, "record batch " + std::to_string(k) + " is corrupt");
-      file.batches.add(std::move(batch));
+      file.batches.add(std::move(batch), file.path);
     }
   }
   file.rows = file.batches.starts.back();
@@ -549,7 +560,7 @@ std::shared_ptr<const DecodedGroup> ArrowRows::Impl::decode(size_t index, int gr
       check(batches.ReadNext(&batch), file.path, what);
       if (!batch) break;
       check(batch->ValidateFull(), file.path, what);
-      out->batches.add(std::move(batch));
+      out->batches.add(std::move(batch), file.path);
     }
   });
   const int64_t expected = file.group_starts[group + 1] - file.group_starts[group];
