@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/export_ollama.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "src/io/gguf_adapter_export.h"
@@ -29,6 +30,9 @@ struct ExportArgs {
   std::string gguf_type = "f16";
   std::string gguf_name;
   std::string gguf_pre;
+  std::string name;           // ollama: the model name
+  std::string chat_template;  // ollama: the template to write as TEMPLATE
+  bool create = false;        // ollama: run `ollama create`
 };
 
 void run_hf_export(const ExportArgs& args) {
@@ -123,8 +127,15 @@ void add_export_command(CLI::App& app) {
                       "hf: folder to write; gguf: a file ending in .gguf, or a folder that gets model.gguf "
                       "(adapter.gguf with --lora adapter)")
       ->required();
-  command->add_option("--format", args->format, "hf (default): Hugging Face folder; gguf: one GGUF v3 file")
-      ->check(CLI::IsMember({"hf", "gguf"}));
+  command->add_option("--format", args->format,
+                      "hf (default): Hugging Face folder; gguf: one GGUF v3 file; ollama: a folder with the GGUF and "
+                      "a Modelfile (chat template, stop parameters, the training data's system prompt)")
+      ->check(CLI::IsMember({"hf", "gguf", "ollama"}));
+  command->add_option("--name", args->name, "ollama: the model name for `ollama create` (default: the folder's name)");
+  command->add_option("--chat-template", args->chat_template,
+                      "ollama: the chat template to write as TEMPLATE (default: the run's tokenizer.chat_template, "
+                      "else the model folder's own)");
+  command->add_flag("--create", args->create, "ollama: run `ollama create` (needs ollama on PATH)");
   command->add_option("--lora", args->lora,
                       "a LoRA checkpoint's adapters: merged (default) into the weights; adapter: hf a PEFT adapter "
                       "folder, gguf a llama.cpp LoRA adapter file; none (gguf): the base weights alone")
@@ -139,6 +150,20 @@ void add_export_command(CLI::App& app) {
                       "gguf: llama.cpp pre-tokenizer name for a BPE tokenizer Ferry does not recognise "
                       "(e.g. llama-bpe, qwen2, smollm, gpt-2)");
   command->callback([args, command] {
+    if (args->format != "ollama") {
+      for (const char* flag : {"--name", "--chat-template", "--create"}) {
+        if (command->get_option(flag)->count() > 0) throw UserError(std::string(flag) + " goes with --format ollama");
+      }
+    }
+    if (args->format == "ollama") {
+      if (args->lora == "none") throw UserError("--lora none goes with --format gguf; ollama takes merged or adapter");
+      if (command->get_option("--gguf-pre")->count() > 0 || args->max_shard_size_mb != 0) {
+        throw UserError("--gguf-pre and --max-shard-size-mb go with --format gguf / hf");
+      }
+      run_ollama_export({args->checkpoint, args->output, args->lora, args->gguf_type, args->name,
+                         args->chat_template, args->create});
+      return;
+    }
     if (args->format == "gguf") {
       run_gguf_export(*args);
       return;

@@ -45,11 +45,18 @@ std::optional<fs::path> folder_tokenizer(const fs::path& folder) {
   return std::nullopt;
 }
 
-bool same_bytes(const fs::path& a, const fs::path& b) {
+// Whether two tokenizer files are the same tokenizer: the same bytes, or (a tokenizer.model
+// rebuilt from a GGUF file's metadata is not byte-equal to the original) the same pieces for every id.
+bool same_tokenizer(const fs::path& a, const fs::path& b) {
   std::error_code error;
   if (fs::equivalent(a, b, error)) return true;
-  if (fs::file_size(a, error) != fs::file_size(b, error) || error) return false;
-  return read_file(a) == read_file(b);
+  if (fs::file_size(a, error) == fs::file_size(b, error) && !error && read_file(a) == read_file(b)) return true;
+  const Tokenizer first(a.string()), second(b.string());
+  if (first.vocab_size() != second.vocab_size()) return false;
+  for (int64_t id = 0; id < first.vocab_size(); ++id) {
+    if (first.id_to_piece(id) != second.id_to_piece(id)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -65,7 +72,7 @@ std::string tokenizer_path(const Config& config) {
       if (fs::is_directory(given, error)) {
         if (const auto inside = folder_tokenizer(given)) given = *inside;
       }
-      if (own && fs::is_regular_file(given, error) && !same_bytes(*own, given)) {
+      if (own && fs::is_regular_file(given, error) && !same_tokenizer(*own, given)) {
         throw ConfigError("tokenizer.path: '" + config.tokenizer.path + "' is not the tokenizer of model.path '" +
                           config.model.path + "', which has its own (" + own->filename().string() +
                           "); drop tokenizer.path to use the model's (a model trained with another tokenizer reads "

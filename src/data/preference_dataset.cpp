@@ -30,6 +30,10 @@ std::string PreferenceDatasetStats::summary() const {
   if (jsonl.skipped > 0) {
     s += "; " + std::to_string(jsonl.skipped) + " malformed lines skipped (first: " + jsonl.first_skipped_error + ")";
   }
+  if (prompt_diverged > 0) {
+    s += "; " + std::to_string(prompt_diverged) + " pairs whose prompt the chat template renders differently once "
+         "answered: trained from where the ids part, as TRL does (the end of the prompt counts as response)";
+  }
   return s;
 }
 
@@ -133,6 +137,7 @@ PairSamples tokenize_pair(const PreferenceMessages& pair, const Tokenizer& token
       trl_sequence_ids(pair.trl_prompt, rejected, pair.context, tokenizer, chat_template);
   const size_t prompt_length =
       std::min(common_prefix_length(prompt_ids, chosen_ids), common_prefix_length(prompt_ids, rejected_ids));
+  out.prompt_diverged = prompt_length < prompt_ids.size();
   out.chosen = trl_completion_sample(std::move(chosen_ids), prompt_length, max_length, 0, &out.chosen_cut);
   out.rejected = trl_completion_sample(std::move(rejected_ids), prompt_length, max_length, 0, &out.rejected_cut);
   return out;
@@ -169,6 +174,7 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
                                          " tokens), leaving no room for a response; raise data.max_length");
     }
     if (chosen_cut || rejected_cut) ++stats.truncated;
+    if (samples.prompt_diverged) ++stats.prompt_diverged;
     PreferencePair pair{std::move(*chosen), std::move(*rejected), messages.margin, {}, {}};
     pair.chosen.line = pair.rejected.line = line;
     dataset.pairs.push_back(std::move(pair));

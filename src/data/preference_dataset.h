@@ -50,6 +50,8 @@ struct PreferenceDatasetStats {
   int64_t empty_response = 0;    // skipped: chosen or rejected response empty
   int64_t identical = 0;         // skipped: chosen equals rejected
   int64_t no_room = 0;           // skipped: the prompt alone fills max_length
+  int64_t prompt_diverged = 0;   // kept TRL rows whose prompt renders differently once answered: trained
+                                 // from where the ids part, as TRL does (it warns)
 
   int64_t bad_pairs() const { return empty_response + identical + no_room; }
   // One line for the run log: "2000 pairs, 3 truncated; skipped: 1 empty response, 0 identical, ...".
@@ -98,6 +100,7 @@ PreferenceDataset load_preference_dataset(const std::string& path, const Tokeniz
 struct PairSamples {
   std::optional<TokenizedSample> chosen, rejected;
   bool chosen_cut = false, rejected_cut = false;
+  bool prompt_diverged = false;  // TRL rows: the prompt's ids are not a prefix of prompt + response's
 };
 PairSamples tokenize_pair(const PreferenceMessages& pair, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                           int64_t max_length);

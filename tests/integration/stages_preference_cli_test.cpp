@@ -307,13 +307,14 @@ TEST_F(PreferenceCli, KtoTrainsLikeNoneUnderEveryOffloadPolicyAndReference) {
   ASSERT_EQ(lora.exit_code, 0) << lora.output;
   EXPECT_CONTAINS(lora.output, "the policy with its LoRA adapters off");
 
-  // Unpaired lines, messages and text.
+  // Unpaired lines (TRL's conversational unpaired preference rows).
   const fs::path data = base_dir() / "unpaired.jsonl";
   {
     std::ofstream out(data);
     for (int i = 0; i < 12; ++i) {
-      out << R"({"prompt": [{"role": "user", "content": "sort: 3 1 )" << i << R"("}], "completion": "1 3 )" << i
-          << R"(", "label": )" << (i % 3 != 0 ? "true" : "false") << "}\n";
+      out << R"({"prompt": [{"role": "user", "content": "sort: 3 1 )" << i
+          << R"("}], "completion": [{"role": "assistant", "content": "1 3 )" << i << R"("}], "label": )"
+          << (i % 3 != 0 ? "true" : "false") << "}\n";
     }
   }
   const Result unpaired = run_ferry(kto_run("kto_unpaired") + " --set data.train_file=" + data.string());

@@ -15,7 +15,7 @@ line with `<!-- data: FILE -->` (the fenced block right after the marker). This 
     Only three things change from the README's text: `ferry train-*` and `ferry pipeline` lines
     get a few `--set` overrides appended (2 steps, small batches, short rows and answers),
     `ferry generate` lines get `--max-new-tokens 8`, and `ollama` lines are left out (no Ollama
-    here); a Modelfile the recipe wrote must name a GGUF file that exists.
+    here); a Modelfile the recipe wrote (in any folder) must name GGUF files that exist.
 
 A README edit that drops a marker fails the test (the recipes it expects are listed below).
 The scratch folder is removed on success, kept on failure (and with FERRY_KEEP_TEST_FILES=1).
@@ -176,10 +176,10 @@ def place_model(value, home, folder, gguf):
 
 
 def check_modelfiles(work):
-    for modelfile in work.glob("Modelfile*"):
+    for modelfile in work.rglob("Modelfile*"):
         for line in modelfile.read_text().splitlines():
-            if line.upper().startswith("FROM "):
-                gguf = work / line.split(None, 1)[1].strip()
+            if line.upper().startswith(("FROM ", "ADAPTER ")):
+                gguf = modelfile.parent / line.split(None, 1)[1].strip()
                 if not gguf.is_file() or gguf.read_bytes()[:4] != b"GGUF":
                     fail(f"{modelfile.name} says `{line}`, but {gguf} is not a GGUF file")
 

@@ -1,0 +1,115 @@
+// Ollama Modelfiles from chat templates (src/io/ollama_modelfile.h): the pieces read off a template's
+// renderings make the Go TEMPLATE; they must reproduce the template's own rendering of conversations
+// the inference never probed (three rounds, with and without a system message), for the demo template
+// and for published models' Jinja templates (tests/data/chat-templates: ChatML, Llama 3, Mistral,
+// Gemma with its system message in the first user turn, Gemma 2 without system messages, Phi-3 and
+// Zephyr at least); a template they cannot reproduce gets none. The demo's Go template is written out
+// by hand.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "src/io/ollama_modelfile.h"
+#include "src/tokenizer/chat_template.h"
+#include "src/tokenizer/chat_template_resolve.h"
+#include "src/tokenizer/tokenizer.h"
+#include "tests/support/chat_template_corpus.h"
+#include "tests/support/scratch_dir.h"
+
+namespace ferry::io {
+namespace {
+
+using Messages = std::vector<std::pair<std::string, std::string>>;
+
+const Messages kUnprobed{{"system", "Be kind."}, {"user", "Hi there"}, {"assistant", "Hello!"},
+                         {"user", "Two plus two?"}, {"assistant", "Four."}, {"user", "Thanks"}};
+const Messages kUnprobedNoSystem{{"user", "Hi there"}, {"assistant", "Hello!"}, {"user", "Thanks"}};
+
+std::string rendered(const ChatTemplate& t, const Messages& messages, const std::string& bos) {
+  Conversation c;
+  for (const auto& [role, content] : messages) c.push_back(ChatMessage{*parse_chat_role(role), content});
+  std::string text = t.render_text(c, RenderEnd::generation_prompt);
+  if (!bos.empty() && text.rfind(bos, 0) == 0) text.erase(0, bos.size());
+  return text;
+}
+
+TEST(OllamaModelfile, DemoTemplateGivesItsGoTemplate) {
+  const ChatTemplate demo = load_chat_template("demo");
+  const auto pieces = infer_ollama_template(demo, "");
+  ASSERT_TRUE(pieces.has_value());
+  EXPECT_EQ(pieces->go_template(),
+            "{{ if .System }}<|system|>\n{{ .System }}<|end|>\n{{ else }}{{ end }}"
+            "{{ range $i, $_ := .Messages }}{{ $last := eq (len (slice $.Messages $i)) 1 }}"
+            "{{ if eq .Role \"user\" }}<|user|>\n{{ .Content }}{{ if $last }}<|end|>\n<|assistant|>\n{{ else }}"
+            "<|end|>\n<|assistant|>\n{{ end }}{{ else if eq .Role \"assistant\" }}{{ .Content }}"
+            "{{ if not $last }}<|end|>{{ end }}{{ end }}{{ end }}");
+  EXPECT_EQ(render_ollama_pieces(*pieces, kUnprobed), rendered(demo, kUnprobed, ""));
+  EXPECT_EQ(pieces->answer_end, "<|end|>");
+}
+
+TEST(OllamaModelfile, PublishedTemplatesThePiecesReproduce) {
+  // A tokenizer folder that names BOS and EOS, which many templates write.
+  const std::filesystem::path dir = test_support::process_scratch_dir("ferry_ollama_modelfile") / "tokenizer";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model", dir / "tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": "<s>", "eos_token": "</s>"})";
+  const Tokenizer tokenizer(dir.string());
+  int inferred = 0;
+  std::vector<std::string> refused;
+  for (const std::string& name : test_support::chat_template_corpus_files()) {
+    const ChatTemplate t =
+        resolve_chat_template((test_support::chat_template_corpus_dir() / name).string(), tokenizer);
+    std::string why;
+    const auto pieces = infer_ollama_template(t, "<s>", &why);
+    if (!pieces) {
+      refused.push_back(name + " (" + why + ")");
+      continue;
+    }
+    ++inferred;
+    for (const Messages& m : {kUnprobed, kUnprobedNoSystem}) {
+      std::string expected;
+      try {
+        expected = rendered(t, m, "<s>");
+      } catch (const Error&) {
+        continue;  // the template refuses this conversation (a system message, say)
+      }
+      if (pieces->system_layout == OllamaSystemLayout::none && m.front().first == "system") continue;
+      EXPECT_EQ(render_ollama_pieces(*pieces, m), expected) << name;
+    }
+  }
+  for (const char* must : {"chujiezheng__chatml.jinja", "chujiezheng__llama-3-instruct.jinja",
+                           "chujiezheng__gemma-it.jinja", "llamacpp__google-gemma-2-2b-it.jinja",
+                           "chujiezheng__phi-3.jinja", "chujiezheng__zephyr.jinja",
+                           "chujiezheng__mistral-instruct.jinja"}) {
+    for (const std::string& r : refused) EXPECT_NE(r.rfind(must, 0), 0u) << r;
+  }
+  std::cout << inferred << " of " << inferred + refused.size() << " corpus templates become Go templates; refused:\n";
+  for (const std::string& r : refused) std::cout << "  " << r << "\n";
+  EXPECT_GE(inferred, 30);
+}
+
+TEST(OllamaModelfile, ModelfileLines) {
+  ModelfileSpec spec;
+  spec.from = "./model.gguf";
+  spec.adapter = "./adapter.gguf";
+  spec.chat_template = infer_ollama_template(load_chat_template("demo"), "");
+  spec.stops = {"<|end|>", " <|end|>\n", "say \"stop\""};
+  spec.system = "You answer briefly.";
+  spec.note = "test";
+  const std::string text = modelfile_text(spec);
+  EXPECT_EQ(text.substr(0, text.find("TEMPLATE")), "# test\nFROM ./model.gguf\nADAPTER ./adapter.gguf\n");
+  EXPECT_NE(text.find("\nSYSTEM \"\"\"You answer briefly.\"\"\"\n"), std::string::npos) << text;
+  // Trimmed, each once, quotes escaped.
+  EXPECT_NE(text.find("PARAMETER stop \"<|end|>\"\nPARAMETER stop \"say \\\"stop\\\"\"\n"), std::string::npos) << text;
+  spec.system = "a \"\"\" b";
+  EXPECT_THROW(modelfile_text(spec), InputError);
+}
+
+}  // namespace
+}  // namespace ferry::io
