@@ -39,7 +39,9 @@ source "$root/scripts/debian-packages.sh"
 debs_dir=$root/.gpu-debs
 carry_limit=$((64 * 1024 * 1024))
 
-prepare() {  # downloads the carried packages (again when the list changed)
+prepare() { prepare_debs && prepare_pyarrow; }
+
+prepare_debs() {  # downloads the carried packages (again when the list changed)
   local stamp=$debs_dir/.list
   local want
   want=$(debian_packages carry | tr '\n' ' ')
@@ -50,6 +52,21 @@ prepare() {  # downloads the carried packages (again when the list changed)
                        { apt-get update -qq >/dev/null && apt-get download -q $want >/dev/null; }; }) ||
     { echo "gpu-check: apt-get download of the carried packages failed: $want" >&2; return 1; }
   echo "$want" > "$stamp"
+}
+
+# Apache Arrow's C++ libraries and headers (ferry::arrow) come from the pyarrow wheel, which the GPU
+# machine's Python may lack: the deps venv's libarrow, libparquet and their headers travel in
+# .gpu-debs/pyarrow-<version>.tar.xz (~15 MiB) and unpack to <prefix>/pyarrow, which configure names.
+prepare_pyarrow() {
+  local python=${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}
+  local dir version
+  read -r dir version < <("$python" -c 'import os, pyarrow; print(os.path.dirname(pyarrow.__file__), pyarrow.__version__)') ||
+    { echo "gpu-check: $python has no pyarrow: run scripts/deps.sh" >&2; return 1; }
+  local tarball=$debs_dir/pyarrow-$version.tar.xz
+  [ -f "$tarball" ] && return 0
+  rm -f "$debs_dir"/pyarrow-*.tar.xz
+  (cd "$(dirname "$dir")" && tar -cf - pyarrow/include/arrow pyarrow/include/parquet pyarrow/libarrow.so.* \
+     pyarrow/libparquet.so.*) | xz -T0 -6 > "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
 }
 
 unpack() {  # unpacks .gpu-debs/*.deb into $1 (a folder of its own, never /): dpkg -x, or ar + tar
@@ -63,6 +80,11 @@ unpack() {  # unpacks .gpu-debs/*.deb into $1 (a folder of its own, never /): dp
       ar p "$f" "$member" | tar -x -a -f - -C "$1" 2>/dev/null || ar p "$f" "$member" | tar -x -J -f - -C "$1" || return 1
     fi
   done
+  for f in "$debs_dir"/pyarrow-*.tar.xz; do  # -> $1/pyarrow (without xz: Python's tarfile)
+    [ -e "$f" ] || continue
+    tar -x -J -f "$f" -C "$1" 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$f" "$1" || return 1
+  done
 }
 
 # configure BUILD PREFIX PYTHON LOG: CMake sees only PREFIX (the unpacked packages), the torch of
@@ -74,10 +96,13 @@ configure() {
   # nvcc named outright: the ignored prefixes must not hide a toolkit installed under /usr.
   local nvcc
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  # Arrow: the carried pyarrow (prepare_pyarrow) when it is there, else the Python's own.
+  local arrow=()
+  [ -d "$prefix/pyarrow" ] && arrow=(-DFERRY_PYARROW_DIR="$prefix/pyarrow")
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCMAKE_IGNORE_PREFIX_PATH="/usr;/" \
     -DFERRY_CCACHE="${FERRY_GPU_CCACHE:-OFF}" -DTORCH_CUDA_ARCH_LIST="${FERRY_GPU_ARCH:-9.0}" \
-    -DFERRY_PYTHON="$(command -v "$python")" > "$log" 2>&1 || { tail -30 "$log"; return 1; }
+    -DFERRY_PYTHON="$(command -v "$python")" "${arrow[@]}" > "$log" 2>&1 || { tail -30 "$log"; return 1; }
   # Data parallelism needs Gloo's headers: without them CMake only warns, and the GPU runs would fail.
   grep -q 'data parallelism (c10d Gloo) ON' "$log" || { echo "configure: Gloo headers not found (libgloo-dev)"; return 1; }
 }
@@ -243,6 +268,9 @@ dry_run() {
     scan_and_link "$scratch" "$scratch/deps" "$python" ferry generate_bench $gpu_tests >> "$log" 2>&1; } ||
     { grep -E -m 20 'error|fail' "$log"; echo "$fails"; return 1; }
   tail -1 "$log"
+  # Where the GPU build finds Apache Arrow (pyarrow's libraries; CMakeLists.txt: ferry::arrow).
+  echo "pyarrow: $(grep -o 'Ferry: Arrow .*' "$log" | head -1) ($(ls "$debs_dir"/pyarrow-*.tar.xz 2>/dev/null |
+    xargs -r du -h | cut -f1) carried: the GPU machine's Python needs no pyarrow)"
   check_system_headers "$scratch" || return 1
   local program
   for program in "$scratch"/scan/*.probe; do
@@ -316,6 +344,7 @@ export -f configure configure_and_build
 # shellcheck disable=SC2086
 part build 270 configure_and_build build-gpu "$prefix" "$python" "$out/cmake.log" ferry generate_bench $gpu_tests || exit 1
 "$ferry" version | tee -a "$summary"
+grep -o 'Ferry: Arrow .*' "$out/cmake.log" | head -1 | tee -a "$summary"
 
 # 2. CUDA unit tests: kernels, ops and generation against their CPU references.
 # The skip guard on each: a `[needs gpu]` skip on this machine is a failure, not a pass.
