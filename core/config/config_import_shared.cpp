@@ -391,8 +391,11 @@ StepUnits map_trl_grpo(ForeignConfigMapper& m, const std::string& p, int64_t mic
       if (f == "accuracy_reward") {
         rewards.emplace_back(position, "kind: verifier, match: numeric");
         m.comment("rewards", "accuracy_reward -> verifier numeric: Ferry compares the last number of the answer with "
-                             "each prompt's gt_answer (TRL's compares with the `solution` column by math_verify; map "
-                             "it with data.columns: {gt_answer: solution}, or run TRL's function as a command reward)");
+                             "each prompt's gt_answer, read from TRL's `solution` column (data.columns; TRL compares "
+                             "by math_verify: run TRL's function as a command reward for that)");
+        if (!m.is_set("data.columns")) {
+          m.set_yaml("data.columns", "{gt_answer: solution}", "TRL's accuracy_reward reads the solution column");
+        }
       } else {
         missing.push_back(f);
       }

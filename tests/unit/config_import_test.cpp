@@ -111,6 +111,7 @@ TEST(ConfigImport, TrlGrpoCountsRolloutsNotOptimizerSteps) {
   EXPECT_EQ(c.lora.target_modules, (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}));
   ASSERT_EQ(c.rewards.size(), 1u);  // accuracy_reward; think_format_reward is Python
   EXPECT_EQ(c.rewards[0].kind, RewardKind::verifier);
+  EXPECT_EQ(c.data.columns.json, R"({"gt_answer":"solution"})");  // TRL's accuracy_reward reads `solution`
   EXPECT_EQ(c.rewards[0].match, AnswerMatch::numeric);
   EXPECT_EQ(unmapped_keys(imported), (std::set<std::string>{"reward_funcs", "use_vllm", "vllm_mode"}));
   EXPECT_CONTAINS(reason_of(imported, "reward_funcs"), "think_format_reward");
