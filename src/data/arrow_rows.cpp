@@ -272,9 +272,10 @@ ordered_json value_at(const arrow::Array& array, int64_t i) {
     case Type::STRUCT: {
       const auto& record = static_cast<const arrow::StructArray&>(array);
       const auto& fields = record.struct_type()->fields();
+      const arrow::ArrayVector& values = record.fields();  // boxed once, offset applied
       ordered_json out = ordered_json::object();
       for (size_t k = 0; k < fields.size(); ++k) {
-        out.emplace(fields[k]->name(), value_at(*record.field(static_cast<int>(k)), i));
+        out.emplace(fields[k]->name(), value_at(*values[k], i));
       }
       return out;
     }
@@ -639,10 +640,11 @@ ordered_json ArrowRows::row(int64_t i) const {
   int64_t r = 0;
   const arrow::RecordBatch& batch = impl_->batch_of(i, r, keep);
   const auto& fields = batch.schema()->fields();
+  const auto& values = batch.columns();
   ordered_json out = ordered_json::object();
   for (int c = 0; c < batch.num_columns(); ++c) {
     try {
-      out.emplace(fields[c]->name(), value_at(*batch.column(c), r));
+      out.emplace(fields[c]->name(), value_at(*values[c], r));
     } catch (const UnsupportedValue& unsupported) {
       input_error(where(i) + ": column '" + fields[c]->name() + "' holds a value of type " + unsupported.type +
                   ", which Ferry does not read (binary, dates, times, decimals, ...): drop the column or cast it "
