@@ -22,7 +22,9 @@
 #include <arrow/memory_pool.h>
 #include <arrow/record_batch.h>
 #include <arrow/table.h>
+#include <arrow/scalar.h>
 #include <arrow/type.h>
+#include <arrow/type_traits.h>
 #include <arrow/util/float16.h>
 #include <arrow/util/utf8.h>
 #include <nlohmann/json.hpp>
@@ -279,8 +281,16 @@ ordered_json value_at(const arrow::Array& array, int64_t i) {
       }
       return out;
     }
-    default:
+    default: {
+      // Dates, times, timestamps, durations and decimals as text, as Arrow's cast to string writes
+      // them (hub datasets often carry a timestamp column the loaders never use).
+      const auto id = array.type_id();
+      if (arrow::is_temporal(id) || arrow::is_decimal(id)) {
+        const auto scalar = array.GetScalar(i);
+        if (scalar.ok()) return (*scalar)->ToString();
+      }
       throw UnsupportedValue{array.type()->ToString()};
+    }
   }
 }
 

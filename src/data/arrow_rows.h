@@ -4,8 +4,9 @@
 // too), each row as a JSON object: column name -> value, lists -> arrays, structs -> objects,
 // null -> null, ints / floats / bools / strings as such (large_string, large_list, fixed-size lists,
 // dictionary-encoded values too; maps as [key, value] pairs, as pyarrow's to_pylist gives them).
-// Binary, timestamp, decimal and other columns the loaders cannot use: an InputError naming the
-// file, the row and the column when a row with such a (non-null) value is read.
+// Dates, times, timestamps, durations and decimals become text, as Arrow's cast to string writes
+// them. Binary and other columns the loaders cannot use: an InputError naming the file, the row and
+// the column when a row with such a (non-null) value is read.
 //
 // Rows are never all held. Parquet is decoded one row group at a time (the last one decoded is kept:
 // reading in order decodes each group once; random order works, decoding a group per jump). Arrow

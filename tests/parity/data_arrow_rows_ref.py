@@ -11,6 +11,8 @@ Usage: data_arrow_rows_ref.py OUTDIR. Writes into OUTDIR:
                           pyarrow tables with large_string, large_list, dictionary-encoded strings,
                           fixed-size lists, maps, nested structs, a column of nulls, 8- to 64-bit ints
   unsupported.parquet     a string column beside timestamp and binary columns (values in row 1, nulls in row 2)
+  temporal.parquet        timestamp (s, ms), date and decimal columns; temporal.json: its rows as pyarrow's cast
+                          to string writes them
   mismatch/               two Parquet files whose columns differ
   dict/                   a DatasetDict (dataset_dict.json + train/ + test/)
   cases.json              per source: the expected rows, columns, and files (path in OUTDIR, rows)
@@ -149,6 +151,22 @@ def main():
         "when": pa.array([1_700_000_000, None, 5], type=pa.timestamp("s")),
         "blob": pa.array([b"\x00\x01", None, b"x"], type=pa.binary()),
     }), out / "unsupported.parquet")
+
+    # Temporal and decimal columns: expected as pyarrow's cast to string writes them.
+    import decimal
+    import pyarrow.compute as pc
+    temporal = pa.table({
+        "text": ["a", "b", "c"],
+        "when": pa.array([1_700_000_000, None, 5], type=pa.timestamp("s")),
+        "when_ms": pa.array([1_700_000_000_123, 0, None], type=pa.timestamp("ms")),
+        "day": pa.array([19_000, None, 0], type=pa.date32()),
+        "price": pa.array([decimal.Decimal("1.25"), None, decimal.Decimal("-3.50")], type=pa.decimal128(6, 2)),
+    })
+    pq.write_table(temporal, out / "temporal.parquet")
+    read_back = pq.read_table(out / "temporal.parquet")  # Parquet stores seconds as milliseconds
+    as_text = pa.table({name: (pc.cast(col, pa.string()) if name != "text" else col)
+                        for name, col in zip(read_back.column_names, read_back.columns)})
+    (out / "temporal.json").write_text(json.dumps(as_text.to_pylist()))
 
     # Two files whose columns differ.
     (out / "mismatch").mkdir(exist_ok=True)
