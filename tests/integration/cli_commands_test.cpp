@@ -93,6 +93,21 @@ TEST(Cli, PipelineChecksEveryStageConfigFirst) {
   EXPECT_CONTAINS(run_ferry("pipeline --config " + empty).output, "pipeline.stages is empty");
 }
 
+// `--set` on a pipeline sets the key in every stage: where the stage files set it differently (a
+// learning rate for SFT and another for RM), the run says so, naming each stage's own value.
+TEST(Cli, PipelineSetWarnsWhereStagesDiffer) {
+  const auto sft = write_temp("warn_sft.yaml", "stage: sft\nmodel: {path: /nonexistent-model-folder}\n"
+                                               "train: {learning_rate: 1.0e-3}\n");
+  const auto rm = write_temp("warn_rm.yaml", "stage: rm\ntrain: {learning_rate: 5.0e-4}\n");
+  const auto pipeline = write_temp("warn_pipe.yaml", "pipeline:\n  stages: [" + sft + ", " + rm + "]\n");
+  const Result r = run_ferry("pipeline --config " + pipeline + " --set train.learning_rate=1e-4 --set train.seed=3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // the first stage's model does not exist
+  EXPECT_CONTAINS(r.output, "warning: --set train.learning_rate=1e-4 sets train.learning_rate in every stage");
+  EXPECT_CONTAINS(r.output, sft + ": 0.001");
+  EXPECT_CONTAINS(r.output, rm + ": 5e-04");
+  EXPECT_EQ(r.output.find("sets train.seed"), std::string::npos) << r.output;  // the stages agree on the seed
+}
+
 TEST(Cli, GrpoWithoutRewardsSaysHowToListThem) {
   const Result r = run_ferry("train-grpo --config configs/demo.yaml --set stage=grpo");
   EXPECT_EQ(r.exit_code, 2);
