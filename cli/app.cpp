@@ -23,6 +23,7 @@ int run_cli(int argc, char** argv) {
   add_eval_command(app);
   add_score_command(app);
   add_plan_command(app);
+  add_report_command(app);
   add_export_command(app);
   add_config_command(app);
   add_version_command(app);

@@ -5,16 +5,22 @@
 // result.json written by a run of the same resolved config and the same data files is reused, not
 // rerun, as long as every stage before it was reused too (--force reruns every stage); an
 // interrupted stage resumes with --set train.resume=auto. Ends with a summary
-// table (pipeline_summary.h).
+// table (pipeline_summary.h) and the report page (run_report.h). Both go to the pipeline's folder,
+// the deepest folder holding every stage's output.dir (runs/demo for the demo): pipeline.json
+// (pipeline_record.h: the stages and how far they got, rewritten as each starts and ends, so
+// `ferry report --watch FOLDER` follows a running pipeline) and report.html.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <yaml-cpp/yaml.h>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/config_args.h"
+#include "cli/pipeline_record.h"
 #include "cli/pipeline_summary.h"
+#include "cli/run_report.h"
 #include "core/config/config_io.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -94,6 +100,27 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
     std::cout << "  " << i + 1 << ". " << info.command << "  " << planned[i].path << "  -> "
               << planned[i].config.output.dir << "\n";
   }
+  // The pipeline's folder gets pipeline.json now and after each stage (rank 0 only); a folder that
+  // cannot be written costs the report, not the run.
+  const bool primary = dist::is_primary_process();
+  std::vector<std::string> stage_dirs;
+  for (const auto& stage : planned) stage_dirs.push_back(stage.config.output.dir);
+  const std::filesystem::path folder = pipeline_folder(stage_dirs);
+  PipelineRecord record{args.path, {}};
+  for (const auto& stage : planned) {
+    const auto& info = stage_info(stage.config.stage);
+    record.stages.push_back({info.command, info.title, stage.path, stage.config.output.dir,
+                             folder_in_pipeline(folder, stage.config.output.dir), stage.config.data.eval_file, false, "planned"});
+  }
+  auto save_record = [&] {
+    if (!primary) return;
+    try {
+      write_pipeline_record(folder, record);
+    } catch (const UserError& e) {
+      std::cerr << "warning: " << e.what() << " (ferry report will not find this pipeline's stages)\n";
+    }
+  };
+  save_record();
   std::vector<StageOutcome> outcomes;
   bool earlier_stage_ran = false;  // then every later stage runs: its input model changed
   for (size_t i = 0; i < planned.size(); ++i) {
@@ -111,14 +138,28 @@ void run_pipeline(const PipelineArgs& pipeline_args) {
       if (!pipeline_args.force && earlier_stage_ran) why_not = "an earlier stage ran again";
       if (!why_not.empty()) std::cout << "running again (" << config.output.dir << ": " << why_not << ")\n";
       earlier_stage_ran = true;
+      record.stages[i].state = "running";
+      save_record();
       run_stage(config.stage, config);
       // In a data-parallel run rank 0 writes result.json (after the others have moved on) and reports.
       if (dist::is_primary_process()) outcome.figures = read_stage_figures(config);
     }
+    record.stages[i].state = "done";
+    record.stages[i].reused = outcome.reused;
+    save_record();
     outcomes.push_back(std::move(outcome));
   }
   std::cout << "\npipeline finished\n";
   print_pipeline_summary(std::cout, outcomes);
+  if (primary) {
+    try {
+      const WrittenReport report = write_report(folder, {});
+      std::cout << "\nreport: " << report.html.string() << " (" << report.charts << " charts; `ferry report "
+                << folder.string() << "` writes it again)\n";
+    } catch (const UserError& e) {
+      std::cerr << "warning: no report written: " << e.what() << "\n";
+    }
+  }
 }
 
 }  // namespace

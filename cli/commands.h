@@ -20,6 +20,7 @@ void add_generate_command(CLI::App& app);   // generate
 void add_eval_command(CLI::App& app);       // eval
 void add_score_command(CLI::App& app);      // score
 void add_plan_command(CLI::App& app);       // plan
+void add_report_command(CLI::App& app);     // report
 void add_export_command(CLI::App& app);     // export
 void add_config_command(CLI::App& app);     // config show, config keys, config import
 void add_config_import_command(CLI::App* config);  // config import (command_config_import.cpp)

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "src/metrics/metrics_jsonl.h"
 #include "src/metrics/progress_display.h"
+#include "src/metrics/resume_log.h"
 #include "src/metrics/tensorboard_writer.h"
 
 namespace ferry {
@@ -70,6 +71,7 @@ MetricsLogger::MetricsLogger(const LoggingConfig& config, const std::filesystem:
   if (config.jsonl) {
     truncate_metrics_jsonl(jsonl_path_in(output_dir), last_kept_step);
     jsonl_ = std::make_unique<MetricsJsonlWriter>(jsonl_path_in(output_dir));
+    update_resume_log(output_dir, options.resume_step, options.wall_clock());  // resumes.jsonl, for reports
   }
   if (config.tensorboard) {
     tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir_in(output_dir), options.wall_clock);

@@ -22,7 +22,8 @@
 // are removed from metrics.jsonl, and the new event file begins with a SessionLog START at
 // resume_step + 1 (0 on a fresh start), which makes TensorBoard hide the older files' events from
 // that step on. So a crashed-and-resumed run, or a rerun into the same output.dir, shows each step
-// once.
+// once. With jsonl on, <output.dir>/resumes.jsonl records each resume's step (resume_log.h) for
+// `ferry report`, which marks it on the curves.
 //
 // One logger per run, used from the training thread (it is not thread-safe). With several
 // processes (data parallel), only rank 0 should create one: they would share output.dir.
