@@ -143,8 +143,11 @@ void add_export_command(CLI::App& app) {
   command->add_option("--max-shard-size-mb", args->max_shard_size_mb,
                       "hf: split weights into shards of this size (0: one file)");
   command->add_option("--gguf-type", args->gguf_type,
-                      "gguf: tensor type of the matrices: f16 (default), bf16, q8_0 or f32; norms and biases stay f32")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+                      "gguf: tensor type of the matrices: f16 (default), bf16, q8_0 or f32 (as llama.cpp's converter "
+                      "writes them), or llama-quantize's q4_k_m, q4_k_s, q5_k_m, q6_k, q4_0, q5_0 (its per-tensor "
+                      "types and blocks, e.g. q4_k_m: Q4_K with Q6_K for output and some attn_v / ffn_down); norms "
+                      "and biases stay f32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_k_m", "q4_k_s", "q5_k_m", "q6_k", "q4_0", "q5_0"}));
   command->add_option("--gguf-name", args->gguf_name, "gguf: general.name (default: the checkpoint folder's name)");
   command->add_option("--gguf-pre", args->gguf_pre,
                       "gguf: llama.cpp pre-tokenizer name for a BPE tokenizer Ferry does not recognise "

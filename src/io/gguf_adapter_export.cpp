@@ -49,6 +49,11 @@ fs::path gguf_adapter_output_file(const fs::path& output) {
 
 GgufAdapterExportSummary export_gguf_adapter(const GgufAdapterExportOptions& options) {
   const fs::path& in = options.checkpoint;
+  if (is_llama_quantize_type(options.type)) {
+    throw UserError("--gguf-type " + gguf_file_type_name(options.type) + " is llama-quantize's mix for a whole model; "
+                    "a LoRA adapter is written as f32, f16, bf16 or q8_0 (llama.cpp applies it to a quantised base: "
+                    "export the base with --lora none --gguf-type " + gguf_file_type_name(options.type) + ")");
+  }
   if (!fs::is_directory(in)) {
     throw InputError("checkpoint folder '" + in.string() + "' does not exist or is not a folder");
   }

@@ -14,6 +14,7 @@
 #include "core/file_util.h"
 #include "src/io/ggml_checkpoint.h"
 #include "src/io/ggml_quantize.h"
+#include "src/io/gguf_quant_mix.h"
 #include "src/io/gguf_tensor_layout.h"
 #include "src/io/gguf_tokenizer.h"
 #include "src/io/hf_checkpoint.h"
@@ -266,8 +267,19 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                                std::to_string(config.rope_scaling.original_max_position_embeddings) +
                                " tokens, transformers and Ferry when a sequence does; below that both use the short ones");
   }
-  for (const GgufTensorLayout& tensor : planned) {
-    const GgmlType type = gguf_tensor_type(options.type, tensor.shape);
+  // Each tensor's type: the converter's rule (f32 ... q8_0) or llama-quantize's mix (q4_0 ... q6_k).
+  std::vector<GgmlType> types;
+  if (is_llama_quantize_type(options.type)) {
+    std::vector<GgufQuantTensor> named;
+    for (const GgufTensorLayout& tensor : planned) named.push_back({tensor.gguf_name, tensor.shape});
+    types = gguf_quant_mix_types(
+        options.type, {arch, config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads}, named);
+  } else {
+    for (const GgufTensorLayout& tensor : planned) types.push_back(gguf_tensor_type(options.type, tensor.shape));
+  }
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const GgufTensorLayout& tensor = planned[i];
+    const GgmlType type = types[i];
     count(type);
     writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, &in, tensor, type, lora_scaling] {
       at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file

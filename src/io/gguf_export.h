@@ -14,7 +14,11 @@
 //                 only): a `rope_freqs.weight` tensor of head_dim / 2 frequency factors, computed
 //                 as the converter computes them; the tokenizer (src/io/gguf_tokenizer.h)
 //   tensors       llama.cpp's names, the llama q/k row permutation and the --gguf-type rule of
-//                 src/io/gguf_tensor_layout.h; general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0).
+//                 src/io/gguf_tensor_layout.h (f32, f16, bf16, q8_0 as the converter writes them;
+//                 q4_0, q5_0, q4_k_s, q4_k_m, q5_k_m, q6_k as llama-quantize writes them from an F32
+//                 file: its per-tensor types, src/io/gguf_quant_mix.h, and its quantisers,
+//                 kernels/cpu/ggml_quantize.h, bit for bit); general.file_type: llama.cpp's ftype
+//                 (0 f32, 1 f16, 32 bf16, 7 q8_0, 2 q4_0, 8 q5_0, 14 q4_k_s, 15 q4_k_m, 17 q5_k_m, 18 q6_k).
 //   LoRA          merged first (W + alpha / r * B @ A, in fp32) by default; with `merge_lora` false
 //                 the adapters are left out and the base weights written alone (`--lora none`: the
 //                 base a llama.cpp LoRA adapter, gguf_adapter_export.h, is applied to).

@@ -9,31 +9,59 @@
 #include "src/model/family/model_tensors.h"
 
 namespace ferry::io {
+namespace {
+
+constexpr struct {
+  GgufFileType type;
+  const char* name;
+  uint32_t llama_ftype;  // llama.h's enum llama_ftype
+} kFileTypes[] = {
+    {GgufFileType::f32, "f32", 0},         {GgufFileType::f16, "f16", 1},
+    {GgufFileType::bf16, "bf16", 32},      {GgufFileType::q8_0, "q8_0", 7},
+    {GgufFileType::q4_0, "q4_0", 2},       {GgufFileType::q5_0, "q5_0", 8},
+    {GgufFileType::q4_k_s, "q4_k_s", 14},  {GgufFileType::q4_k_m, "q4_k_m", 15},
+    {GgufFileType::q5_k_m, "q5_k_m", 17},  {GgufFileType::q6_k, "q6_k", 18},
+};
+
+}  // namespace
+
 GgufFileType parse_gguf_file_type(const std::string& name) {
-  if (name == "f32") return GgufFileType::f32;
-  if (name == "f16") return GgufFileType::f16;
-  if (name == "bf16") return GgufFileType::bf16;
-  if (name == "q8_0") return GgufFileType::q8_0;
-  throw UserError("--gguf-type must be f32, f16, bf16 or q8_0, got '" + name + "'");
+  std::string names;
+  for (const auto& entry : kFileTypes) {
+    if (name == entry.name) return entry.type;
+    names += (names.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  throw UserError("--gguf-type must be one of " + names + ", got '" + name + "'");
+}
+
+std::string gguf_file_type_name(GgufFileType type) {
+  for (const auto& entry : kFileTypes) {
+    if (entry.type == type) return entry.name;
+  }
+  return "?";
+}
+
+bool is_llama_quantize_type(GgufFileType type) {
+  return type != GgufFileType::f32 && type != GgufFileType::f16 && type != GgufFileType::bf16 &&
+         type != GgufFileType::q8_0;
 }
 
 uint32_t gguf_file_type_id(GgufFileType type) {
-  switch (type) {
-    case GgufFileType::f32: return 0;
-    case GgufFileType::f16: return 1;
-    case GgufFileType::q8_0: return 7;
-    case GgufFileType::bf16: return 32;
+  for (const auto& entry : kFileTypes) {
+    if (entry.type == type) return entry.llama_ftype;
   }
   return 0;
 }
 
 GgmlType gguf_tensor_type(GgufFileType file_type, const std::vector<int64_t>& shape) {
+  FERRY_CHECK(!is_llama_quantize_type(file_type), "gguf_tensor_type: ", gguf_file_type_name(file_type),
+              " is chosen per tensor (gguf_quant_mix_types)");
   if (file_type == GgufFileType::f32 || shape.size() < 2) return GgmlType::f32;
   switch (file_type) {
     case GgufFileType::f16: return GgmlType::f16;
     case GgufFileType::bf16: return GgmlType::bf16;
     case GgufFileType::q8_0: return shape.back() % kQ8_0BlockSize == 0 ? GgmlType::q8_0 : GgmlType::f16;
-    case GgufFileType::f32: break;
+    default: break;
   }
   return GgmlType::f32;
 }

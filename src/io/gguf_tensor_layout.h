@@ -13,7 +13,9 @@
 //                 -> swap axes 1, 2. other families are written as they are (NEOX rope).
 //   types         --gguf-type f32: everything F32. f16 / bf16: matrices F16 / BF16, 1-D tensors F32.
 //                 q8_0: matrices Q8_0, except a matrix whose rows are not a multiple of 32 values,
-//                 which is F16 (the converter's fallback); 1-D F32.
+//                 which is F16 (the converter's fallback); 1-D F32. These four are the types of
+//                 convert_hf_to_gguf.py --outtype. q4_0, q5_0, q4_k_s, q4_k_m, q5_k_m, q6_k are
+//                 llama-quantize's: each tensor's type as llama.cpp chooses it (gguf_quant_mix.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,16 +29,25 @@
 
 namespace ferry::io {
 
-// --gguf-type: the type of the matrices.
-enum class GgufFileType { f32, f16, bf16, q8_0 };
+// --gguf-type: the type of the matrices (f32 ... q8_0), or the llama-quantize mix (q4_0 ... q6_k).
+enum class GgufFileType { f32, f16, bf16, q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_m, q6_k };
 
-// "f32" -> GgufFileType::f32, ...; UserError for anything else.
+// "f32" -> GgufFileType::f32, "q4_k_m" -> GgufFileType::q4_k_m, ...; UserError for anything else.
 GgufFileType parse_gguf_file_type(const std::string& name);
+// "f32", ..., "q4_k_m": the --gguf-type value.
+std::string gguf_file_type_name(GgufFileType type);
 
-// llama_ftype for general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0).
+// True for the types llama-quantize makes (q4_0 ... q6_k), whose per-tensor types come from
+// gguf_quant_mix.h; false for the converter's (f32, f16, bf16, q8_0).
+bool is_llama_quantize_type(GgufFileType type);
+
+// llama_ftype for general.file_type: 0 (f32), 1 (f16), 32 (bf16), 7 (q8_0), 2 (q4_0), 8 (q5_0),
+// 14 (q4_k_s), 15 (q4_k_m), 17 (q5_k_m), 18 (q6_k).
 uint32_t gguf_file_type_id(GgufFileType type);
 
-// The ggml type a tensor of `shape` (torch order) is stored in (see "types" above).
+// The ggml type a tensor of `shape` (torch order) is stored in (see "types" above), for the
+// converter's types; InternalError for a llama-quantize type (its choice needs the tensor's name
+// and the model: gguf_quant_mix.h).
 GgmlType gguf_tensor_type(GgufFileType file_type, const std::vector<int64_t>& shape);
 
 enum class GgufRowPermutation { none, query, key };

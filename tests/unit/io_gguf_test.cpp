@@ -232,7 +232,9 @@ TEST(GgufExport, OutputFileAndDefaultName) {
   EXPECT_EQ(default_gguf_name("models/TinyLlama-1.1B"), "TinyLlama-1.1B");
   EXPECT_EQ(default_gguf_name("."), fs::current_path().filename().string());
   EXPECT_EQ(parse_gguf_file_type("q8_0"), GgufFileType::q8_0);
-  EXPECT_THROW(parse_gguf_file_type("q4_0"), ferry::UserError);
+  EXPECT_EQ(parse_gguf_file_type("q4_k_m"), GgufFileType::q4_k_m);
+  EXPECT_EQ(gguf_file_type_id(GgufFileType::q4_k_m), 15u);  // llama.h's LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_THROW(parse_gguf_file_type("q4_1"), ferry::UserError);
   EXPECT_EQ(gguf_adapter_output_file("out/lora.gguf"), fs::path("out/lora.gguf"));
   EXPECT_EQ(gguf_adapter_output_file("out/folder"), fs::path("out/folder/adapter.gguf"));
 }
