@@ -4,10 +4,10 @@
 #   1. the Q4_K quantiser: a SmolLM2-135M-sized llama (138M parameters: hidden 768, 14 layers, ffn
 #      2048, vocab 32768, untied; random fp32, every matrix's rows a multiple of 256, so all of them
 #      are Q4_K) exported by Ferry as an F32 GGUF; Ferry's ggml_quantize on its matrices on 1..N
-#      threads (tests/bench/kernels_ggml_quantize_bench, which mmaps the file) and its scalar
-#      definition; llama.cpp's ggml_quantize_chunk (its Q4_K reference, one thread) on the same
-#      tensors, and llama_model_quantize of the file (pure Q4_K, whole file: read, quantise, write) on
-#      1..N threads. Figures in M values/s and MB/s of f32 input; ratios Ferry / llama.cpp.
+#      threads (tests/bench/kernels_ggml_quantize_bench, which mmaps the file), its scalar
+#      definition and each SIMD path (AVX2, AVX-512) on one thread; llama.cpp's ggml_quantize_chunk
+#      (its Q4_K reference, one thread) on the same tensors, and llama_model_quantize of the file
+#      (pure Q4_K, whole file: read, quantise, write) on 1..N threads. Figures in M values/s and MB/s of f32 input; ratios Ferry / llama.cpp.
 #   2. q4_k_m end to end on that model: `ferry export --gguf-type q4_k_m` from the Hugging Face folder
 #      against llama_model_quantize(F32 GGUF -> Q4_K_M) on N threads; the two files' tensors compared
 #      byte for byte.
@@ -127,9 +127,10 @@ ranges = ",".join(f"{int(t.data_offset)}:{int(t.n_elements)}" for t in matrices)
 out = subprocess.run([bench, "--file", str(f32), "--ranges", ranges, "--type", "q4_k", "--threads",
                       ",".join(map(str, threads)), "--reps", "3"], check=True, capture_output=True, text=True).stdout
 print(out, end="")
+names = {"ferry_definition": "definition (scalar)", "ferry_avx2": "AVX2 path", "ferry_avx512": "AVX-512 path",
+         "ferry": "ggml_quantize"}
 for kind, t, seconds, n in re.findall(r"RESULT (\S+) (\d+) (\S+) (\d+)", out):
-    results.append((f"Ferry {'definition (scalar)' if kind == 'ferry_definition' else 'ggml_quantize'}, {t} thread(s)",
-                    float(seconds), int(n)))
+    results.append((f"Ferry {names[kind]}, {t} thread(s)", float(seconds), int(n)))
 
 lib = __import__("ctypes").CDLL(str(pathlib.Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
 import ctypes  # noqa: E402

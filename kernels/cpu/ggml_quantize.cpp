@@ -34,6 +34,10 @@ QuantizeRange kernel_for(SimdLevel level, GgmlQuantType type) {
     if (type == GgmlQuantType::q4_k) return ggml_detail::quantize_range_q4_k_avx512;
     if (type == GgmlQuantType::q5_k) return ggml_detail::quantize_range_q5_k_avx512;
     if (type == GgmlQuantType::q6_k) return ggml_detail::quantize_range_q6_k_avx512;
+  } else if (level == SimdLevel::avx2) {
+    if (type == GgmlQuantType::q4_k) return ggml_detail::quantize_range_q4_k_avx2;
+    if (type == GgmlQuantType::q5_k) return ggml_detail::quantize_range_q5_k_avx2;
+    if (type == GgmlQuantType::q6_k) return ggml_detail::quantize_range_q6_k_avx2;
   }
   return reference_kernel(type);
 }

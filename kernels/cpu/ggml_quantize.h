@@ -25,9 +25,9 @@
 // Blocks are independent, so any split of a tensor's blocks over threads gives the same bytes.
 //
 // ggml_quantize_reference is the definition: a plain loop over blocks, a line-by-line translation
-// of the C. ggml_quantize runs the fastest path this CPU has (AVX-512 for the K types: sixteen
-// sub-blocks side by side, one per lane, each lane doing its sub-block's arithmetic in the C
-// code's order, so it equals the definition bit for bit) on a ThreadPool.
+// of the C. ggml_quantize runs the fastest path this CPU has (for the K types AVX-512 or AVX2:
+// sixteen or eight sub-blocks side by side, one per lane, each lane doing its sub-block's
+// arithmetic in the C code's order, so it equals the definition bit for bit) on a ThreadPool.
 #pragma once
 
 #include <cstdint>

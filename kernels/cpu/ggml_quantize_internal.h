@@ -1,5 +1,5 @@
-// What ggml_quantize_reference.cpp (the definition), ggml_quantize_avx512.cpp and ggml_quantize.cpp
-// (dispatch, threads) share: ggml's scalar helpers, exactly as ggml-quants.c / ggml-impl.h write
+// What ggml_quantize_reference.cpp (the definition), the SIMD paths (ggml_quantize_lanes.h) and
+// ggml_quantize.cpp (dispatch, threads) share: ggml's scalar helpers, exactly as ggml-quants.c / ggml-impl.h write
 // them, and the range kernels' signature.
 #pragma once
 
@@ -219,9 +219,13 @@ void quantize_range_q4_k(const float* x, int64_t block_begin, int64_t block_end,
 void quantize_range_q5_k(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
 void quantize_range_q6_k(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
 
-// The AVX-512 paths (ggml_quantize_avx512.cpp), bitwise equal to the definitions.
+// The SIMD paths (ggml_quantize_avx512.cpp, ggml_quantize_avx2.cpp: ggml_quantize_lanes.h at 16
+// and 8 lanes), bitwise equal to the definitions.
 void quantize_range_q4_k_avx512(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
 void quantize_range_q5_k_avx512(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
 void quantize_range_q6_k_avx512(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
+void quantize_range_q4_k_avx2(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
+void quantize_range_q5_k_avx2(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
+void quantize_range_q6_k_avx2(const float* x, int64_t block_begin, int64_t block_end, uint8_t* out);
 
 }  // namespace ferry::kernels::ggml_detail

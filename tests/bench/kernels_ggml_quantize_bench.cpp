@@ -1,7 +1,7 @@
 // Ferry's ggml block quantiser (kernels/cpu/ggml_quantize.h) on the float32 tensors of a GGUF file:
 // every range given (byte offset and value count of an F32 tensor in the file, whose rows are whole
 // blocks of the type) quantised with ggml_quantize on pools of 1..N threads, and with the scalar
-// definition on one thread. scripts/bench-quantize.sh runs it next to llama.cpp's quantiser on the
+// definition and each SIMD path this CPU has (AVX2, AVX-512) on one thread. scripts/bench-quantize.sh runs it next to llama.cpp's quantiser on the
 // same file and prints the ratios. Output: "RESULT <path> <threads> <seconds> <values>" lines plus
 // readable ones; each figure is the best of --reps runs (the machine may be shared).
 //
@@ -128,6 +128,14 @@ int main(int argc, char** argv) {
   std::printf("RESULT ferry_definition 1 %.9g %lld\n", reference_s, (long long)values);
   std::printf("  definition (scalar, as llama.cpp's C), 1 thread: %.3f s, %.1f M values/s\n", reference_s,
               double(values) / reference_s / 1e6);
+  for (const SimdLevel level : {SimdLevel::avx2, SimdLevel::avx512}) {  // each SIMD path, one thread
+    if (!cpu_supports(level)) continue;
+    const double s = best_seconds(reps, [&] {
+      run([&](const float* x, int64_t n) { ggml_quantize_at(level, type, x, n, out.data()); });
+    });
+    std::printf("RESULT ferry_%s 1 %.9g %lld\n", simd_level_name(level), s, (long long)values);
+    std::printf("  %s path, 1 thread: %.3f s, %.1f M values/s\n", simd_level_name(level), s, double(values) / s / 1e6);
+  }
   for (const int t : threads) {
     ThreadPool pool(t);
     const double s = best_seconds(reps, [&] {
