@@ -105,7 +105,8 @@ def main() -> int:
     tok = AutoTokenizer.from_pretrained(out / "smollm2_tokenizer")
     vocab = len(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    work = tempfile.mkdtemp()
+    scratch = tempfile.TemporaryDirectory()  # the trainers' output_dir, removed at exit
+    work = scratch.name
     common = dict(output_dir=work, report_to="none", use_cpu=True, dataset_num_proc=None)
     expected = {}
     for name, (stage, rows) in CASES.items():
