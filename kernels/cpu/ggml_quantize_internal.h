@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ggml_quantize.h"
+#include "kernels/cpu/half_convert.h"
 
 namespace ferry::kernels::ggml_detail {
 
@@ -41,19 +42,6 @@ inline uint16_t fp32_to_fp16(float f) {
   const uint32_t mantissa_bits = bits & 0x00000fffu;
   const uint32_t nonsign = exp_bits + mantissa_bits;
   return uint16_t((sign >> 16) | (shl1_w > 0xff000000u ? 0x7e00u : nonsign));
-}
-
-// IEEE half -> float (exact).
-inline float fp16_to_fp32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {
-    const float magnitude = float(mantissa) * 0x1p-24f;
-    return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(magnitude));
-  }
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
 inline void store_fp16(uint8_t* p, float f) {
@@ -100,7 +88,7 @@ inline void k_block_scales(const float* scales, const float* mins, float max_sca
   store_fp16(y + 2, max_min / 63.f);
 }
 
-inline float load_fp16(const uint8_t* p) { return fp16_to_fp32(uint16_t(p[0] | (p[1] << 8))); }
+inline float load_fp16(const uint8_t* p) { return fp16_to_float(uint16_t(p[0] | (p[1] << 8))); }  // half_convert.h
 
 template <int kNmax>
 inline void k_block_levels(const float* x, const uint8_t* y, uint8_t* L) {
