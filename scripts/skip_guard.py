@@ -8,7 +8,7 @@ of a ctest run (`ctest --output-junit FILE`), prints the skips grouped by tag, a
 
   - a test skipped for a need this machine satisfies (each tag's probe: Gloo headers or a Gloo
     build, bitsandbytes installed in the deps venv, the SmolLM2 file, SSE4.2, a CUDA device,
-    llama-cpp-python, rsvg-convert);
+    llama-cpp-python, rsvg-convert, Chromium);
   - a skip has no tag or an unknown one, or a test did not run (a failed fixture, a disabled test).
 
 FERRY_ALLOW_SKIPS=tag,tag allows tags explicitly (printed in the summary). Only the tags that
@@ -103,6 +103,11 @@ def rsvg_convert(m):
     return bool(found), f"rsvg-convert is {found}" if found else "no rsvg-convert on PATH"
 
 
+def chromium(m):
+    found = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    return bool(found), f"Chromium is {found}" if found else "no chromium on PATH"
+
+
 def gpu(m):
     if shutil.which("nvidia-smi"):
         rc, out = run(["nvidia-smi", "-L"])
@@ -133,6 +138,8 @@ NEEDS = {
     "gpu": Need("a usable CUDA device", "a machine with an NVIDIA GPU (scripts/gpu-check.sh)", gpu),
     # `ferry report --png` rasterises its SVG charts with librsvg's rsvg-convert (cli/svg_to_png.h).
     "rsvg_convert": Need("rsvg-convert (librsvg)", "apt-get install librsvg2-bin (scripts/deps.sh installs it)", rsvg_convert),
+    # tests/scripts/report_browser_test.py renders `ferry report`'s page in headless Chromium.
+    "chromium": Need("Chromium (headless)", "apt-get install chromium (scripts/deps.sh installs it)", chromium),
     # The GGUF export tests run llama.cpp through llama-cpp-python (tests/parity/gguf_llama_cpp_check.py).
     "llama_cpp": Need("llama.cpp (llama-cpp-python in the deps venv)", "scripts/deps.sh (scripts/requirements.txt pins llama-cpp-python; it compiles llama.cpp once into a cached wheel)",
                       venv_runs("import llama_cpp; print('import llama_cpp', llama_cpp.__version__)")),
