@@ -53,6 +53,29 @@ enum class MlpActivation { silu, gelu_tanh };
 // Which attention a layer runs.
 enum class AttentionKind { full, sliding };
 
+// How a Mixture-of-Experts layer's parameters are named (the rest of the layer is named as usual).
+enum class ExpertNaming {
+  mlp,       // mlp.gate.weight; mlp.experts.N.{gate,up,down}_proj.weight  (Qwen2/3-MoE, OLMoE)
+  mixtral,   // block_sparse_moe.gate.weight; block_sparse_moe.experts.N.{w1,w3,w2}.weight  (Mixtral)
+};
+
+// The Mixture-of-Experts part of a shape: a sparse layer's MLP is a router (a linear map from the
+// hidden state to one logit per expert) and `num_experts` gated MLPs, of which each token runs
+// `experts_per_token`, their outputs weighted by the router's probabilities (transformers'
+// <Family>SparseMoeBlock). num_experts 0: a dense model.
+struct MoeShape {
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;        // top-k
+  int64_t expert_intermediate_size = 0;  // each expert's MLP width (moe_intermediate_size; Mixtral: intermediate_size)
+  bool normalize_top_k = false;          // the top-k probabilities renormalised to sum to 1 (norm_topk_prob)
+  int64_t shared_expert_intermediate_size = 0;  // > 0: a shared MLP every token runs, gated by sigmoid (Qwen2-MoE)
+  // Per layer: true where the MLP is sparse. Empty: every layer (decoder_sparse_step 1, no mlp_only_layers).
+  std::vector<bool> sparse_layers;
+  double router_aux_loss_coef = 0.001;  // the load-balancing loss' weight in the training loss
+  bool router_aux_loss = false;         // config.json's output_router_logits: training adds coef x the aux loss
+  ExpertNaming naming = ExpertNaming::mlp;
+};
+
 struct ModelShape {
   int64_t vocab_size = 32000;
   int64_t hidden_size = 4096;
@@ -92,6 +115,7 @@ struct ModelShape {
   int64_t bos_token_id = 1;
   std::vector<int64_t> eos_token_ids{2};
   int64_t pad_token_id = -1;  // -1: none
+  MoeShape moe;
   std::string torch_dtype = "float32";
   std::string model_type = "llama";  // config.json's model_type: picks the family (src/model/family/)
 
@@ -114,6 +138,12 @@ struct ModelShape {
   }
   bool layer_rotates(int64_t layer) const {
     return rope_layers.empty() || rope_layers.at(static_cast<size_t>(layer));
+  }
+  bool has_experts() const { return moe.num_experts > 0; }
+  // Is layer `layer`'s MLP a Mixture of Experts?
+  bool layer_has_experts(int64_t layer) const {
+    if (moe.num_experts <= 0) return false;
+    return moe.sparse_layers.empty() || moe.sparse_layers.at(static_cast<size_t>(layer));
   }
   // Channels of a head that RoPE rotates (even).
   int64_t rotary_dim() const {

@@ -274,6 +274,10 @@ HfHead read_hf_head(const std::filesystem::path& config_json) {
 
 std::string format_hf_config(const ModelShape& config, HfHead head) {
   const ModelFamily& family = family_of(config);
+  if (config.has_experts() && !family.experts) {
+    throw UserError("cannot write a " + family.name + " config.json for a model with experts: model_type " +
+                    config.model_type + " has a dense MLP in every layer");
+  }
   const bool score = head == HfHead::score;
   // transformers finds each row's last token through pad_token_id (see hf_config.h).
   const int64_t pad_token_id =

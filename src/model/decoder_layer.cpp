@@ -137,33 +137,6 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   return lora_project(o_proj, o_lora, out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
 }
 
-GatedMlpImpl::GatedMlpImpl(const ModelShape& config) : activation_(config.mlp_activation) {
-  const int64_t c = config.hidden_size, f = config.intermediate_size;
-  if (config.fused_projections) {
-    gate_up_proj = register_module("gate_up_proj", linear(c, 2 * f, config.mlp_bias));
-  } else {
-    gate_proj = register_module("gate_proj", linear(c, f, config.mlp_bias));
-    up_proj = register_module("up_proj", linear(c, f, config.mlp_bias));
-  }
-  down_proj = register_module("down_proj", linear(f, c, config.mlp_bias));
-}
-
-torch::Tensor GatedMlpImpl::forward(const torch::Tensor& x) {
-  const bool training = is_training();
-  torch::Tensor gate, up;
-  if (gate_up_proj) {  // Phi-3: gate rows first, as transformers' chunk(2) takes them
-    const torch::Tensor both = lora_project(gate_up_proj, gate_up_lora, x, training);  // (..., 2F)
-    const int64_t f = both.size(-1) / 2;
-    gate = both.narrow(-1, 0, f);
-    up = both.narrow(-1, f, f);
-  } else {
-    gate = lora_project(gate_proj, gate_lora, x, training);  // (..., F)
-    up = lora_project(up_proj, up_lora, x, training);
-  }
-  const torch::Tensor activated = activation_ == MlpActivation::gelu_tanh ? torch::gelu(gate, "tanh") : torch::silu(gate);
-  return lora_project(down_proj, down_lora, activated * up, training);
-}
-
 DecoderLayerImpl::DecoderLayerImpl(const ModelShape& config, int64_t layer_index)
     : placement_(config.norm_placement), slides_(config.layer_slides(layer_index)) {
   const auto norm = [&](const std::string& name) {
@@ -173,15 +146,19 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelShape& config, int64_t layer_index
   self_attn = register_module("self_attn", SelfAttention(config, layer_index));
   post_attention_layernorm = norm("post_attention_layernorm");
   if (placement_ == NormPlacement::sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
-  mlp = register_module("mlp", GatedMlp(config));
+  if (config.layer_has_experts(layer_index)) {
+    if (config.moe.naming == ExpertNaming::mixtral) mlp_name_ = "block_sparse_moe";
+    moe = register_module(mlp_name_, SparseMoeBlock(config, layer_index));
+  } else {
+    mlp = register_module("mlp", GatedMlp(config, config.intermediate_size));
+  }
   if (placement_ != NormPlacement::pre) post_feedforward_layernorm = norm("post_feedforward_layernorm");
 }
 
 std::vector<LayerProjection> DecoderLayerImpl::projections() {
   auto& a = *self_attn;
-  auto& m = *mlp;
   std::vector<LayerProjection> out;
-  const auto add = [&](const char* name, torch::nn::Linear& linear, LoraAdapter& adapter) {
+  const auto add = [&](const std::string& name, torch::nn::Linear& linear, LoraAdapter& adapter) {
     if (linear) out.push_back({name, &linear, &adapter});
   };
   add("self_attn.q_proj", a.q_proj, a.q_lora);
@@ -189,12 +166,27 @@ std::vector<LayerProjection> DecoderLayerImpl::projections() {
   add("self_attn.v_proj", a.v_proj, a.v_lora);
   add("self_attn.qkv_proj", a.qkv_proj, a.qkv_lora);
   add("self_attn.o_proj", a.o_proj, a.o_lora);
-  add("mlp.gate_proj", m.gate_proj, m.gate_lora);
-  add("mlp.up_proj", m.up_proj, m.up_lora);
-  add("mlp.gate_up_proj", m.gate_up_proj, m.gate_up_lora);
-  add("mlp.down_proj", m.down_proj, m.down_lora);
+  const auto add_mlp = [&](const std::string& prefix, GatedMlpImpl& m) {
+    const MlpNames& n = m.names();
+    add(prefix + n.gate, m.gate_proj, m.gate_lora);
+    add(prefix + n.up, m.up_proj, m.up_lora);
+    add(prefix + "gate_up_proj", m.gate_up_proj, m.gate_up_lora);
+    add(prefix + n.down, m.down_proj, m.down_lora);
+  };
+  if (mlp) {
+    add_mlp("mlp.", *mlp);
+  } else {
+    const std::string block = mlp_name_ + ".";
+    add(block + "gate", moe->gate, moe->gate_lora);
+    for (size_t e = 0; e < moe->expert_mlps.size(); ++e) {
+      add_mlp(block + "experts." + std::to_string(e) + ".", *moe->expert_mlps[e]);
+    }
+    if (moe->shared_expert) add_mlp(block + "shared_expert.", *moe->shared_expert);
+  }
   return out;
 }
+
+torch::Tensor DecoderLayerImpl::feed_forward(const torch::Tensor& x) { return mlp ? mlp(x) : moe(x); }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, KvCache* cache) {
   const bool own_rope = slides_ && inputs.sliding_cos.defined();
@@ -204,15 +196,15 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerInput
   switch (placement_) {
     case NormPlacement::pre: {
       const torch::Tensor h = x + self_attn(input_layernorm(x), cos, sin, mask, cache);
-      return h + mlp(post_attention_layernorm(h));
+      return h + feed_forward(post_attention_layernorm(h));
     }
     case NormPlacement::sandwich: {
       const torch::Tensor h = x + post_attention_layernorm(self_attn(input_layernorm(x), cos, sin, mask, cache));
-      return h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)));
+      return h + post_feedforward_layernorm(feed_forward(pre_feedforward_layernorm(h)));
     }
     case NormPlacement::post: {
       const torch::Tensor h = x + post_attention_layernorm(self_attn(x, cos, sin, mask, cache));
-      return h + post_feedforward_layernorm(mlp(h));
+      return h + post_feedforward_layernorm(feed_forward(h));
     }
   }
   FERRY_CHECK(false, "unknown norm placement");

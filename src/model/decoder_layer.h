@@ -3,7 +3,8 @@
 // or partial heads, none on NoPE layers), optional q/k RMSNorms (per head or over the projection),
 // a sliding window per layer, query_pre_attn_scalar and score soft-capping; the gated MLP (SwiGLU
 // or GeGLU), its projections separate or fused (Phi-3's qkv_proj and gate_up_proj); and the residual layer with its norms before (Llama), around (Gemma) or after (OLMo 2)
-// attention and MLP. Parameter names follow Hugging Face (`self_attn.q_proj.weight`,
+// attention and MLP; in a Mixture-of-Experts layer, the MLP is the router and experts
+// (sparse_moe_block.h). Parameter names follow Hugging Face (`self_attn.q_proj.weight`,
 // `mlp.gate_proj.weight`, `input_layernorm.weight`, `pre_feedforward_layernorm.weight`, ...), as the
 // family's tensor list names them (src/model/family/model_tensors.h).
 //
@@ -19,8 +20,10 @@
 #include <optional>
 
 #include "core/config/model_shape.h"
+#include "src/model/gated_mlp.h"
 #include "src/model/lora_linear.h"
 #include "src/model/rms_norm.h"
+#include "src/model/sparse_moe_block.h"
 
 namespace ferry {
 
@@ -73,21 +76,6 @@ class SelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SelfAttention);
 
-// down_proj(act(gate_proj(x)) * up_proj(x)), act SiLU (SwiGLU) or tanh GELU (GeGLU).
-class GatedMlpImpl : public torch::nn::Module {
- public:
-  explicit GatedMlpImpl(const ModelShape& config);
-  torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
-
-  // Separate gate/up projections, or (config.fused_projections, Phi-3) one gate_up_proj: gate rows, then up rows.
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, gate_up_proj{nullptr}, down_proj{nullptr};
-  LoraAdapter gate_lora, up_lora, gate_up_lora, down_lora;
-
- private:
-  MlpActivation activation_;
-};
-TORCH_MODULE(GatedMlp);
-
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelShape& config, int64_t layer_index);
@@ -96,7 +84,10 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const LayerInputs& inputs, KvCache* cache = nullptr);
 
   bool slides() const { return slides_; }
-  // The layer's projections that exist, in the order of the family's tensor list.
+  // The layer's MLP: mlp(x), or the experts' (moe) in a sparse layer.
+  torch::Tensor feed_forward(const torch::Tensor& x);
+  // The layer's projections that exist, in the order of the family's tensor list (a sparse layer:
+  // the router, every expert's, the shared expert's).
   std::vector<LayerProjection> projections();
 
   // Present as the config's norm placement says (NormPlacement): input_layernorm (pre, sandwich),
@@ -106,12 +97,15 @@ class DecoderLayerImpl : public torch::nn::Module {
   SelfAttention self_attn{nullptr};
   RMSNorm post_attention_layernorm{nullptr};
   RMSNorm pre_feedforward_layernorm{nullptr};
-  GatedMlp mlp{nullptr};
+  GatedMlp mlp{nullptr};        // a dense layer's MLP
+  SparseMoeBlock moe{nullptr};  // a sparse layer's (ModelShape::layer_has_experts), registered as `mlp`
+                                // (Mixtral: `block_sparse_moe`)
   RMSNorm post_feedforward_layernorm{nullptr};
 
  private:
   NormPlacement placement_;
   bool slides_;
+  std::string mlp_name_ = "mlp";  // the MLP's module name (Mixtral's sparse layers: block_sparse_moe)
 };
 TORCH_MODULE(DecoderLayer);
 

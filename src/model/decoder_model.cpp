@@ -138,4 +138,10 @@ torch::Tensor DecoderModelImpl::embed(const torch::Tensor& input_ids) {
   return h;
 }
 
+void DecoderModelImpl::set_router_load(const std::shared_ptr<RouterLoad>& load) {
+  for (auto& layer : decoder_layers) {
+    if (layer->moe) layer->moe->set_router_load(load);
+  }
+}
+
 }  // namespace ferry

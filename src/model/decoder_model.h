@@ -18,6 +18,7 @@
 namespace ferry {
 
 class KvCache;
+class RouterLoad;
 
 // Called for each decoder layer right after it is built and before the next one is, so a loader
 // can replace a layer's full-precision weights (QLoRA quantises them, src/model/quantized_base.h) while
@@ -58,6 +59,8 @@ class DecoderModelImpl : public torch::nn::Module {
                            const torch::Tensor& position_ids, const KvCache* cache, at::ScalarType dtype) const;
 
   const ModelShape& config() const { return config_; }
+  // Where every sparse layer records its routing from now on (router_load.h); null: nowhere.
+  void set_router_load(const std::shared_ptr<RouterLoad>& load);
   int64_t num_layers() const { return static_cast<int64_t>(decoder_layers.size()); }
 
   torch::nn::Embedding embed_tokens{nullptr};

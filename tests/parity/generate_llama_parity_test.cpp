@@ -99,6 +99,10 @@ std::vector<std::string> stop_fixtures() {
 
 INSTANTIATE_TEST_SUITE_P(Llama, GenerateParity, ::testing::ValuesIn(kLlamaFixtures), model_name);
 INSTANTIATE_TEST_SUITE_P(Families, GenerateParity, ::testing::ValuesIn(kFamilyFixtures), model_name);
+// Mixtures of Experts (model_moe_ref.py): Qwen3-MoE, Qwen2-MoE, Mixtral, OLMoE.
+const std::vector<std::string> kMoeFixtures{"model_moe/qwen3_moe", "model_moe/qwen2_moe", "model_moe/mixtral",
+                                            "model_moe/olmoe"};
+INSTANTIATE_TEST_SUITE_P(Experts, GenerateParity, ::testing::ValuesIn(kMoeFixtures), model_name);
 INSTANTIATE_TEST_SUITE_P(Llama, GenerateStopParity, ::testing::ValuesIn(kLlamaFixtures), model_name);
 INSTANTIATE_TEST_SUITE_P(Families, GenerateStopParity, ::testing::ValuesIn(stop_fixtures()), model_name);
 

@@ -144,6 +144,11 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
                                            "model_families/mistral_window_big", "model_families/mistral_window_5"),
                          model_name);
 
+INSTANTIATE_TEST_SUITE_P(Experts, ModelParity,
+                         ::testing::Values("model_moe/qwen3_moe", "model_moe/qwen2_moe", "model_moe/mixtral",
+                                           "model_moe/olmoe"),
+                         model_name);
+
 // Ferry's save_pretrained of a model it loaded writes a folder transformers loads as the same model:
 // io_safetensors_check.py compares config, every weight (bit for bit) and the logits with the
 // transformers-saved original (so q_norm / k_norm and sliding_window survive the round trip).
@@ -208,6 +213,11 @@ TEST(ScoreModelParity, StartsFromACausalLmFolder) {
   CausalLM lm = causal_lm_from_pretrained(folder);
   EXPECT_TRUE(torch::equal(model->model->norm->weight, lm->model->norm->weight));
 }
+
+INSTANTIATE_TEST_SUITE_P(Experts, SaveParity,
+                         ::testing::Values("model_moe/qwen3_moe", "model_moe/qwen2_moe", "model_moe/mixtral",
+                                           "model_moe/olmoe"),
+                         model_name);
 
 }  // namespace
 }  // namespace ferry

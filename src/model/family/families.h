@@ -16,5 +16,10 @@ const ModelFamily& smollm3_family();  // smollm3_family.cpp
 const ModelFamily& olmo2_family();    // olmo2_family.cpp
 const ModelFamily& olmo3_family();    // olmo3_family.cpp
 const ModelFamily& phi3_family();     // phi3_family.cpp: Phi-3, Phi-3.5, Phi-4, Phi-4-mini
+// Mixtures of Experts (model_shape.h's MoeShape):
+const ModelFamily& qwen3_moe_family();  // qwen3_moe_family.cpp: Qwen3-30B-A3B, Qwen3-235B-A22B
+const ModelFamily& qwen2_moe_family();  // qwen2_moe_family.cpp: Qwen1.5-MoE, Qwen2-57B-A14B
+const ModelFamily& mixtral_family();    // mixtral_family.cpp: Mixtral 8x7B, 8x22B
+const ModelFamily& olmoe_family();      // olmoe_family.cpp: OLMoE-1B-7B
 
 }  // namespace ferry

@@ -10,6 +10,7 @@ const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families{
       &llama_family(),  &mistral_family(), &qwen2_family(), &qwen3_family(), &gemma2_family(),
       &gemma3_family(), &smollm3_family(), &olmo2_family(), &olmo3_family(), &phi3_family(),
+      &qwen3_moe_family(), &qwen2_moe_family(), &mixtral_family(), &olmoe_family(),
   };
   return families;
 }

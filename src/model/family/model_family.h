@@ -69,6 +69,9 @@ struct ModelFamily {
   // run `config` as transformers does (llama.cpp fixes some of a family's settings in its code).
   // nullptr with a gguf_architecture: the shared keys say everything.
   std::vector<GgufKey> (*write_gguf)(const ModelShape& config) = nullptr;
+  // A Mixture-of-Experts family: its config.json sets ModelShape::moe (src/model/family/moe_keys.h).
+  // A dense family's writers refuse a shape with experts.
+  bool experts = false;
 };
 
 // Every family Ferry reads, in the order docs list them.

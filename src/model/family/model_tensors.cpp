@@ -13,6 +13,76 @@ namespace {
 const std::string kQueryRows = "num_attention_heads x head_dim";
 const std::string kKeyValueRows = "num_key_value_heads x head_dim";
 
+// A sparse layer's MLP (model_shape.h's MoeShape), named as transformers saves it (per expert) and
+// as llama.cpp's converter stacks it: the router (ffn_gate_inp), every expert's gate/up/down
+// projection (ffn_{gate,up,down}_exps, expert = its index in the stack), and Qwen2-MoE's shared
+// expert with its one-row sigmoid gate (ffn_*_shexp, ffn_gate_inp_shexp).
+void add_expert_tensors(const ModelShape& c, int64_t layer, std::vector<ModelTensor>& out) {
+  const MoeShape& moe = c.moe;
+  const bool mixtral = moe.naming == ExpertNaming::mixtral;
+  const std::string block = mixtral ? "block_sparse_moe" : "mlp";
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  const int64_t h = c.hidden_size, f = moe.expert_intermediate_size;
+  const auto add = [&](const std::string& suffix, const std::string& gguf, std::vector<int64_t> shape,
+                       std::vector<std::string> dims, std::string lora, int64_t expert) {
+    ModelTensor t;
+    t.name = prefix + suffix;
+    t.gguf_name = blk + gguf;
+    t.layer = layer;
+    t.suffix = suffix;
+    t.shape = std::move(shape);
+    t.dims = std::move(dims);
+    t.group = layer_group(layer);
+    t.lora_target = std::move(lora);
+    t.expert = expert;
+    out.push_back(std::move(t));
+  };
+  add(block + ".gate.weight", "ffn_gate_inp.weight", {moe.num_experts, h}, {"num_experts", "hidden_size"}, "gate", -1);
+  const std::string width = mixtral ? "intermediate_size" : "moe_intermediate_size";
+  const std::string gate = mixtral ? "w1" : "gate_proj", up = mixtral ? "w3" : "up_proj", down = mixtral ? "w2" : "down_proj";
+  for (int64_t e = 0; e < moe.num_experts; ++e) {
+    const std::string expert = block + ".experts." + std::to_string(e) + ".";
+    add(expert + gate + ".weight", "ffn_gate_exps.weight", {f, h}, {width, "hidden_size"}, gate, e);
+    add(expert + up + ".weight", "ffn_up_exps.weight", {f, h}, {width, "hidden_size"}, up, e);
+    add(expert + down + ".weight", "ffn_down_exps.weight", {h, f}, {"hidden_size", width}, down, e);
+  }
+  if (moe.shared_expert_intermediate_size > 0) {
+    const int64_t s = moe.shared_expert_intermediate_size;
+    const std::string dim = "shared_expert_intermediate_size";
+    add(block + ".shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", {s, h}, {dim, "hidden_size"}, "gate_proj", -1);
+    add(block + ".shared_expert.up_proj.weight", "ffn_up_shexp.weight", {s, h}, {dim, "hidden_size"}, "up_proj", -1);
+    add(block + ".shared_expert.down_proj.weight", "ffn_down_shexp.weight", {h, s}, {"hidden_size", dim}, "down_proj", -1);
+    add(block + ".shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", {1, h}, {"1", "hidden_size"}, "", -1);
+  }
+}
+
+// The layers whose tensors stand for all others when counting: the first dense one and the first
+// sparse one, each with how many layers are like it (every family's layers of one kind are alike).
+std::vector<std::pair<int64_t, long double>> layer_kinds(const ModelShape& c) {
+  std::vector<std::pair<int64_t, long double>> out;
+  if (c.num_hidden_layers <= 0) return out;
+  if (!c.has_experts() || c.moe.sparse_layers.empty()) return {{0, static_cast<long double>(c.num_hidden_layers)}};
+  int64_t first_dense = -1, first_sparse = -1, sparse = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.layer_has_experts(i)) {
+      ++sparse;
+      if (first_sparse < 0) first_sparse = i;
+    } else if (first_dense < 0) {
+      first_dense = i;
+    }
+  }
+  if (first_dense >= 0) out.emplace_back(first_dense, static_cast<long double>(c.num_hidden_layers - sparse));
+  if (first_sparse >= 0) out.emplace_back(first_sparse, static_cast<long double>(sparse));
+  return out;
+}
+
+long double numel(const ModelTensor& t) {
+  long double n = 1;
+  for (const int64_t d : t.shape) n *= static_cast<long double>(d);
+  return n;
+}
+
 }  // namespace
 
 std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
@@ -76,13 +146,17 @@ std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
       norm("post_attention_layernorm.weight", "post_attention_norm.weight", h, "hidden_size");
       break;
   }
-  if (c.fused_projections) {  // llama.cpp's phi3 reads the fused gate and up rows as ffn_up
+  if (c.layer_has_experts(layer)) {
+    add_expert_tensors(c, layer, out);
+  } else if (c.fused_projections) {  // llama.cpp's phi3 reads the fused gate and up rows as ffn_up
     projection("mlp.gate_up_proj", "ffn_up", 2 * f, h, "2 x intermediate_size", "hidden_size", c.mlp_bias);
   } else {
     projection("mlp.gate_proj", "ffn_gate", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
     projection("mlp.up_proj", "ffn_up", f, h, "intermediate_size", "hidden_size", c.mlp_bias);
   }
-  projection("mlp.down_proj", "ffn_down", h, f, "hidden_size", "intermediate_size", c.mlp_bias);
+  if (!c.layer_has_experts(layer)) {
+    projection("mlp.down_proj", "ffn_down", h, f, "hidden_size", "intermediate_size", c.mlp_bias);
+  }
   if (c.norm_placement != NormPlacement::pre) {
     norm("post_feedforward_layernorm.weight", "post_ffw_norm.weight", h, "hidden_size");
   }
@@ -117,29 +191,41 @@ std::vector<ModelTensor> model_tensors(const ModelShape& c) {
   return out;
 }
 
-long double parameter_count_unbounded(const ModelShape& c) {
-  // One layer's tensors stand for all of them when the layers are alike (they are, per family), so a
-  // hostile num_hidden_layers costs nothing here.
-  long double per_layer = 0;
-  if (c.num_hidden_layers > 0) {
-    for (const ModelTensor& t : layer_tensors(c, 0)) {
-      long double n = 1;
-      for (const int64_t d : t.shape) n *= static_cast<long double>(d);
-      per_layer += n;
+namespace {
+
+// Parameters of the backbone and head; with `active_only`, a sparse layer's experts count only
+// experts_per_token times. One layer of each kind stands for the others (layer_kinds), so a hostile
+// num_hidden_layers costs nothing here.
+long double count_parameters(const ModelShape& c, bool active_only) {
+  long double layers = 0;
+  for (const auto& [layer, repeats] : layer_kinds(c)) {
+    long double per_layer = 0;
+    for (const ModelTensor& t : layer_tensors(c, layer)) {
+      if (active_only && t.expert >= c.moe.experts_per_token) continue;
+      per_layer += numel(t);
     }
+    layers += per_layer * repeats;
   }
   const long double embed = static_cast<long double>(c.vocab_size) * static_cast<long double>(c.hidden_size);
-  return embed * (c.tie_word_embeddings ? 1 : 2) + per_layer * static_cast<long double>(c.num_hidden_layers) +
-         static_cast<long double>(c.hidden_size);
+  return embed * (c.tie_word_embeddings ? 1 : 2) + layers + static_cast<long double>(c.hidden_size);
 }
+
+}  // namespace
+
+long double parameter_count_unbounded(const ModelShape& c) { return count_parameters(c, false); }
 
 int64_t parameter_count(const ModelShape& c) { return static_cast<int64_t>(parameter_count_unbounded(c)); }
 
+int64_t active_parameter_count(const ModelShape& c) { return static_cast<int64_t>(count_parameters(c, true)); }
+
 std::vector<std::string> lora_targets(const ModelShape& c) {
   std::vector<std::string> out;
-  if (c.num_hidden_layers <= 0) return out;
-  for (const ModelTensor& t : layer_tensors(c, 0)) {
-    if (!t.lora_target.empty()) out.push_back(t.lora_target);
+  for (const auto& [layer, repeats] : layer_kinds(c)) {
+    for (const ModelTensor& t : layer_tensors(c, layer)) {
+      if (!t.lora_target.empty() && std::find(out.begin(), out.end(), t.lora_target) == out.end()) {
+        out.push_back(t.lora_target);
+      }
+    }
   }
   return out;
 }

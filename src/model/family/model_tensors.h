@@ -23,6 +23,9 @@ struct ModelTensor {
   int64_t group = 0;              // the block that uses it: embedding_group(), layer_group(i), head_group()
   std::string lora_target;        // the projection LoRA adapts ("q_proj"), "" for none
   double gguf_offset = 0;         // llama.cpp stores this weight + offset (Gemma's norms: + 1)
+  // An expert's projection: its index in the layer's stacked GGUF tensor (gguf_name names the
+  // stack, ffn_gate_exps: num_experts x rows x columns), -1 for every other tensor.
+  int64_t expert = -1;
 
   int64_t numel() const {
     int64_t n = 1;
@@ -45,10 +48,14 @@ std::vector<ModelTensor> layer_tensors(const ModelShape& config, int64_t layer);
 
 // Parameter count of the backbone + LM head (tied embeddings counted once), from model_tensors.
 int64_t parameter_count(const ModelShape& config);
+// The parameters one token runs through: parameter_count less, in every sparse layer, the experts
+// it is not routed to (num_experts - experts_per_token of them). The dense count for a dense model.
+int64_t active_parameter_count(const ModelShape& config);
 // The same in long double, for configs whose count overflows int64 (a hostile config.json).
 long double parameter_count_unbounded(const ModelShape& config);
 
-// The projections LoRA can adapt in this model (the lora_target values of its tensors), in order.
+// The projections LoRA can adapt in this model (the lora_target values of its tensors, over its
+// dense and sparse layers), in order.
 std::vector<std::string> lora_targets(const ModelShape& config);
 
 // The model's LoRA targets that lora.target_modules `wanted` names, in the model's order. On a model
