@@ -8,7 +8,7 @@ of a ctest run (`ctest --output-junit FILE`), prints the skips grouped by tag, a
 
   - a test skipped for a need this machine satisfies (each tag's probe: Gloo headers or a Gloo
     build, bitsandbytes installed in the deps venv, the SmolLM2 file, SSE4.2, a CUDA device,
-    llama-cpp-python, rsvg-convert, Chromium);
+    llama-cpp-python, rsvg-convert, Chromium, Go);
   - a skip has no tag or an unknown one, or a test did not run (a failed fixture, a disabled test).
 
 FERRY_ALLOW_SKIPS=tag,tag allows tags explicitly (printed in the summary). Only the tags that
@@ -108,6 +108,11 @@ def chromium(m):
     return bool(found), f"Chromium is {found}" if found else "no chromium on PATH"
 
 
+def go(m):
+    found = shutil.which("go")
+    return bool(found), f"go is {found}" if found else "no go on PATH"
+
+
 def gpu(m):
     if shutil.which("nvidia-smi"):
         rc, out = run(["nvidia-smi", "-L"])
@@ -140,6 +145,8 @@ NEEDS = {
     "rsvg_convert": Need("rsvg-convert (librsvg)", "apt-get install librsvg2-bin (scripts/deps.sh installs it)", rsvg_convert),
     # tests/scripts/report_browser_test.py renders `ferry report`'s page in headless Chromium.
     "chromium": Need("Chromium (headless)", "apt-get install chromium (scripts/deps.sh installs it)", chromium),
+    # tests/scripts/ollama_modelfile_test.py reads exported Modelfiles as Ollama does, in Go.
+    "go": Need("Go (Debian's golang-go)", "apt-get install golang-go (scripts/deps.sh installs it)", go),
     # The GGUF export tests run llama.cpp through llama-cpp-python (tests/parity/gguf_llama_cpp_check.py).
     "llama_cpp": Need("llama.cpp (llama-cpp-python in the deps venv)", "scripts/deps.sh (scripts/requirements.txt pins llama-cpp-python; it compiles llama.cpp once into a cached wheel)",
                       venv_runs("import llama_cpp; print('import llama_cpp', llama_cpp.__version__)")),
