@@ -203,9 +203,10 @@ std::string modelfile_text(const ModelfileSpec& spec) {
     const std::string s = trim(stop);
     if (s.empty() || std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
     seen.push_back(s);
-    std::string escaped;
-    for (char c : s) escaped += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-    out += "PARAMETER stop \"" + escaped + "\"\n";
+    // Ollama's parser cuts the quotes off as they are, with no escapes: a stop that holds a quote
+    // goes between triple quotes (tests/scripts/ollama_modelfile_check.go reads them as Ollama does).
+    out += "PARAMETER stop " + (s.find('"') == std::string::npos ? "\"" + s + "\"" : quoted("the stop string " + s, s)) +
+           "\n";
   }
   return out;
 }

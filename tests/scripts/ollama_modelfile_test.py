@@ -69,6 +69,7 @@ GRAMMAR_CASES = [
     ("FROM llama3.2\nMESSAGE user \"Is it blue?\"\nADAPTER ./a b.gguf\n",
      [["model", "llama3.2"], ["message", "user: Is it blue?"], ["adapter", "./a b.gguf"]]),
     ("PARAMETER stop \"a\\\"b\"\nFROM x\n", [["stop", "a\\\"b"], ["model", "x"]]),  # no escapes in quotes
+    ('FROM x\nPARAMETER stop """say "stop""""\n', [["model", "x"], ["stop", 'say "stop"']]),  # as Ferry writes it
     ("SYSTEM hello\n", "no FROM line"),
     ("FROM x\nTEMPLATE \"\"\"never closed\n", "unexpected EOF"),
     ("FROM x\nFORM y\n", "(line 2): unknown command"),
