@@ -189,6 +189,14 @@ void run_plan(const PlanArgs& args) {
   out << "model: " << config_json.string() << ": " << model.num_hidden_layers << " layers, hidden "
       << model.hidden_size << ", " << model.num_attention_heads << " heads (" << model.num_key_value_heads
       << " kv), vocab " << model.vocab_size << ", " << millions(shape_model.base_parameters()) << " parameters\n";
+  if (model.has_experts()) {  // total and active: a token runs experts_per_token of each sparse layer's experts
+    int64_t sparse = 0;
+    for (int64_t i = 0; i < model.num_hidden_layers; ++i) sparse += model.layer_has_experts(i) ? 1 : 0;
+    out << "experts: " << model.moe.num_experts << " per sparse layer (" << sparse << " of " << model.num_hidden_layers
+        << " layers), " << model.moe.experts_per_token << " active per token, " << model.moe.expert_intermediate_size
+        << " wide; " << millions(active_parameter_count(model)) << " parameters active per token of "
+        << millions(parameter_count(model)) << "\n";
+  }
   out << "training: " << enum_name(config.train.precision) << ", "
       << (config.lora.rank > 0 ? "LoRA rank " + std::to_string(config.lora.rank) + " (" +
                                      millions(shape_model.trainable_parameters()) + " trainable)"

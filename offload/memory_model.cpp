@@ -27,6 +27,19 @@ uint64_t largest_window_sum(const std::vector<uint64_t>& sizes, int64_t window) 
 
 }  // namespace
 
+namespace {
+
+// A quantised base (NF4, int8, GGUF blocks) holds every decoder projection this way, Mixtral's
+// experts' w1/w2/w3 included; not a Mixture of Experts' router (mlp.gate), which stays as it is.
+bool quantized_projection(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return false;
+  if (name.ends_with("_proj.weight")) return true;
+  return name.find(".experts.") != std::string::npos &&
+         (name.ends_with(".w1.weight") || name.ends_with(".w2.weight") || name.ends_with(".w3.weight"));
+}
+
+}  // namespace
+
 int64_t compute_dtype_bytes(Precision precision) { return precision == Precision::fp32 ? 4 : 2; }
 
 namespace {
@@ -34,12 +47,42 @@ namespace {
 // (in, out) of a decoder layer's projection, from the family's tensor list; ConfigError for a name
 // that is not one of its LoRA targets.
 std::pair<int64_t, int64_t> projection_shape(const ModelShape& config, const std::string& target) {
-  for (const ModelTensor& t : layer_tensors(config, 0)) {
-    if (t.lora_target == target) return {t.shape[1], t.shape[0]};
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    for (const ModelTensor& t : layer_tensors(config, layer)) {
+      if (t.lora_target == target) return {t.shape[1], t.shape[0]};
+    }
+    if (!config.has_experts() || config.moe.sparse_layers.empty()) break;  // the layers are alike
   }
   std::string known;
   for (const std::string& name : lora_targets(config)) known += (known.empty() ? "" : ", ") + name;
   throw ConfigError("lora.target_modules: unknown projection '" + target + "'; use " + known);
+}
+
+// Every projection of the layer with the most LoRA parameters (a sparse one: each expert's
+// projections count) that `targets` adapt: (in, out) each.
+std::vector<std::pair<int64_t, int64_t>> adapted_projections(const ModelShape& config,
+                                                             const std::vector<std::string>& targets) {
+  const std::vector<std::string> resolved = resolve_lora_targets(config, targets);
+  const bool all_experts = std::find(resolved.begin(), resolved.end(), "experts") != resolved.end();
+  std::vector<std::pair<int64_t, int64_t>> best;
+  int64_t best_sum = -1;
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    int64_t sum = 0;
+    for (const ModelTensor& t : layer_tensors(config, layer)) {
+      if (t.lora_target.empty() || t.shape.size() != 2) continue;
+      const bool wanted = std::find(resolved.begin(), resolved.end(), t.lora_target) != resolved.end();
+      if (!wanted && !(all_experts && t.expert >= 0)) continue;
+      out.emplace_back(t.shape[1], t.shape[0]);
+      sum += t.shape[0] + t.shape[1];
+    }
+    if (sum > best_sum) {
+      best_sum = sum;
+      best = std::move(out);
+    }
+    if (!config.has_experts() || config.moe.sparse_layers.empty()) break;  // the layers are alike
+  }
+  return best;
 }
 
 }  // namespace
@@ -47,16 +90,13 @@ std::pair<int64_t, int64_t> projection_shape(const ModelShape& config, const std
 int64_t lora_parameters_per_layer(const ModelShape& config, int64_t rank, const std::vector<std::string>& targets) {
   if (rank <= 0) return 0;
   int64_t sum = 0;
-  for (const std::string& target : resolve_lora_targets(config, targets)) {
-    const auto [in, out] = projection_shape(config, target);
-    sum += rank * (in + out);  // A: rank × in, B: out × rank
-  }
+  for (const auto& [in, out] : adapted_projections(config, targets)) sum += rank * (in + out);  // A: rank × in, B: out × rank
   return sum;
 }
 
 int64_t lora_input_width_per_layer(const ModelShape& config, const std::vector<std::string>& targets) {
   int64_t sum = 0;
-  for (const std::string& target : resolve_lora_targets(config, targets)) sum += projection_shape(config, target).first;
+  for (const auto& [in, out] : adapted_projections(config, targets)) sum += in;
   return sum;
 }
 
@@ -77,8 +117,7 @@ std::vector<TensorSpec> quantize_base_tensors(std::vector<TensorSpec> tensors, B
   std::vector<TensorSpec> out;
   out.reserve(tensors.size() * 3);
   for (TensorSpec& t : tensors) {
-    const bool projection = t.name.rfind("model.layers.", 0) == 0 && t.name.size() > 12 &&
-                            t.name.compare(t.name.size() - 12, 12, "_proj.weight") == 0;
+    const bool projection = quantized_projection(t.name);
     if (!projection) {
       out.push_back(std::move(t));
       continue;
@@ -119,8 +158,7 @@ MemoryModel::MemoryModel(TrainingShape shape, MemoryModelConstants constants)
   weight_bytes_ = compute_dtype_bytes(shape_.precision);
   std::vector<TensorSpec> tensors = parameter_tensor_specs(shape_.model, weight_bytes_);
   for (const TensorSpec& t : tensors) {
-    if (shape_.base != BaseFormat::compute_dtype && t.name.rfind("model.layers.", 0) == 0 &&
-        t.name.find("_proj.weight") != std::string::npos) {
+    if (shape_.base != BaseFormat::compute_dtype && quantized_projection(t.name)) {
       dequantize_buffer_bytes_ = std::max(dequantize_buffer_bytes_, t.bytes());
     }
   }

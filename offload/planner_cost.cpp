@@ -73,7 +73,10 @@ std::vector<double> chunk_forward_flops_per_token(const MemoryModel& model) {
         }
         continue;
       }
-      flops[c] += 2.0 * static_cast<double>(spec.weight_count());
+      // An expert's weights see only the tokens routed to it: experts_per_token / num_experts of them.
+      const bool expert = spec.name.find(".experts.") != std::string::npos;
+      const double routed = expert ? static_cast<double>(m.moe.experts_per_token) / static_cast<double>(m.moe.num_experts) : 1.0;
+      flops[c] += 2.0 * static_cast<double>(spec.weight_count()) * routed;
       if (is_query_projection(spec.name)) {
         flops[c] += attention + 2.0 * static_cast<double>(model.lora_parameters_per_layer());
       }

@@ -51,10 +51,24 @@ torch::Tensor BackboneRunner::layers(const std::string& model, DecoderModelImpl&
   const torch::Tensor anchor = torch::empty({0}, weight.options().dtype(torch::kFloat).requires_grad(false));
   DecoderModelImpl* embed = &backbone;
   torch::Tensor h = run_group({&model, 0}, false, [embed, ids](const torch::Tensor&) { return embed->embed(ids); }, anchor);
+  // A Mixture of Experts records its routing into a RouterLoad per forward with gradients; each
+  // layer's function sets it, so a layer recomputed in backward records into its own forward's.
+  std::shared_ptr<RouterLoad> load;
+  const ModelShape& config = backbone.config();
+  if (config.has_experts() && torch::GradMode::is_enabled()) {
+    const bool rows_mask = attention_mask.defined() && attention_mask.dim() == 2;
+    load = std::make_shared<RouterLoad>(config.moe.num_experts, config.moe.experts_per_token,
+                                        config.moe.router_aux_loss ? config.moe.router_aux_loss_coef : 0.0,
+                                        rows_mask ? attention_mask : torch::Tensor());
+    pending_loads_.push_back(load);
+  }
   for (int64_t i = 0; i < backbone.num_layers(); ++i) {
     DecoderLayerImpl* layer = backbone.decoder_layers[static_cast<size_t>(i)].get();
     h = run_group({&model, 1 + i}, true,
-                  [layer, inputs](const torch::Tensor& x) { return layer->forward(x, inputs); },
+                  [layer, inputs, load](const torch::Tensor& x) {
+                    if (layer->moe) layer->moe->set_router_load(load);
+                    return layer->forward(x, inputs);
+                  },
                   h);  // (B, T, C)
   }
   return h;
@@ -108,6 +122,28 @@ torch::Tensor BackboneRunner::score(const std::string& model, ScoreModelImpl& sc
   ScoreModelImpl* head = &scorer;
   return run_group({&model, scorer.model->num_layers() + 1}, false,
                    [head](const torch::Tensor& x) { return head->score(head->model->norm(x)).squeeze(-1); }, h);  // (B, T)
+}
+
+torch::Tensor BackboneRunner::take_router_loss(const c10::Device& device, double share) {
+  taken_loads_ = std::move(pending_loads_);
+  pending_loads_.clear();
+  torch::Tensor sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  for (const auto& load : taken_loads_) {
+    if (load->coef() > 0) sum = sum + load->loss_term(device);
+  }
+  return share == 1.0 ? sum : sum * share;
+}
+
+MetricValues BackboneRunner::router_metrics(double weight) const {
+  if (taken_loads_.empty()) return {};
+  double aux = 0, imbalance = 0;
+  for (const auto& load : taken_loads_) {
+    aux += load->aux_loss();
+    const torch::Tensor share = load->expert_load();
+    imbalance = std::max(imbalance, share.max().item<double>() * static_cast<double>(share.size(0)));
+  }
+  return {{"moe_aux_loss", weight * aux / static_cast<double>(taken_loads_.size())},
+          {"moe_load_imbalance", weight * imbalance}};
 }
 
 }  // namespace ferry

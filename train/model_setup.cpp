@@ -186,7 +186,15 @@ void require_full_precision_base(const Config& config, const std::string& stage)
 
 void prepare_lora(torch::nn::Module& model, DecoderModelImpl& backbone, const Config& config) {
   if (config.lora.rank <= 0) return;
-  apply_lora(backbone, config.lora, static_cast<uint64_t>(config.train.seed));
+  const LoraCoverage coverage = apply_lora(backbone, config.lora, static_cast<uint64_t>(config.train.seed));
+  if (coverage.expert_matrices > 0) {  // never miss the experts silently
+    std::cout << "LoRA: " << coverage.adapted << " projections carry adapters; " << coverage.adapted_experts << " of the "
+              << coverage.expert_matrices << " expert matrices"
+              << (coverage.adapted_experts == 0 ? " (none: add gate_proj/up_proj/down_proj, w1/w3/w2 or `experts` to "
+                                                  "lora.target_modules to adapt the experts)"
+                                                : "")
+              << "\n";
+  }
   freeze_base_weights(model);
 }
 

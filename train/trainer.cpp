@@ -237,9 +237,12 @@ TrainResult Trainer::run() {
         engine_.begin_last_backward(overlapped ? std::optional<double>(lr) : std::nullopt);
       }
       const LossSum loss = objective_.loss(batch, runner);
-      (loss.sum * (scale * per_unit)).backward();
+      // A Mixture of Experts adds its load-balancing loss, weighted by the micro-batch's share.
+      const double share = static_cast<double>(batch.loss_weight) * per_unit;
+      ((loss.sum * per_unit + runner.take_router_loss(loss.sum.device(), share)) * scale).backward();
       loss_sum += loss.sum.item<double>();
       add_metric_values(extra_sum, loss.extra);
+      add_metric_values(extra_sum, runner.router_metrics(static_cast<double>(batch.loss_weight)));
     }
     finish_step_gradients(engine_, comm_ != nullptr && !diloco);
     // The losses and the objective's extra values, summed over the processes too.

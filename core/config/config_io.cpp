@@ -497,9 +497,11 @@ void validate_config(const Config& c) {
   require(c.lora.dropout >= 0 && c.lora.dropout < 1, "lora.dropout must be in [0, 1)");
   require(c.lora.rank == 0 || !c.lora.target_modules.empty(), "lora.target_modules must name at least one projection");
   // qkv_proj and gate_up_proj: the fused projections of Phi-3 (src/model/family/model_tensors.h
-  // maps q/k/v and gate/up onto them on such a model).
-  static const std::vector<std::string> kLoraTargets{"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
-                                                      "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
+  // maps q/k/v and gate/up onto them on such a model). gate (a router), w1/w3/w2 (Mixtral's
+  // experts) and experts (every expert projection): Mixtures of Experts (src/model/lora.h).
+  static const std::vector<std::string> kLoraTargets{"q_proj",    "k_proj", "v_proj",       "qkv_proj", "o_proj",
+                                                      "gate_proj", "up_proj", "gate_up_proj", "down_proj", "gate",
+                                                      "w1",        "w3",      "w2",           "experts"};
   for (const auto& m : c.lora.target_modules) {
     require(std::find(kLoraTargets.begin(), kLoraTargets.end(), m) != kLoraTargets.end(),
             "lora.target_modules: unknown module '" + m + "'" + did_you_mean(m, kLoraTargets) +

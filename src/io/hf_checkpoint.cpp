@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -102,7 +103,49 @@ HfWeights::HfWeights(const fs::path& model_dir) : model_dir_(model_dir) {
     throw InputError("model folder '" + model_dir.string() + "' has neither " + kHfWeightsFile + " nor " +
                      kHfWeightsIndexFile + hint);
   }
+  add_expert_slices();
   for (const auto& entry : file_of_) names_.push_back(entry.first);
+  for (const auto& entry : expert_slices_) names_.push_back(entry.first);
+  std::sort(names_.begin(), names_.end());
+}
+
+void HfWeights::add_expert_slices() {
+  std::vector<std::string> fused;
+  for (const auto& [name, file] : file_of_) {
+    if (name.ends_with(".experts.gate_up_proj") || name.ends_with(".experts.down_proj")) fused.push_back(name);
+  }
+  for (const std::string& name : fused) {
+    const size_t file = file_of_.at(name);
+    const TensorInfo& info = files_[file].info(name);
+    if (info.shape.size() != 3) {
+      throw InputError("model folder '" + model_dir_.string() + "': fused expert weight '" + name + "' has " +
+                       std::to_string(info.shape.size()) + " dimensions; expected 3 (experts, rows, columns)");
+    }
+    const int64_t experts = info.shape[0], rows = info.shape[1], columns = info.shape[2];
+    const bool gate_up = name.ends_with("gate_up_proj");
+    if (gate_up && rows % 2 != 0) {
+      throw InputError("model folder '" + model_dir_.string() + "': fused expert weight '" + name + "' has " +
+                       std::to_string(rows) + " rows per expert; gate_up_proj holds the gate's rows, then the up's");
+    }
+    const std::string prefix = name.substr(0, name.rfind('.') + 1);  // "...mlp.experts."
+    const uint64_t row_bytes = static_cast<uint64_t>(columns) * c10::elementSize(info.dtype);
+    const auto add = [&](int64_t e, const std::string& projection, int64_t row, int64_t count) {
+      ExpertSlice slice{name, file, e, row, info};
+      slice.info.shape = {count, columns};
+      slice.info.begin = info.begin + (static_cast<uint64_t>(e * rows + row)) * row_bytes;
+      slice.info.end = slice.info.begin + static_cast<uint64_t>(count) * row_bytes;
+      expert_slices_.emplace(prefix + std::to_string(e) + "." + projection + ".weight", std::move(slice));
+    };
+    for (int64_t e = 0; e < experts; ++e) {
+      if (gate_up) {
+        add(e, "gate_proj", 0, rows / 2);
+        add(e, "up_proj", rows / 2, rows / 2);
+      } else {
+        add(e, "down_proj", 0, rows);
+      }
+    }
+    file_of_.erase(name);
+  }
 }
 
 const SafetensorsFile& HfWeights::file_of(const std::string& name) const {
@@ -114,7 +157,7 @@ const SafetensorsFile& HfWeights::file_of(const std::string& name) const {
 }
 
 bool HfWeights::contains(const std::string& name) const {
-  return gguf_ ? gguf_->contains(name) : file_of_.count(name) != 0;
+  return gguf_ ? gguf_->contains(name) : file_of_.count(name) != 0 || expert_slices_.count(name) != 0;
 }
 
 void HfWeights::check_gguf_has(const std::string& name) const {
@@ -125,16 +168,22 @@ void HfWeights::check_gguf_has(const std::string& name) const {
 
 const TensorInfo& HfWeights::info(const std::string& name) const {
   if (gguf_) return check_gguf_has(name), gguf_->info(name);
+  if (const auto slice = expert_slices_.find(name); slice != expert_slices_.end()) return slice->second.info;
   return file_of(name).info(name);
 }
 
 at::Tensor HfWeights::tensor(const std::string& name) const {
   if (gguf_) return check_gguf_has(name), gguf_->load(name);
+  if (const auto slice = expert_slices_.find(name); slice != expert_slices_.end()) {
+    const ExpertSlice& s = slice->second;
+    return files_[s.file].tensor(s.fused)[s.expert].narrow(0, s.row, s.info.shape[0]);
+  }
   return file_of(name).tensor(name);
 }
 
 at::Tensor HfWeights::load(const std::string& name) const {
   if (gguf_) return check_gguf_has(name), gguf_->load(name);
+  if (expert_slices_.count(name) != 0) return tensor(name).clone();
   return file_of(name).load(name);
 }
 

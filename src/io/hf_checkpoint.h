@@ -26,7 +26,10 @@ class GgufWeights;
 std::string hf_shard_file_name(int index, int count);
 
 // Every weight of a model folder, opened (mapped and validated) but not copied. The offload
-// engine takes zero-copy views from it; load_hf_weights copies everything. A folder prepared for a
+// engine takes zero-copy views from it; load_hf_weights copies everything. A Mixture of Experts
+// saved in transformers 5's fused layout (mlp.experts.gate_up_proj (E, 2F, C) and
+// mlp.experts.down_proj (E, C, F)) is served under the per-expert names transformers saves by
+// default (mlp.experts.N.gate_proj.weight, up_proj, down_proj), each a zero-copy slice. A folder prepared for a
 // GGUF model (no safetensors, a `model.gguf` link) serves the GGUF's tensors under their Hugging
 // Face names instead, converted when asked for (gguf_model.h): tensor() then returns an owned copy.
 class HfWeights {
@@ -56,6 +59,15 @@ class HfWeights {
   std::filesystem::path model_dir_;
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> file_of_;  // tensor name -> index into files_
+  // A per-expert name served from a fused tensor: its expert's rows [row, row + info.shape[0]).
+  struct ExpertSlice {
+    std::string fused;
+    size_t file = 0;  // index into files_
+    int64_t expert = 0, row = 0;
+    TensorInfo info;
+  };
+  std::map<std::string, ExpertSlice> expert_slices_;
+  void add_expert_slices();
   std::vector<std::string> names_;
   std::shared_ptr<const GgufWeights> gguf_;
 };

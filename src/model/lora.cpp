@@ -30,7 +30,10 @@ std::string join_names(const std::vector<std::string>& names) {
 
 const std::vector<std::string>& lora_target_names() {
   static const std::vector<std::string> names{"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
-                                              "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
+                                              "gate_proj", "up_proj", "gate_up_proj", "down_proj",
+                                              // Mixtures of Experts: the router, Mixtral's expert
+                                              // projections, and every expert projection at once
+                                              "gate", "w1", "w3", "w2", "experts"};
   return names;
 }
 
@@ -47,16 +50,23 @@ void check_lora_settings(const LoraConfig& s) {
   }
 }
 
-void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed) {
+LoraCoverage apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed) {
   check_lora_settings(settings);
   if (has_lora(model)) throw UserError("the model already has LoRA adapters; apply LoRA once");
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   const double scaling = settings.alpha / static_cast<double>(settings.rank);
   const std::vector<std::string> targets = resolve_lora_targets(model.config(), settings.target_modules);
+  const bool all_experts = std::find(targets.begin(), targets.end(), "experts") != targets.end();
+  LoraCoverage coverage;
   for (auto& layer : model.decoder_layers) {
     for (const LayerProjection& p : layer->projections()) {
-      if (std::find(targets.begin(), targets.end(), target_of(p)) == targets.end()) continue;
+      const bool expert = p.name.find(".experts.") != std::string::npos;
+      coverage.expert_matrices += expert ? 1 : 0;
+      const bool wanted = std::find(targets.begin(), targets.end(), target_of(p)) != targets.end();
+      if (!wanted && !(expert && all_experts)) continue;
+      ++coverage.adapted;
+      coverage.adapted_experts += expert ? 1 : 0;
       // (out, in), and the dtype and device the adapter takes: the float weight's, or for a
       // quantised base (QLoRA: NF4, int8 or a GGUF's ggml blocks) the dtype it was quantised from or
       // loaded in (the run's) and where its codes live.
@@ -88,6 +98,7 @@ void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t se
       p.adapter->dropout = settings.dropout;
     }
   }
+  return coverage;
 }
 
 void freeze_base_weights(torch::nn::Module& model) {

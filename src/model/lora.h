@@ -29,7 +29,16 @@ void check_lora_settings(const LoraConfig& settings);
 // device: lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform_(a=sqrt(5))) drawn on the CPU
 // from `seed` (layer by layer, in the order of its projections()), lora_B = 0. Throws UserError when the
 // model already has adapters.
-void apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed);
+// Returns what carries adapters: on a Mixture of Experts, lora.target_modules names expert
+// projections by their name (gate_proj, up_proj, down_proj; Mixtral's w1, w3, w2: every expert's,
+// and the shared expert's and dense layers' of that name, as PEFT matches names), all of them as
+// `experts`, and the router as `gate`.
+struct LoraCoverage {
+  int64_t adapted = 0;          // projections with an adapter
+  int64_t adapted_experts = 0;  // of them, experts' projections
+  int64_t expert_matrices = 0;  // experts' projections in the model
+};
+LoraCoverage apply_lora(DecoderModelImpl& model, const LoraConfig& settings, uint64_t seed);
 
 // requires_grad(false) on every parameter of `model` that is not a lora_A/lora_B weight.
 void freeze_base_weights(torch::nn::Module& model);

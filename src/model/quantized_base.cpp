@@ -26,6 +26,10 @@
 namespace ferry {
 namespace {
 
+// A Mixture of Experts' router (mlp.gate) stays in the compute dtype under every quantised base, as
+// bitsandbytes' QLoRA recipes keep it: 4-bit router logits would move tokens to other experts.
+bool is_router(const LayerProjection& p) { return p.name.ends_with(".gate"); }
+
 std::string weight_name(int64_t layer, const std::string& projection) {
   return "model.layers." + std::to_string(layer) + "." + projection + ".weight";
 }
@@ -74,6 +78,7 @@ void quantize_base(DecoderModelImpl& model, BaseQuantization kind, bool double_q
   torch::NoGradGuard no_grad;
   for (auto& layer : model.decoder_layers) {
     for (const LayerProjection& p : layer->projections()) {
+      if (is_router(p)) continue;
       if (quantized(**p.linear)) throw UserError("the model's base is already quantised");
       quantize_linear(**p.linear, (*p.linear)->weight, kind, double_quant);
     }
@@ -116,6 +121,7 @@ CausalLM causal_lm_from_pretrained_quantized(const std::filesystem::path& dir, a
   const LayerBuiltHook quantize_layer = [&](DecoderLayerImpl& layer, int64_t index) {
     torch::NoGradGuard no_grad;
     for (const LayerProjection& p : layer.projections()) {
+      if (is_router(p)) continue;
       const std::string name = weight_name(index, p.name);
       // Quantised in the file: taken as it is (an incomplete group is an InputError naming the tensor).
       std::optional<kernels::Nf4Tensor> nf4 = io::find_nf4_weight(weights, name, source);

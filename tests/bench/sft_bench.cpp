@@ -10,6 +10,8 @@
 //   sft_bench --model DIR --batch batch.safetensors [--steps 10] [--threads 2] [--checkpointing 0|1]
 //             [--logits-chunk N]   (N as train.logits_chunk: -1 auto, 0 all logits at once; default 0)
 //             [--activation-offload 0|1] [--policy none|optimizer|params] (offload.policy; default none)
+//             [--optimizer 0|1]  (0: forward and backward only, no clipping or AdamW; scripts/bench-moe.sh)
+// A Mixture-of-Experts model adds its load-balancing loss as the trainer does (output_router_logits).
 // batch.safetensors holds input_ids, attention_mask, position_ids and labels (B, T).
 #include <torch/torch.h>
 
@@ -31,7 +33,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, batch;
-  int64_t steps = 10, threads = 2, checkpointing = 0, logits_chunk = 0, activation_offload = 0;
+  int64_t steps = 10, threads = 2, checkpointing = 0, logits_chunk = 0, activation_offload = 0, optimizer = 1;
   ferry::OffloadPolicy policy = ferry::OffloadPolicy::none;
 };
 
@@ -48,6 +50,7 @@ BenchArgs parse(int argc, char** argv) {
     else if (flag == "--checkpointing") args.checkpointing = std::stoll(value);
     else if (flag == "--logits-chunk") args.logits_chunk = std::stoll(value);
     else if (flag == "--activation-offload") args.activation_offload = std::stoll(value);
+    else if (flag == "--optimizer") args.optimizer = std::stoll(value);
     else if (flag == "--policy") {
       if (!ferry::enum_parse(value, args.policy) || args.policy == ferry::OffloadPolicy::auto_) {
         throw ferry::UserError("--policy must be none, optimizer or params, got " + value);
@@ -88,7 +91,9 @@ int main(int argc, char** argv) {
     SftObjective objective("policy", *model);
     auto one_step = [&] {
       engine->zero_grad();
-      (objective.loss(batch, runner).sum / static_cast<double>(batch.loss_weight)).backward();
+      const LossSum loss = objective.loss(batch, runner);
+      (loss.sum / static_cast<double>(batch.loss_weight) + runner.take_router_loss(loss.sum.device())).backward();
+      if (args.optimizer == 0) return;
       const double norm = engine->gradient_norm();
       engine->step(1e-4, std::min(1.0, 1.0 / (norm + 1e-6)));
     };

@@ -135,6 +135,20 @@ TEST_P(MoeParity, AuxLossGradientReachesTheRouters) {
   EXPECT_GT(largest_gap, 1e-5) << "the aux loss adds nothing to the routers' gradient: the test cannot tell";
 }
 
+// transformers 5's fused expert layout (experts.gate_up_proj, experts.down_proj) loads to the same
+// model as the per-expert one: the same logits, bit for bit.
+TEST(MoeLayouts, FusedExpertsLoadAsPerExpert) {
+  torch::NoGradGuard no_grad;
+  const fs::path folder = fixture("qwen3_moe");
+  ASSERT_TRUE(fs::exists(folder / "model_fused" / "config.json"));
+  const io::TensorMap inputs = io::load_safetensors(folder / "logits.safetensors");
+  CausalLM per_expert = causal_lm_from_pretrained(folder / "model");
+  CausalLM fused = causal_lm_from_pretrained(folder / "model_fused");
+  const torch::Tensor a = per_expert(inputs.at("input_ids"), inputs.at("attention_mask"));
+  const torch::Tensor b = fused(inputs.at("input_ids"), inputs.at("attention_mask"));
+  EXPECT_TRUE(torch::equal(a, b)) << (a - b).abs().max();
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoeParity, ::testing::Values("qwen3_moe", "qwen2_moe", "mixtral", "olmoe"));
 
 }  // namespace

@@ -12,13 +12,18 @@ fp32, bf16 and fp16; generate.safetensors), and moe.safetensors:
                          cross-entropy, and loss = ce_loss + router_aux_loss_coef * aux_loss
                          (output_router_logits on)
   grad.<parameter name>  d loss / d parameter for every parameter (per-expert names, as saved)
-Every model has 4 or more experts, top-2, 3 layers, random norms, and router weights drawn large
+and qwen3_moe also model_fused/: the same weights saved in transformers 5's in-memory layout
+(save_original_format=False: mlp.experts.gate_up_proj (E, 2F, C), mlp.experts.down_proj (E, C, F)).
+Every model has 4 or more experts, top-2, 3 layers, random norms, output_router_logits on in its
+config.json (so transformers' loss, and Ferry's training loss, add router_aux_loss_coef x aux; set
+after generating: transformers' generate fails with it on and an attention mask), and router weights drawn large
 enough that the top-2 choice is clear (ROUTER_STD):
   qwen3_moe     Qwen3MoeForCausalLM: 6 experts, norm_topk_prob, mlp_only_layers [1] (layer 1 dense)
   qwen2_moe     Qwen2MoeForCausalLM: 4 experts, shared expert with its sigmoid gate, q/k/v biases
   mixtral       MixtralForCausalLM: 4 experts (block_sparse_moe, w1/w2/w3), sliding_window 5
   olmoe         OlmoeForCausalLM: 5 experts, q/k norms over the whole projections
 """
+import json
 import pathlib
 import sys
 
@@ -113,6 +118,14 @@ def write_moe_reference(name, folder):
     for parameter_name, grad in parameter_names(model).items():
         tensors[f"grad.{parameter_name}"] = grad.detach().float().contiguous()
     save_file(tensors, str(folder / "moe.safetensors"))
+    if name == "qwen3_moe":  # transformers 5's own layout: fused 3-D experts (save_original_format=False)
+        model.save_pretrained(folder / "model_fused", safe_serialization=True, save_original_format=False)
+        fused = folder / "model_fused" / "config.json"
+        fused.write_text(json.dumps({**json.loads(fused.read_text()), "output_router_logits": True}, indent=2) + "\n")
+    config_json = folder / "model" / "config.json"
+    saved = json.loads(config_json.read_text())
+    saved["output_router_logits"] = True
+    config_json.write_text(json.dumps(saved, indent=2) + "\n")
     print(f"{name}: loss {out.loss.item():.6f}, aux {aux.item():.6f}, sparse layers {sparse}")
 
 

@@ -177,8 +177,8 @@ TEST(IoHfConfig, MistralKeepsItsSlidingWindow) {
 
 // What is not supported says what is, naming the key.
 TEST(IoHfConfig, UnsupportedFamiliesListTheSupportedOnes) {
-  std::string error = error_of(R"("model_type": "qwen3_moe")");
-  EXPECT_NE(error.find("config.json: 'model_type' is 'qwen3_moe'"), std::string::npos) << error;
+  std::string error = error_of(R"("model_type": "gpt_oss")");
+  EXPECT_NE(error.find("config.json: 'model_type' is 'gpt_oss'"), std::string::npos) << error;
   EXPECT_NE(error.find("supported: llama, mistral, qwen2, qwen3"), std::string::npos) << error;
   error = error_of(R"("architectures": ["LlamaForTokenClassification"])");
   EXPECT_NE(error.find("'architectures' names LlamaForTokenClassification"), std::string::npos) << error;

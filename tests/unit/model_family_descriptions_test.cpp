@@ -56,9 +56,13 @@ TEST_P(FamilyDescription, GroupsAreInExecutionOrderAndLoraTargetsAreProjections)
     if (!t.lora_target.empty()) EXPECT_NE(t.name.find("." + t.lora_target + ".weight"), std::string::npos) << t.name;
     EXPECT_FALSE(t.gguf_name.empty()) << t.name;
   }
+  // A Mixture of Experts adds its router (`gate`); Mixtral names its experts' projections w1/w3/w2.
+  const bool mixtral = config.moe.naming == ExpertNaming::mixtral;
   const std::vector<std::string> expected =
-      config.fused_projections
-          ? std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+      config.fused_projections ? std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+      : mixtral                ? std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate", "w1", "w3", "w2"}
+      : config.has_experts()
+          ? std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate", "gate_proj", "up_proj", "down_proj"}
           : std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   EXPECT_EQ(lora_targets(config), expected);
 }

@@ -106,7 +106,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
           }
         }
         if (p.entropy_coef > 0) loss = loss - p.entropy_coef * entropy.sum();
-        (loss * (weight / mb_tokens)).backward();
+        (loss * (weight / mb_tokens) +
+         runner.take_router_loss(loss.device(), weight / static_cast<double>(micro_batches))).backward();
         if (!turn.padding) {
           torch::NoGradGuard no_grad;
           const torch::Tensor diff = (new_logprobs - on_device(part.logprobs)) * device_mask;

@@ -242,7 +242,18 @@ std::vector<std::string> resolve_lora_targets(const ModelShape& c, const std::ve
     return name;
   };
   std::vector<std::string> named;
+  const bool any_expert = std::find_if(available.begin(), available.end(), [&](const std::string& t) {
+                            return t == "gate";  // a router: the model has experts
+                          }) != available.end();
   for (const std::string& name : wanted) {
+    if (name == "experts") {  // every expert projection (src/model/lora.h)
+      if (!any_expert) {
+        throw ConfigError("lora.target_modules: 'experts' names the experts of a Mixture of Experts; this " +
+                          c.model_type + " model has none");
+      }
+      named.push_back(name);
+      continue;
+    }
     const std::string target = fused_name(name);
     if (!has(available, target)) {
       std::string known;
@@ -256,6 +267,7 @@ std::vector<std::string> resolve_lora_targets(const ModelShape& c, const std::ve
   for (const std::string& target : available) {
     if (has(named, target)) out.push_back(target);
   }
+  if (has(named, "experts")) out.push_back("experts");
   return out;
 }
 
