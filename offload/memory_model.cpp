@@ -225,6 +225,23 @@ int64_t MemoryModel::chunk_trainable_parameters(size_t chunk) const {
   return shape_.lora_rank > 0 ? chunk_lora_params_.at(chunk) : chunk_params_.at(chunk);
 }
 
+namespace {
+
+// What a layer's MLP keeps per token for backward, in elements: a dense MLP's gate, up, silu(gate)
+// and silu(gate)*up (down_proj's input); a Mixture of Experts', for each of the experts_per_token
+// experts a token runs, its gathered input, those four and the expert's output before and after
+// its routing weight, plus the router's logits and probabilities (fp32: counted twice) and the
+// shared expert's MLP (a sparse layer: the widest kind when layers differ).
+int64_t feed_forward_elements(const ModelShape& m, int64_t inter) {
+  if (!m.has_experts()) return 4 * inter;
+  const MoeShape& moe = m.moe;
+  const int64_t sparse = moe.experts_per_token * (3 * m.hidden_size + 4 * moe.expert_intermediate_size) +
+                         3 * moe.num_experts + 4 * moe.shared_expert_intermediate_size;
+  return std::max(sparse, moe.sparse_layers.empty() ? int64_t{0} : 4 * inter);
+}
+
+}  // namespace
+
 uint64_t MemoryModel::layer_activation_bytes_per_token() const {
   const ModelShape& m = shape_.model;
   const int64_t h = m.hidden_size, inter = m.intermediate_size;
@@ -236,7 +253,7 @@ uint64_t MemoryModel::layer_activation_bytes_per_token() const {
                            + (m.qk_norm != QkNorm::none ? q + kv : 0)  // q and k before their norms (Qwen3, Gemma 3, OLMo 2)
                            + q                   // attention output (o_proj's input)
                            + 2 * h               // post_attention_layernorm: input and output
-                           + 4 * inter           // gate, up, silu(gate), silu(gate)*up (down_proj's input)
+                           + feed_forward_elements(m, inter)
                            + shape_.lora_rank * lora_targets;  // each adapter's rank-wide middle
   // LoRA dropout: each adapter keeps its dropped input for lora_A's backward, and the mask (bool).
   const int64_t dropped = shape_.lora_rank > 0 && shape_.lora_dropout > 0

@@ -116,7 +116,13 @@ StepCostTable build_step_cost_table(const MemoryModel& model) {
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double h = static_cast<double>(m.hidden_size);
-  table.layer_forward_flops = 2.0 * (h * (q + 2 * kv) + q * h + 3.0 * h * m.intermediate_size) + attention + adapter_fwd;
+  // A sparse layer's MLP: each token runs experts_per_token experts (and the shared one) and the router.
+  const double mlp_width =
+      m.has_experts() ? static_cast<double>(m.moe.experts_per_token * m.moe.expert_intermediate_size +
+                                            m.moe.shared_expert_intermediate_size) +
+                            static_cast<double>(m.moe.num_experts) / 3.0
+                      : static_cast<double>(m.intermediate_size);
+  table.layer_forward_flops = 2.0 * (h * (q + 2 * kv) + q * h + 3.0 * h * mlp_width) + attention + adapter_fwd;
   table.layer_input_bytes = static_cast<double>(model.checkpointed_layer_bytes_per_token());
   for (size_t c = 0; c < layout.chunks().size(); ++c) {
     ChunkCost cost;

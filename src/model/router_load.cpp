@@ -83,11 +83,9 @@ torch::Tensor RouterLoad::record(int64_t layer, const torch::Tensor& output, con
     assignments_ += torch::zeros({num_experts_}, weights.options()).scatter_add_(0, flat, weights).to(torch::kCPU, torch::kDouble);
     probability_sums_ += sums.detach().to(torch::kCPU, torch::kDouble);
     rows_ += mask.defined() ? mask.sum().item<double>() : static_cast<double>(probabilities.size(0));
-    if (keep_routing_) {
-      logits_[layer] = logits.detach().clone();
-      chosen_[layer] = chosen.detach().clone();
-    }
+    if (keep_routing_) logits_[layer] = logits.detach().clone();
   }
+  if (keep_routing_) chosen_[layer].push_back(chosen.detach().clone());
   if (coef_ == 0 || !torch::GradMode::is_enabled() || !probabilities.requires_grad()) return output;
   return RouterGradient::apply(output, sums, shared_from_this());
 }

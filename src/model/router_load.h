@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 namespace ferry {
 
@@ -36,8 +37,11 @@ class RouterLoad : public std::enable_shared_from_this<RouterLoad> {
 
   // Keep every layer's router logits and chosen experts (tests; the routing-identity check).
   void keep_routing() { keep_routing_ = true; }
-  const std::map<int64_t, torch::Tensor>& router_logits() const { return logits_; }  // by layer, (N, E)
-  const std::map<int64_t, torch::Tensor>& chosen_experts() const { return chosen_; }  // by layer, (N, k)
+  // By layer, (N, E): the layer's first forward.
+  const std::map<int64_t, torch::Tensor>& router_logits() const { return logits_; }
+  // By layer, every forward's chosen experts (N, k) in order: one for a training forward; for a
+  // generation, the prefill's and then one per decode step.
+  const std::map<int64_t, std::vector<torch::Tensor>>& chosen_experts() const { return chosen_; }
 
   // coef * aux as a scalar on `device`, for the training loss: its value is the loss term, and
   // through it backward learns the scale the loss was multiplied by.
@@ -62,7 +66,8 @@ class RouterLoad : public std::enable_shared_from_this<RouterLoad> {
   double loss_scale_ = 0;  // 0 until loss_term's backward has run: no gradient without the term in the loss
   std::set<int64_t> layers_;
   bool keep_routing_ = false;
-  std::map<int64_t, torch::Tensor> logits_, chosen_;
+  std::map<int64_t, torch::Tensor> logits_;
+  std::map<int64_t, std::vector<torch::Tensor>> chosen_;
 };
 
 }  // namespace ferry
