@@ -46,12 +46,37 @@ std::optional<std::string> between(const std::string& text, const char* a, const
   return text.substr(begin, end - begin);
 }
 
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 std::string trim(std::string text) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  while (!text.empty() && space(text.back())) text.pop_back();
+  while (!text.empty() && is_space(text.back())) text.pop_back();
   size_t first = 0;
-  while (first < text.size() && space(text[first])) ++first;
+  while (first < text.size() && is_space(text[first])) ++first;
   return text.substr(first);
+}
+
+// The length of the marker at `at` ("<|im_end|>", "</s>", "<｜end▁of▁sentence｜>": "<", no space or
+// angle bracket, ">"), or 0 when none starts there.
+size_t marker_length(const std::string& text, size_t at) {
+  if (at >= text.size() || text[at] != '<') return 0;
+  for (size_t i = at + 1; i < text.size(); ++i) {
+    if (text[i] == '>') return i > at + 1 ? i - at + 1 : 0;
+    if (text[i] == '<' || is_space(text[i])) return 0;
+  }
+  return 0;
+}
+
+// The first whole thing `text` (what a template writes after an answer) holds: a marker, or plain
+// text up to the end of its line or the next marker, trimmed ("### User:"); empty when it is blank.
+// Taking whole markers is the point: the end of an answer read as the text two renderings share
+// can stop inside one ("<" where one writes "</s>" and the other "<|message_sep|>").
+std::string first_stop(const std::string& text) {
+  size_t begin = 0;
+  while (begin < text.size() && is_space(text[begin])) ++begin;
+  if (const size_t length = marker_length(text, begin); length > 0) return text.substr(begin, length);
+  size_t end = begin;
+  while (end < text.size() && text[end] != '\n' && (end == begin || marker_length(text, end) == 0)) ++end;
+  return trim(text.substr(begin, end - begin));
 }
 
 }  // namespace
@@ -183,6 +208,43 @@ std::optional<OllamaTemplate> infer_ollama_template(const ChatTemplate& t, const
     }
   }
   return p;
+}
+
+std::vector<std::string> infer_ollama_stops(const ChatTemplate& t, const std::vector<std::string>& end_tokens) {
+  std::vector<std::string> stops;
+  const auto add = [&](const std::string& stop) {
+    if (!stop.empty() && std::find(stops.begin(), stops.end(), stop) == stops.end()) stops.push_back(stop);
+  };
+  std::optional<std::string> inside, closing;  // after an answer inside a conversation; after the final one
+  try {
+    const std::string open = t.render_text(
+        conversation_of({{"user", kUser[0]}, {"assistant", kAnswer[0]}, {"user", kUser[1]}}), RenderEnd::generation_prompt);
+    const std::string closed =
+        t.render_text(conversation_of({{"user", kUser[0]}, {"assistant", kAnswer[0]}}), RenderEnd::closed);
+    inside = between(open, kAnswer[0], kUser[1]);
+    closing = between(closed, kAnswer[0], nullptr);
+  } catch (const Error&) {
+  }
+  if (!inside || !closing) {  // the template refuses the probes or drops the answer
+    add(first_stop(t.assistant_suffix));
+    for (const std::string& token : end_tokens) add(token);
+    return stops;
+  }
+  // Both: GigaChat 3.5 ends an answer inside a conversation with <|message_sep|> and the final one
+  // with EOS; where they agree (<|im_end|>, <end_of_turn>, Phi-3.5's <|end|>) it is one stop. Where
+  // a template writes no end of its own, the first thing inside is the next turn's header, whole
+  // (GLM's <|user|>, Falcon's "User:"): a model that runs on into a new turn stops there.
+  add(first_stop(*inside));
+  add(first_stop(*closing));
+  // A closed conversation that ends with the answer (GLM, and the plain-text formats, which end it
+  // with blank lines) leaves the end of an answer to a token the template does not write: the
+  // model's EOS or end-of-turn id (what transformers' generate stops at, from eos_token_id; Ferry's
+  // training appends EOS to a turn the template ends with nothing). Ollama stops at the GGUF's EOS
+  // by itself; the stops name the other end-of-turn ids too.
+  if (trim(*closing).empty()) {
+    for (const std::string& token : end_tokens) add(token);
+  }
+  return stops;
 }
 
 std::string modelfile_text(const ModelfileSpec& spec) {

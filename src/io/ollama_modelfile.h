@@ -50,6 +50,17 @@ struct OllamaTemplate {
 std::optional<OllamaTemplate> infer_ollama_template(const ChatTemplate& chat_template, const std::string& bos_text,
                                                     std::string* why = nullptr);
 
+// The stop parameters: what the template writes right after an answer, each one whole: a marker
+// ("<|im_end|>", "<end_of_turn>", "</s>"; never cut inside one) or, for a plain-text format, the
+// first line of what follows ("### User:"). Read off two renderings: [user, answer, user] (what
+// follows an answer inside a conversation, up to the next user message) and the closed [user,
+// answer] (what follows the final answer: what training teaches the model to write). When the
+// closed rendering writes nothing after the answer, the model ends its answer with a token the
+// template never shows, so `end_tokens` (the tokenizer's EOS and the end-of-turn ids the model
+// folder names as eos_token_id, as text) are added. A template that refuses the probes gets the
+// first marker of its end-of-turn text and `end_tokens`.
+std::vector<std::string> infer_ollama_stops(const ChatTemplate& chat_template, const std::vector<std::string>& end_tokens);
+
 // The pieces put together for a conversation as the Go template would (roles "system", "user",
 // "assistant"; `generation`: the last message is a user turn to answer). For tests and the check.
 std::string render_ollama_pieces(const OllamaTemplate& pieces,
@@ -59,7 +70,7 @@ struct ModelfileSpec {
   std::string from;                  // the GGUF model file, relative to the Modelfile's folder
   std::string adapter;               // a GGUF LoRA adapter file, or empty
   std::optional<OllamaTemplate> chat_template;
-  std::vector<std::string> stops;    // PARAMETER stop lines
+  std::vector<std::string> stops;    // PARAMETER stop lines (infer_ollama_stops)
   std::string system;                // SYSTEM, or empty
   std::string note;                  // a comment line saying what wrote it
 };

@@ -4,7 +4,8 @@
 // and for published models' Jinja templates (tests/data/chat-templates: ChatML, Llama 3, Mistral,
 // Gemma with its system message in the first user turn, Gemma 2 without system messages, Phi-3 and
 // Zephyr at least); a template they cannot reproduce gets none. The demo's Go template is written out
-// by hand.
+// by hand. The stop parameters are the whole end of an answer, checked against what transformers'
+// renderings write after one (GigaChat 3.5, Phi-3.5, GLM, Nemotron Nano 2 and plain-text formats).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -92,6 +93,55 @@ TEST(OllamaModelfile, PublishedTemplatesThePiecesReproduce) {
   std::cout << inferred << " of " << inferred + refused.size() << " corpus templates become Go templates; refused:\n";
   for (const std::string& r : refused) std::cout << "  " << r << "\n";
   EXPECT_GE(inferred, 30);
+}
+
+// The stops of templates whose end of an answer is not the text both renderings share, each read
+// off transformers' render_jinja_template (bos_token <s>, eos_token </s>) of [user Q1, assistant A,
+// user Q2] with the generation prompt and of the closed [user Q1, assistant A]; the text after A:
+//   GigaChat 3.5  inside "<|message_sep|>\n\nuser<|role_sep|>\n"  closed "</s>"
+//   Phi-3.5       inside "<|end|>\n<|user|>\n"                 closed "<|end|>\n</s>"
+//   GLM-4.5       inside "<|user|>"  GLM-4.6 "<|user|>\n"        closed ""            (EOS too)
+//   Nemotron Nano 2 inside "\n<SPECIAL_12>\n\n<SPECIAL_11>User\n" closed "\n<SPECIAL_12>\n\n"
+//   Amberchat     inside "\n\n\n        ###Human: "           closed "\n\n\n"       (EOS too)
+//   ChatQA        inside "\n\n        \n\nUser: "              closed "\n\n"         (EOS too)
+//   Falcon        inside "\n\n    \n\nUser: "                  closed "\n\n"         (EOS too)
+//   Solar         inside "\n\n\n\n    ### User:\n"              closed "\n\n\n\n"     (EOS too)
+// and, for the common case, ChatML, Llama 3, Gemma and Llama 2 (" </s><s>[INST] ", closed " </s>").
+TEST(OllamaModelfile, StopsAreWholeEndsOfAnAnswer) {
+  const std::filesystem::path dir = test_support::process_scratch_dir("ferry_ollama_modelfile") / "stop-tokenizer";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(FERRY_SOURCE_DIR) + "/data/tokenizer.model", dir / "tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": "<s>", "eos_token": "</s>"})";
+  const Tokenizer tokenizer(dir.string());
+  const std::vector<std::string> eos{"</s>"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected{
+      {"llamacpp__GigaChat3.5.jinja", {"<|message_sep|>", "</s>"}},
+      {"llamacpp__microsoft-Phi-3.5-mini-instruct.jinja", {"<|end|>"}},
+      {"llamacpp__glm_4_5.jinja", {"<|user|>", "</s>"}},
+      {"llamacpp__GLM-4.6.jinja", {"<|user|>", "</s>"}},
+      {"llamacpp__NVIDIA-Nemotron-Nano-v2.jinja", {"<SPECIAL_12>"}},
+      {"chujiezheng__amberchat.jinja", {"###Human:", "</s>"}},
+      {"chujiezheng__chatqa.jinja", {"User:", "</s>"}},
+      {"chujiezheng__falcon-instruct.jinja", {"User:", "</s>"}},
+      {"chujiezheng__solar-instruct.jinja", {"### User:", "</s>"}},
+      {"chujiezheng__chatml.jinja", {"<|im_end|>"}},
+      {"chujiezheng__llama-3-instruct.jinja", {"<|eot_id|>"}},
+      {"chujiezheng__gemma-it.jinja", {"<end_of_turn>"}},
+      {"chujiezheng__llama-2-chat.jinja", {"</s>"}},
+  };
+  for (const auto& [name, stops] : expected) {
+    const ChatTemplate t = resolve_chat_template((test_support::chat_template_corpus_dir() / name).string(), tokenizer);
+    EXPECT_EQ(infer_ollama_stops(t, eos), stops) << name;
+  }
+  // Shipped templates: their end of turn.
+  EXPECT_EQ(infer_ollama_stops(load_chat_template("demo"), eos), std::vector<std::string>{"<|end|>"});
+  EXPECT_EQ(infer_ollama_stops(load_chat_template("chatml"), {}), std::vector<std::string>{"<|im_end|>"});
+  // A template that refuses the probes (it wants a system message): the end tokens.
+  const std::filesystem::path refusing = dir / "refusing.jinja";
+  std::ofstream(refusing) << "{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system message first') }}"
+                             "{% endif %}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}";
+  EXPECT_EQ(infer_ollama_stops(resolve_chat_template(refusing.string(), tokenizer), eos), eos);
 }
 
 TEST(OllamaModelfile, ModelfileLines) {
