@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 #include "core/byte_size.h"
 #include "core/config/config_io.h"
@@ -74,6 +76,30 @@ std::string training_system_prompt(const Config& config, std::string& note) {
   return same && shared ? *shared : std::string();
 }
 
+// The tokenizer's EOS and the ids generation_config.json and config.json name as eos_token_id
+// (Llama 3's <|eot_id|>, GLM's <|user|> and <|observation|>), as text; special tokens only (a plain
+// piece is no end of turn). The files are read leniently: they only add stops, and the export
+// needs neither to be valid JSON.
+std::vector<std::string> end_of_turn_tokens(const fs::path& checkpoint, const Tokenizer& tokenizer) {
+  std::vector<int64_t> ids;
+  if (tokenizer.eos_id() >= 0) ids.push_back(tokenizer.eos_id());
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    std::error_code error;
+    if (!fs::is_regular_file(checkpoint / name, error)) continue;
+    const nlohmann::json json = nlohmann::json::parse(read_file(checkpoint / name), nullptr, false);
+    if (!json.is_object() || !json.contains("eos_token_id")) continue;
+    const nlohmann::json& eos = json["eos_token_id"];
+    for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+      if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+    }
+  }
+  std::vector<std::string> out;
+  for (const int64_t id : ids) {
+    if (id >= 0 && id < tokenizer.vocab_size() && tokenizer.is_control(id)) out.push_back(tokenizer.id_to_piece(id));
+  }
+  return out;
+}
+
 bool on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path != nullptr ? path : "");
@@ -136,14 +162,12 @@ void run_ollama_export(const OllamaExportArgs& args) {
   const std::string bos_text = tokenizer.bos_id() >= 0 ? tokenizer.id_to_piece(tokenizer.bos_id()) : std::string();
   std::string why;
   spec.chat_template = io::infer_ollama_template(chat_template, bos_text, &why);
-  if (spec.chat_template) {
-    spec.stops.push_back(spec.chat_template->answer_end);
-  } else {
+  if (!spec.chat_template) {
     std::cerr << "warning: the chat template '" << chat_template.name << "' is not written as a TEMPLATE (" << why
               << "); Ollama takes the GGUF's tokenizer.chat_template and matches it against the templates it knows\n";
   }
+  spec.stops = io::infer_ollama_stops(chat_template, end_of_turn_tokens(checkpoint, tokenizer));
   spec.stops.insert(spec.stops.end(), chat_template.stop_strings.begin(), chat_template.stop_strings.end());
-  if (!chat_template.assistant_suffix.empty()) spec.stops.push_back(chat_template.assistant_suffix);
   std::string note;
   if (config) spec.system = training_system_prompt(*config, note);
   if (!spec.system.empty() && spec.chat_template && spec.chat_template->system_layout == io::OllamaSystemLayout::none) {
