@@ -18,8 +18,10 @@ message in the first turn, Gemma 2 without one, Phi-3, Zephyr, Mistral, Llama 3.
      Ollama's prompt. Conversations: three user turns with two answers, with and without a system
      message, with a newline inside a message.
 It also checks FROM names the exported GGUF beside the Modelfile, SYSTEM is the training data's
-prompt (none for a bare model or a template without system messages), every stop parameter is text
-the template writes, and the Go parser itself on a few hand-written Modelfiles (comments,
+prompt (none for a bare model or a template without system messages), the stop parameters are the
+end of an answer as the template writes it, whole (stop_findings: read off the Jinja renderings of
+[user, answer, user] and the closed [user, answer]; never a piece of a marker; EOS where the template
+writes nothing after the final answer), and the Go parser itself on a few hand-written Modelfiles (comments,
 unquoted and quoted values, lower-case commands, and refusals: no FROM, an unclosed quote, an
 unknown command).
 
@@ -117,13 +119,49 @@ def make_models(fixtures, scratch):
     return final, scratch / "bare"
 
 
-def jinja_prompt(template_text, conversation):
+def jinja_prompt(template_text, conversation, add_generation_prompt=True):
     """The template's own rendering (transformers' jinja2 path), without the leading BOS text."""
     from transformers.utils.chat_template_utils import render_jinja_template
-    rendered, _ = render_jinja_template([conversation], chat_template=template_text, add_generation_prompt=True,
-                                        bos_token=BOS, eos_token=EOS)
+    rendered, _ = render_jinja_template([conversation], chat_template=template_text,
+                                        add_generation_prompt=add_generation_prompt, bos_token=BOS, eos_token=EOS)
     text = rendered[0]
     return text[len(BOS):] if text.startswith(BOS) else text
+
+
+def stop_findings(template_text, stops):
+    """What is wrong with the stop parameters, judged on the Jinja renderings: the text the template
+    writes after an answer inside a conversation ([user, answer, user], up to the next user message)
+    and after the final answer of a closed one ([user, answer], as training writes it). Each stop must
+    be written right there (after blanks) and end with a whole marker or where a word ends, never
+    inside a marker (a lone '<', '<|end|>\n<'); EOS counts where the closed conversation ends with the
+    answer (the model ends it with a token the template does not write). And each of the two texts
+    that is not blank must start with a stop, so the model stops where the answer ends."""
+    question, answer, next_question = "QZXQUESTIONQZX", "QZXANSWERQZX", "QZXNEXTQZX"
+    opened = jinja_prompt(template_text, [{"role": "user", "content": question},
+                                          {"role": "assistant", "content": answer},
+                                          {"role": "user", "content": next_question}])
+    closed = jinja_prompt(template_text, [{"role": "user", "content": question},
+                                          {"role": "assistant", "content": answer}], add_generation_prompt=False)
+    after = {"inside": opened[opened.index(answer) + len(answer):opened.index(next_question)].lstrip(),
+             "closed": closed[closed.index(answer) + len(answer):].lstrip()}
+    findings = []
+    if not stops:
+        findings.append("no stop parameter")
+    for stop in stops:
+        if stop == EOS and not after["closed"].strip():
+            continue
+        where = [text for text in after.values() if text.startswith(stop)]
+        if not where:
+            findings.append(f"{stop!r} is not what the template writes after an answer: {after}")
+        elif stop.rfind("<") > stop.rfind(">") or not stop.endswith(">") and not all(
+                len(text) == len(stop) or text[len(stop)].isspace() or text[len(stop)] == "<" for text in where):
+            findings.append(f"{stop!r} ends inside what the template writes after an answer: {after}")
+    for kind, text in after.items():
+        if text.strip() and not any(text.startswith(stop) for stop in stops):
+            findings.append(f"no stop where the answer ends ({kind}): {text[:80]!r}")
+    if not after["closed"].strip() and EOS not in stops:
+        findings.append(f"the closed conversation ends with the answer, but EOS {EOS!r} is no stop")
+    return findings
 
 
 def first_difference(a, b):
@@ -166,9 +204,9 @@ def check_export(result, template_text, with_system):
             raise Mismatch(f"Ollama's prompt differs from the Jinja template's ({kind} a system message) "
                            + first_difference(ollama, jinja))
         compared += 1
-    closed = jinja_prompt(template_text, TURNS[:2])
-    if not result["stops"] or any(stop not in closed for stop in result["stops"]):
-        raise Mismatch(f"stop parameters {result['stops']} are not all text the template writes: {closed!r}")
+    findings = stop_findings(template_text, result["stops"])
+    if findings:
+        raise Mismatch(f"stop parameters {result['stops']}: " + "; ".join(findings))
     return compared
 
 
