@@ -66,8 +66,12 @@ torch::Tensor BackboneRunner::layers(const std::string& model, DecoderModelImpl&
     DecoderLayerImpl* layer = backbone.decoder_layers[static_cast<size_t>(i)].get();
     h = run_group({&model, 1 + i}, true,
                   [layer, inputs, load](const torch::Tensor& x) {
-                    if (layer->moe) layer->moe->set_router_load(load);
-                    return layer->forward(x, inputs);
+                    if (!layer->moe) return layer->forward(x, inputs);
+                    // Set for this forward only: a generation between steps must not record into it.
+                    layer->moe->set_router_load(load);
+                    torch::Tensor out = layer->forward(x, inputs);
+                    layer->moe->set_router_load(nullptr);
+                    return out;
                   },
                   h);  // (B, T, C)
   }

@@ -1,4 +1,5 @@
-// Engine set-up for a run: auto policy, GPU memory cap.
+// Engine set-up for a run: auto policy, GPU memory cap, and the memory plan the run keeps
+// (output.dir/memory_plan.txt).
 #include "train/run_engine.h"
 
 #ifdef FERRY_WITH_CUDA
@@ -7,7 +8,10 @@
 #endif
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "core/byte_size.h"
@@ -37,10 +41,39 @@ uint64_t device_memory_peak(c10::Device device) {
   return 0;
 }
 
+namespace {
+
+// The memory plan of a run whose policy was given, not planned: what the engine was told.
+std::string configured_plan(const offload::EngineOptions& options, int64_t models) {
+  std::string out = "offload.policy " + std::string(enum_name(options.policy)) + " (as configured; offload.policy auto " +
+                    "plans it, and `ferry plan --config <this run's config.yaml>` prints the memory model's estimate)\n";
+  if (options.device_budget > 0) out += "device budget: " + format_bytes_approx(options.device_budget) + "\n";
+  if (options.host_budget > 0) out += "host budget: " + format_bytes_approx(options.host_budget) + "\n";
+  if (models > 1) out += std::to_string(models) + " models share the engine\n";
+  return out;
+}
+
+// output.dir/memory_plan.txt (ferry report shows it), written by the primary process only: the
+// first engine this process sets up for the folder starts the file (a rerun or resume replaces
+// it), later ones (an RL run's other models) are appended.
+void write_memory_plan(const Config& config, const std::string& text) {
+  if (config.output.dir.empty() || !dist::is_primary_process()) return;
+  static std::set<std::string> started;
+  const std::filesystem::path dir(config.output.dir);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  const bool first = started.insert(std::filesystem::absolute(dir).lexically_normal().string()).second;
+  std::ofstream out(dir / "memory_plan.txt", first ? std::ios::trunc : std::ios::app);
+  if (out) out << text;
+}
+
+}  // namespace
+
 std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const ModelShape& model, c10::Device device,
                                                  std::ostream& log, int64_t models) {
   const uint64_t total = device_memory_total(device);
   offload::EngineOptions options = offload::EngineOptions::from_config(config);
+  std::string plan_text;
   if (config.offload.policy == OffloadPolicy::auto_) {
     std::optional<offload::PlannerRates> rates;
     if (device.is_cuda()) {  // the plan's cost model with this machine's rates (well under a second)
@@ -76,6 +109,7 @@ std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const 
     }
     if (plan) {
       log << plan->summary << "\n";
+      plan_text = plan->summary + "\n";
       options = plan->options;
       config.train.micro_batch_size = plan->micro_batch_size;
       config.train.grad_accumulation = plan->grad_accumulation;
@@ -99,6 +133,7 @@ std::unique_ptr<offload::ParameterEngine> make_run_engine(Config& config, const 
 #endif
   }
   options.device = device;
+  write_memory_plan(config, plan_text.empty() ? configured_plan(options, models) : plan_text);
   // A data-parallel run: the engine sums gradients over the processes and shards what
   // distributed.zero_stage says.
   options.shard_group = dist::process_communicator(config.distributed);

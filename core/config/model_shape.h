@@ -12,7 +12,7 @@
 
 namespace ferry {
 
-enum class RopeScalingType { none, linear, llama3, longrope };
+enum class RopeScalingType { none, linear, llama3, longrope, yarn };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::none;
@@ -24,7 +24,12 @@ struct RopeScaling {
   // longrope only (Phi-3, Phi-4-mini): per-frequency divisors, rotary_dim / 2 each. A forward whose
   // largest position + 1 exceeds original_max_position_embeddings uses long_factor, else short_factor.
   std::vector<double> long_factor, short_factor;
-  double attention_factor = 0;  // cos and sin are scaled by it; 0: from the factor (see longrope_attention_factor)
+  double attention_factor = 0;  // cos and sin are scaled by it; 0: from the factor (see rope_attention_scaling)
+  // yarn only (OLMo 3's long-context layers, gpt-oss, DeepSeek): the ramp between extrapolated and
+  // interpolated frequencies (original_max_position_embeddings and factor as above).
+  double beta_fast = 32, beta_slow = 1;
+  bool truncate = true;             // the correction range rounded outwards
+  double mscale = 0, mscale_all_dim = 0;  // both > 0: attention_factor = mscale(factor, mscale) / mscale(factor, all_dim)
 };
 
 // Where a block's RMSNorms sit.
@@ -150,15 +155,21 @@ struct ModelShape {
     const auto dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
     return dim - dim % 2;
   }
-  // longrope: what cos and sin are multiplied by, as transformers' _compute_longrope_parameters
-  // resolves it; 1 for the other rope types.
-  double longrope_attention_factor() const {
-    if (rope_scaling.type != RopeScalingType::longrope) return 1.0;
-    if (rope_scaling.attention_factor > 0) return rope_scaling.attention_factor;
-    const double original = static_cast<double>(rope_scaling.original_max_position_embeddings);
-    const double factor =
-        rope_scaling.factor > 0 ? rope_scaling.factor : static_cast<double>(max_position_embeddings) / original;
-    return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
+  // What cos and sin are multiplied by, as transformers resolves it: longrope's
+  // (_compute_longrope_parameters) and yarn's (_compute_yarn_parameters) attention factor; 1 for
+  // the other rope types.
+  double rope_attention_scaling() const {
+    const RopeScaling& s = rope_scaling;
+    if (s.type != RopeScalingType::longrope && s.type != RopeScalingType::yarn) return 1.0;
+    if (s.attention_factor > 0) return s.attention_factor;
+    const double original = static_cast<double>(s.original_max_position_embeddings);
+    const double factor = s.factor > 0 ? s.factor : static_cast<double>(max_position_embeddings) / original;
+    if (s.type == RopeScalingType::longrope) {
+      return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
+    }
+    const auto yarn_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+    if (s.mscale > 0 && s.mscale_all_dim > 0) return yarn_mscale(s.mscale) / yarn_mscale(s.mscale_all_dim);
+    return yarn_mscale(1.0);
   }
   // Does a sliding layer use other RoPE tables than a full one?
   bool sliding_layers_own_rope() const { return sliding_rope_theta > 0 && any_layer_slides(); }

@@ -127,6 +127,10 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
     throw UserError("'" + in.string() + "/config.json': LongRoPE (rope_type longrope) with model_type " +
                     config.model_type + " has no llama.cpp equivalent (llama.cpp reads LongRoPE factors for phi3 only)");
   }
+  if (config.rope_scaling.type == RopeScalingType::yarn) {
+    throw UserError("'" + in.string() + "/config.json': YaRN rope scaling is not written to GGUF yet (llama.cpp's "
+                    "rope.scaling.type yarn keys); export it with --format hf");
+  }
   if (config.head_dim % 2 != 0) {
     throw InputError("'" + in.string() + "/config.json': head_dim " + std::to_string(config.head_dim) +
                      " is odd; rotary embeddings need an even head_dim");

@@ -98,13 +98,28 @@ void read_rope(const ConfigKeys& top, ModelShape& config, bool per_layer_type, d
     };
     scaling.long_factor = factors("long_factor");
     scaling.short_factor = factors("short_factor");
-    // 0: absent, resolved as transformers does (ModelShape::longrope_attention_factor).
+    // 0: absent, resolved as transformers does (ModelShape::rope_attention_scaling).
     scaling.factor = keys.has("factor") ? keys.positive_number("factor") : 0.0;
     scaling.attention_factor = keys.has("attention_factor") ? keys.positive_number("attention_factor") : 0.0;
     scaling.original_max_position_embeddings =
         keys.positive_int("original_max_position_embeddings", config.max_position_embeddings);
+  } else if (type == "yarn") {
+    scaling.type = RopeScalingType::yarn;
+    scaling.original_max_position_embeddings =
+        keys.positive_int("original_max_position_embeddings", config.max_position_embeddings);
+    // Absent: max_position_embeddings / original, as transformers resolves it.
+    scaling.factor = keys.has("factor") ? keys.positive_number("factor")
+                                        : static_cast<double>(config.max_position_embeddings) /
+                                              static_cast<double>(scaling.original_max_position_embeddings);
+    scaling.attention_factor = keys.has("attention_factor") ? keys.positive_number("attention_factor") : 0.0;
+    scaling.beta_fast = keys.has("beta_fast") ? keys.positive_number("beta_fast") : 32.0;
+    scaling.beta_slow = keys.has("beta_slow") ? keys.positive_number("beta_slow") : 1.0;
+    scaling.truncate = keys.boolean("truncate", true);
+    scaling.mscale = keys.has("mscale") ? keys.positive_number("mscale") : 0.0;
+    scaling.mscale_all_dim = keys.has("mscale_all_dim") ? keys.positive_number("mscale_all_dim") : 0.0;
   } else {
-    keys.fail(type_key, "is '" + type + "', which Ferry does not support (supported: default, linear, llama3, longrope)");
+    keys.fail(type_key, "is '" + type +
+                            "', which Ferry does not support (supported: default, linear, llama3, longrope, yarn)");
   }
   // transformers 5 keeps partial_rotary_factor in rope_parameters; there it wins over the top-level key.
   if (keys.has("partial_rotary_factor")) rope_partial_rotary_factor = keys.positive_number("partial_rotary_factor");
@@ -346,6 +361,21 @@ std::string format_hf_config(const ModelShape& config, HfHead head) {
       legacy_scaling = rope;  // Phi-3's config class reads rope_scaling before rope_parameters
       legacy_scaling.erase("rope_theta");
       break;
+    case RopeScalingType::yarn:  // below
+      break;
+  }
+  if (scaling.type == RopeScalingType::yarn) {
+    rope["rope_type"] = "yarn";
+    rope["factor"] = scaling.factor;
+    rope["original_max_position_embeddings"] = scaling.original_max_position_embeddings;
+    rope["beta_fast"] = scaling.beta_fast;
+    rope["beta_slow"] = scaling.beta_slow;
+    if (!scaling.truncate) rope["truncate"] = false;  // true is what transformers assumes
+    if (scaling.attention_factor > 0) rope["attention_factor"] = scaling.attention_factor;
+    if (scaling.mscale > 0) rope["mscale"] = scaling.mscale;
+    if (scaling.mscale_all_dim > 0) rope["mscale_all_dim"] = scaling.mscale_all_dim;
+    legacy_scaling = rope;
+    legacy_scaling.erase("rope_theta");
   }
   out["rope_parameters"] = rope;
   out["rope_theta"] = config.rope_theta;

@@ -114,6 +114,11 @@ void run_section(std::ostringstream& html, const ReportSection& section, size_t 
       figure_table(html, other);
     }
   }
+  if (!run.memory_plan.empty()) {
+    html << "<h3>Memory plan</h3>\n<p class=\"meta\">Where the run put weights, gradients and optimizer state ("
+         << escape_markup((run.dir / "memory_plan.txt").string()) << ").</p>\n<pre>" << escape_markup(run.memory_plan)
+         << "</pre>\n";
+  }
   if (!run.config_yaml.empty()) {
     html << "<details>\n<summary>Resolved config (" << escape_markup((run.dir / "config.yaml").string())
          << ")</summary>\n<pre>" << escape_markup(run.config_yaml) << "</pre>\n</details>\n";

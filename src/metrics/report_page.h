@@ -1,9 +1,9 @@
 // The HTML page of `ferry report`: one self-contained file (inline CSS and SVG, no scripts, nothing
 // fetched), for one run or for a pipeline. Per run: a line on what it is (folder, stage, rows,
 // last step, where it was resumed), its charts (run_charts.h; groups the table does not know
-// under "Other series"), result.json's figures with the memory peaks in a table of their own, and
-// the resolved config in a <pre>. A pipeline adds its summary table first and a section per stage;
-// a stage that has not logged yet gets a line saying so. With `refresh_seconds` the page reloads
+// under "Other series"), result.json's figures with the memory peaks in a table of their own, the
+// memory plan (memory_plan.txt) and the resolved config in a <pre>. A pipeline adds its summary
+// table first and a section per stage; a stage that has not logged yet gets a line saying so. With `refresh_seconds` the page reloads
 // itself (ferry report --watch); otherwise it has no refresh.
 #pragma once
 

@@ -40,6 +40,7 @@ RunRecord read_run_record(const fs::path& dir) {
   record.metrics = read_metrics_series(dir / "metrics.jsonl");
   record.resume_steps = read_resume_steps(dir);
   if (fs::is_regular_file(dir / "config.yaml")) record.config_yaml = read_file(dir / "config.yaml");
+  if (fs::is_regular_file(dir / "memory_plan.txt")) record.memory_plan = read_file(dir / "memory_plan.txt");
   if (fs::is_regular_file(dir / "result.json")) {
     const std::string text = read_file(dir / "result.json");
     record.result = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -1,6 +1,6 @@
 // What `ferry report` reads from one run's output.dir: metrics.jsonl as series (metrics_series.h),
 // the steps it was resumed from (resumes.jsonl, resume_log.h), the resolved config (config.yaml,
-// as written) and result.json (train/stage_result.h writes it at the end: the stage, its figures
+// as written), the memory plan the run set its engine up with (memory_plan.txt) and result.json (train/stage_result.h writes it at the end: the stage, its figures
 // with the memory peaks, its data files). Only metrics.jsonl must exist; a live run has no
 // result.json yet.
 #pragma once
@@ -21,6 +21,7 @@ struct RunRecord {
   MetricsSeries metrics;
   std::vector<int64_t> resume_steps;  // ascending
   std::string config_yaml;            // empty when config.yaml is missing
+  std::string memory_plan;            // memory_plan.txt (train/run_engine.h writes it); empty when missing
   nlohmann::json result;              // result.json; null when missing
 
   // "sft", "ppo", ...: result.json's stage, else config.yaml's `stage:` line, else "".

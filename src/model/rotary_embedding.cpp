@@ -1,4 +1,4 @@
-// RoPE tables and rotation, following transformers' modeling_rope_utils.py step by step so that
+// RoPE tables (plain, linear, llama3, LongRoPE, YaRN) and rotation, following transformers' modeling_rope_utils.py step by step so that
 // fp32 results agree to rounding.
 #include "src/model/rotary_embedding.h"
 
@@ -42,6 +42,30 @@ at::Tensor rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling
       const at::Tensor is_medium = at::logical_not(wavelen < high_freq_wavelen) * at::logical_not(wavelen > low_freq_wavelen);
       return at::where(is_medium, smoothed, scaled);
     }
+    case RopeScalingType::yarn: {
+      // transformers' _compute_yarn_parameters: frequencies that turn fewer than beta_slow times over
+      // the original context are interpolated (divided by factor), those turning more than
+      // beta_fast times kept, a linear ramp between.
+      const double factor = scaling.factor;
+      const double original = static_cast<double>(scaling.original_max_position_embeddings);
+      const auto correction_dim = [&](double rotations) {
+        return (static_cast<double>(dim) * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(theta));
+      };
+      double low = correction_dim(scaling.beta_fast), high = correction_dim(scaling.beta_slow);
+      if (scaling.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(dim - 1));
+      if (low == high) high += 0.001;  // no singularity
+      const at::Tensor pos_freqs = at::pow(theta, exponents);
+      const at::Tensor extrapolation = at::reciprocal(pos_freqs);
+      const at::Tensor interpolation = at::reciprocal(factor * pos_freqs);
+      const at::Tensor ramp = at::clamp((at::arange(dim / 2, at::kLong).to(at::kFloat) - low) / (high - low), 0, 1);
+      const at::Tensor extrapolated = 1 - ramp;
+      return interpolation * (1 - extrapolated) + extrapolation * extrapolated;
+    }
     case RopeScalingType::longrope: {
       // inv_freq = 1 / (ext_factors * theta^(2i / dim)), the factors float32 as transformers makes them.
       const std::vector<double>& factors = long_context ? scaling.long_factor : scaling.short_factor;
@@ -61,8 +85,8 @@ RotaryEmbedding::RotaryEmbedding(const ModelShape& config) : inv_freq_(rope_inve
   if (config.rope_scaling.type == RopeScalingType::longrope) {
     long_inv_freq_ = rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling, true);
     original_context_ = config.rope_scaling.original_max_position_embeddings;
-    attention_scaling_ = config.longrope_attention_factor();
   }
+  attention_scaling_ = config.rope_attention_scaling();
 }
 
 RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, double theta, const RopeScaling& scaling)

@@ -170,6 +170,11 @@ TEST(ReportCli, ShortSftRunResumedGivesAPageWhosePointsAreTheLoggedValues) {
   EXPECT_CONTAINS(html, "\nstage: sft  #");
   EXPECT_CONTAINS(html, "max_steps: 6");
   EXPECT_CONTAINS(html, "<h3>Memory</h3>");
+  // The memory plan the run set its engine up with: the resumed run's replaces the first one's.
+  const std::string plan = read_text(out / "memory_plan.txt");
+  EXPECT_EQ(count(plan, "(as configured"), 1u) << plan;
+  EXPECT_CONTAINS(html, "<h3>Memory plan</h3>");
+  EXPECT_CONTAINS(html, plan.substr(0, plan.find(' ', 16)));
   EXPECT_EQ(html.find("http-equiv=\"refresh\""), std::string::npos);
 
   // --output elsewhere.

@@ -1,8 +1,8 @@
 // A Mixture of Experts through the `ferry` command (tests/data/models/tiny-qwen3-moe.json: 8 experts,
 // top-2, output_router_logits on): SFT from scratch logs the load-balancing loss and the experts'
 // load; LoRA says how many expert matrices carry adapters (none, or all with `experts`); QLoRA
-// keeps the experts in NF4 and the routers float; GRPO trains the MoE policy; the merged export is a
-// Qwen3MoeForCausalLM folder.
+// keeps the experts in NF4 and the routers float; GRPO, PPO (RLOO), online DPO and distillation
+// train the MoE policy; the merged export is a Qwen3MoeForCausalLM folder.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,6 +87,31 @@ TEST(MoeCli, GrpoTrainsAMoePolicy) {
       " --set grpo.generation_batch_size=16 --set 'rewards=[{kind: verifier}]' --set output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(out / "final" / "config.json"));
+}
+
+TEST(MoeCli, PpoOnlineDpoAndDistillTrainAMoePolicy) {
+  const std::string quick = kQuiet + " --set model.path=" + sft_model().string() +
+                            " --set data.eval_file= --set generation.max_new_tokens=8 --set train.micro_batch_size=4";
+  const Result ppo = run_ferry("train-ppo --config configs/demo-grpo.yaml" + quick + " --set stage=ppo"
+                               " --set data.max_samples=16 --set ppo.advantage_estimator=rloo --set ppo.num_generations=4"
+                               " --set ppo.rollout_batch_size=4 --set train.max_steps=1 --set 'rewards=[{kind: verifier}]'"
+                               " --set output.dir=" + (base_dir() / "ppo").string());
+  ASSERT_EQ(ppo.exit_code, 0) << ppo.output;
+  const Result dpo = run_ferry("train-dpo --config configs/demo-online-dpo.yaml" + quick +
+                               " --set train.max_steps=2 --set output.dir=" + (base_dir() / "online_dpo").string());
+  ASSERT_EQ(dpo.exit_code, 0) << dpo.output;
+  // The MoE as the teacher of a dense student, and as a student of itself.
+  const Result distill = run_ferry("train-distill --config configs/demo-distill.yaml" + kQuiet +
+                                   " --set distill.teacher_model=" + sft_model().string() +
+                                   " --set model.config=tests/data/models/tiny-qwen3-moe.json --set data.max_samples=16"
+                                   " --set data.eval_file= --set train.micro_batch_size=1 --set train.max_steps=2"
+                                   " --set train.eval_every=0 --set generation.max_new_tokens=6 --set output.dir=" +
+                                   (base_dir() / "distill").string());
+  ASSERT_EQ(distill.exit_code, 0) << distill.output;
+  for (const char* stage : {"ppo", "online_dpo", "distill"}) {
+    EXPECT_FALSE(ferry_test::metrics_rows(base_dir() / stage).empty()) << stage;
+    EXPECT_CONTAINS(ferry_test::read_text(base_dir() / stage / "final" / "config.json"), "\"qwen3_moe\"") << stage;
+  }
 }
 
 TEST(MoeCli, MergedExportIsAQwen3MoeFolder) {

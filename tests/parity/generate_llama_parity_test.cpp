@@ -83,7 +83,8 @@ const std::vector<std::string> kLlamaFixtures{"model_llama/plain", "model_llama/
                                               "model_llama/bias_linear"};
 const std::vector<std::string> kFamilyFixtures{
     "model_families/gemma2",      "model_families/gemma3",        "model_families/smollm3",
-    "model_families/olmo2",       "model_families/olmo3",         "model_families/phi3",
+    "model_families/olmo2",       "model_families/olmo3",         "model_families/olmo3_yarn",
+    "model_families/phi3",
     "model_families/phi3_longrope", "model_families/phi3_long_context", "model_families/qwen3",
     "model_families/qwen3_bias",  "model_families/smollm2",       "model_families/mistral",
     "model_families/mistral_window_big", "model_families/mistral_window_5"};

@@ -62,7 +62,10 @@ TEST_P(ModelParity, RopeFrequenciesMatch) {
     const torch::Tensor long_freq =
         rope_inverse_frequencies(config.rotary_dim(), config.rope_theta, config.rope_scaling, /*long_context=*/true);
     EXPECT_TRUE(torch::allclose(long_freq, expected.at("long_inv_freq"), 1e-6, 0.0)) << long_freq << expected.at("long_inv_freq");
-    EXPECT_NEAR(config.longrope_attention_factor(), expected.at("attention_scaling").item<double>(), 1e-6);
+    EXPECT_NEAR(config.rope_attention_scaling(), expected.at("attention_scaling").item<double>(), 1e-6);
+  }
+  if (expected.count("rope_scaling_full_attention")) {  // the full layers' cos/sin factor (YaRN's attention factor)
+    EXPECT_NEAR(config.rope_attention_scaling(), expected.at("rope_scaling_full_attention").item<double>(), 1e-6);
   }
   if (expected.count("inv_freq_sliding_attention")) {  // Gemma 3, OLMo 3: the sliding layers' own RoPE
     const double theta = config.sliding_rope_theta > 0 ? config.sliding_rope_theta : config.rope_theta;
@@ -137,6 +140,7 @@ INSTANTIATE_TEST_SUITE_P(Llama, ModelParity,
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
                          ::testing::Values("model_families/gemma2", "model_families/gemma3",
                                            "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/olmo3_yarn",
                                            "model_families/phi3", "model_families/phi3_longrope",
                                            "model_families/phi3_long_context",
                                            "model_families/qwen3", "model_families/qwen3_bias",
@@ -176,6 +180,7 @@ TEST_P(SaveParity, SavePretrainedLoadsInTransformersAsTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, SaveParity,
                          ::testing::Values("model_families/gemma2", "model_families/gemma3",
                                            "model_families/smollm3", "model_families/olmo2", "model_families/olmo3",
+                                           "model_families/olmo3_yarn",
                                            "model_families/phi3", "model_families/phi3_longrope",
                                            "model_families/phi3_long_context",
                                            "model_families/qwen3", "model_families/qwen3_bias",

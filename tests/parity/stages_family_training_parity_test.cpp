@@ -105,6 +105,7 @@ std::vector<Case> cases() {
   out.push_back({"gemma2", false, true});
   out.push_back({"gemma3", false, true});
   out.push_back({"olmo3", true, true});
+  out.push_back({"olmo3_yarn", false, false});  // YaRN on the full-attention layer
   out.push_back({"phi3_longrope", true, true});
   return out;
 }

@@ -200,7 +200,8 @@ TEST(IoHfConfig, UnsupportedFamiliesListTheSupportedOnes) {
 
 TEST(IoHfConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of(R"("model_type": "gpt2")").find("config.json: 'model_type' is 'gpt2'"), std::string::npos);
-  EXPECT_NE(error_of(R"("rope_scaling": {"type": "yarn", "factor": 4})").find("'rope_scaling.type' is 'yarn'"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_scaling": {"type": "ntk", "factor": 4})").find("'rope_scaling.type' is 'ntk'"), std::string::npos);
+  EXPECT_NE(error_of(R"("rope_scaling": {"type": "yarn", "factor": -4})").find("'rope_scaling.factor'"), std::string::npos);
   EXPECT_NE(error_of(R"("rope_parameters": {"rope_type": "dynamic", "factor": 4})").find("'rope_parameters.rope_type' is 'dynamic'"),
             std::string::npos);
   EXPECT_NE(error_of(R"("rope_scaling": {"type": "linear"})").find("'rope_scaling.factor' is missing"), std::string::npos);

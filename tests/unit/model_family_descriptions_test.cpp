@@ -139,12 +139,12 @@ TEST(FamilySwitches, Phi3FusesItsProjectionsAndReadsLongRope) {
   EXPECT_EQ(phi3.rope_scaling.original_max_position_embeddings, 16);
   EXPECT_EQ(phi3.rope_scaling.long_factor, (std::vector<double>{1.0, 1.5}));
   // transformers: factor = 64 / 16 = 4, attention factor sqrt(1 + ln 4 / ln 16) = sqrt(1.5)
-  EXPECT_NEAR(phi3.longrope_attention_factor(), std::sqrt(1.5), 1e-12);
+  EXPECT_NEAR(phi3.rope_attention_scaling(), std::sqrt(1.5), 1e-12);
   const ModelShape back = io::parse_hf_config(io::format_hf_config(phi3), "written");
   EXPECT_EQ(back.rope_scaling.short_factor, phi3.rope_scaling.short_factor);
   EXPECT_EQ(back.rope_scaling.long_factor, phi3.rope_scaling.long_factor);
   EXPECT_EQ(back.rope_scaling.original_max_position_embeddings, 16);
-  EXPECT_EQ(back.longrope_attention_factor(), phi3.longrope_attention_factor());
+  EXPECT_EQ(back.rope_attention_scaling(), phi3.rope_attention_scaling());
   // The fused layer: qkv rows = (4 + 2 x 2) heads x 8, gate_up rows = 2 x 48.
   for (const ModelTensor& t : layer_tensors(phi3, 0)) {
     if (t.suffix == "self_attn.qkv_proj.weight") EXPECT_EQ(t.shape, (std::vector<int64_t>{64, 32}));

@@ -90,7 +90,7 @@ std::vector<GgufKey> write_gguf(const ModelShape& c) {
   keys.push_back({"rope.scaling.original_context_length", GgufKey::Type::u32,
                   static_cast<double>(longrope ? c.rope_scaling.original_max_position_embeddings
                                                : c.max_position_embeddings)});
-  if (longrope) keys.push_back({"rope.scaling.attn_factor", GgufKey::Type::f32, c.longrope_attention_factor()});
+  if (longrope) keys.push_back({"rope.scaling.attn_factor", GgufKey::Type::f32, c.rope_attention_scaling()});
   return keys;
 }
 
