@@ -32,7 +32,9 @@ FixedDecodeStep::FixedDecodeStep(CausalLMImpl& model, KvCache& cache, const at::
   const at::Tensor weight = model.model->embed_tokens->weight;
   const auto device = weight.device();
 #ifdef FERRY_WITH_CUDA
-  use_graphs_ = use_graphs && device.is_cuda();
+  // A Mixture of Experts reads its per-expert token counts back to the host every layer (one GEMM
+  // per active expert), which a captured graph cannot: its decode steps run eagerly.
+  use_graphs_ = use_graphs && device.is_cuda() && !model.config().has_experts();
 #else
   use_graphs_ = false;
   (void)use_graphs;
