@@ -13,6 +13,24 @@ namespace {
 const std::string kQueryRows = "num_attention_heads x head_dim";
 const std::string kKeyValueRows = "num_key_value_heads x head_dim";
 
+// Tensor `suffix` of decoder layer `layer`: its Hugging Face name after "model.layers.<layer>.",
+// llama.cpp's after "blk.<layer>.", shape, the config keys behind each dimension, LoRA target, and
+// (an expert's projection) its index in llama.cpp's stacked tensor.
+ModelTensor layer_tensor(int64_t layer, const std::string& suffix, const std::string& gguf, std::vector<int64_t> shape,
+                         std::vector<std::string> dims, std::string lora, int64_t expert = -1) {
+  ModelTensor t;
+  t.name = "model.layers." + std::to_string(layer) + "." + suffix;
+  t.gguf_name = "blk." + std::to_string(layer) + "." + gguf;
+  t.layer = layer;
+  t.suffix = suffix;
+  t.shape = std::move(shape);
+  t.dims = std::move(dims);
+  t.group = layer_group(layer);
+  t.lora_target = std::move(lora);
+  t.expert = expert;
+  return t;
+}
+
 // A sparse layer's MLP (model_shape.h's MoeShape), named as transformers saves it (per expert) and
 // as llama.cpp's converter stacks it: the router (ffn_gate_inp), every expert's gate/up/down
 // projection (ffn_{gate,up,down}_exps, expert = its index in the stack), and Qwen2-MoE's shared
@@ -21,22 +39,10 @@ void add_expert_tensors(const ModelShape& c, int64_t layer, std::vector<ModelTen
   const MoeShape& moe = c.moe;
   const bool mixtral = moe.naming == ExpertNaming::mixtral;
   const std::string block = mixtral ? "block_sparse_moe" : "mlp";
-  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
-  const std::string blk = "blk." + std::to_string(layer) + ".";
   const int64_t h = c.hidden_size, f = moe.expert_intermediate_size;
   const auto add = [&](const std::string& suffix, const std::string& gguf, std::vector<int64_t> shape,
                        std::vector<std::string> dims, std::string lora, int64_t expert) {
-    ModelTensor t;
-    t.name = prefix + suffix;
-    t.gguf_name = blk + gguf;
-    t.layer = layer;
-    t.suffix = suffix;
-    t.shape = std::move(shape);
-    t.dims = std::move(dims);
-    t.group = layer_group(layer);
-    t.lora_target = std::move(lora);
-    t.expert = expert;
-    out.push_back(std::move(t));
+    out.push_back(layer_tensor(layer, suffix, gguf, std::move(shape), std::move(dims), std::move(lora), expert));
   };
   add(block + ".gate.weight", "ffn_gate_inp.weight", {moe.num_experts, h}, {"num_experts", "hidden_size"}, "gate", -1);
   const std::string width = mixtral ? "intermediate_size" : "moe_intermediate_size";
@@ -88,23 +94,11 @@ long double numel(const ModelTensor& t) {
 std::vector<ModelTensor> layer_tensors(const ModelShape& c, int64_t layer) {
   const int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
   const int64_t h = c.hidden_size, f = c.intermediate_size;
-  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
-  const std::string blk = "blk." + std::to_string(layer) + ".";
   const double norm_offset = c.norm_weight == NormWeight::one_plus ? 1.0 : 0.0;
   std::vector<ModelTensor> out;
-  // `suffix` (HF, after the layer prefix), llama.cpp's name for it (after "blk.N."), shape, dims.
   const auto add = [&](const std::string& suffix, const std::string& gguf, std::vector<int64_t> shape,
                        std::vector<std::string> dims, std::string lora = {}) -> ModelTensor& {
-    ModelTensor t;
-    t.name = prefix + suffix;
-    t.gguf_name = blk + gguf;
-    t.layer = layer;
-    t.suffix = suffix;
-    t.shape = std::move(shape);
-    t.dims = std::move(dims);
-    t.group = layer_group(layer);
-    t.lora_target = std::move(lora);
-    out.push_back(std::move(t));
+    out.push_back(layer_tensor(layer, suffix, gguf, std::move(shape), std::move(dims), std::move(lora)));
     return out.back();
   };
   const auto norm = [&](const std::string& suffix, const std::string& gguf, int64_t width, const std::string& dim) {
