@@ -9,14 +9,7 @@
 # busy machine, intra-op threads that wait for each other make both figures ten times worse.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
-threads="${2:-1}"
-python="${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}"
-bench="$build/tests/bench/generate_bench"
-[[ -x "$bench" ]] || { echo "error: $bench not found; build it: cmake --build $build --target generate_bench" >&2; exit 2; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh" generate_bench 1 "$@"  # here, build, threads, python, bench, work
 
 "$python" - "$work" "$threads" <<'PY' | tee "$work/hf.txt"
 import sys, time, statistics

@@ -12,14 +12,7 @@
 # BUILD_DIR (default build) must contain tests/bench/sft_bench (cmake --build BUILD_DIR --target sft_bench).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/help.sh" "$@"  # -h, --help: print the comment above and exit
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
-threads="${2:-2}"
-python="${FERRY_PYTHON:-${FERRY_DEPS:-$HOME/.cache/ferry}/venv/bin/python}"
-bench="$build/tests/bench/sft_bench"
-[[ -x "$bench" ]] || { echo "error: $bench not found; build it: cmake --build $build --target sft_bench" >&2; exit 2; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh" sft_bench 2 "$@"  # here, build, threads, python, bench, work
 
 "$python" - "$work" "$threads" "$here/configs/demo-model.json" <<'PY' | tee "$work/hf.txt"
 import json, sys, time, statistics
