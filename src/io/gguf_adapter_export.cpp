@@ -31,8 +31,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 // The adapters llama.cpp can apply: a decoder layer's matrix (blk.N.*.weight, 2-D).
+// An expert's projection is not: it is one slice of a stacked ffn_*_exps tensor, whose adapter would
+// be stacked too, which Ferry does not write.
 bool adaptable(const GgufTensorLayout& layout) {
-  return layout.gguf_name.starts_with("blk.") && layout.gguf_name.ends_with(".weight") && layout.shape.size() == 2;
+  return layout.expert < 0 && layout.gguf_name.starts_with("blk.") && layout.gguf_name.ends_with(".weight") &&
+         layout.shape.size() == 2;
 }
 
 struct AdaptedWeight {
@@ -103,7 +106,7 @@ GgufAdapterExportSummary export_gguf_adapter(const GgufAdapterExportOptions& opt
       throw InputError("checkpoint '" + in.string() + "': LoRA weight '" + name + "' adapts '" + base + "', which " +
                        "llama.cpp cannot map to a tensor of its " + arch + " model (a GGUF adapter covers the " +
                        "decoder layers' projections: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or Phi-3's qkv_proj "
-                       "and gate_up_proj); " +
+                       "and gate_up_proj; not a Mixture of Experts' experts, stacked in llama.cpp); " +
                        "export the model with the adapters merged instead (--format gguf --lora merged)");
     }
     AdaptedWeight& entry = adapted[base];

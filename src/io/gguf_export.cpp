@@ -78,6 +78,41 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // Weights Ferry's checkpoints or transformers may carry that llama.cpp does not use.
 bool ignored_weight(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
+// One tensor of the file: a weight, or a layer's experts stacked as the converter merges them
+// (parts[e] is expert e's layout; gguf_tensor_layout.h).
+struct FileTensor {
+  std::string gguf_name;
+  std::vector<int64_t> shape;  // torch order; (experts, rows, columns) for a stack
+  std::vector<const GgufTensorLayout*> parts;
+};
+
+std::vector<FileTensor> file_tensors(const std::vector<GgufTensorLayout>& planned) {
+  std::vector<FileTensor> out;
+  std::map<std::string, size_t> stacks;  // gguf name -> index in out
+  for (const GgufTensorLayout& layout : planned) {
+    if (layout.expert < 0) {
+      out.push_back({layout.gguf_name, layout.shape, {&layout}});
+      // Qwen2-MoE's shared expert gate, (1, hidden): written 1-D, (hidden), as llama.cpp's loader asks
+      // for it ({n_embd}) and transformers' GGUF loader needs it (it adds the leading 1 itself); the
+      // converter writes (1, hidden), which llama.cpp reads as the same tensor.
+      if (layout.gguf_name.ends_with(".ffn_gate_inp_shexp.weight")) out.back().shape = {layout.shape.back()};
+      continue;
+    }
+    const auto [it, added] = stacks.emplace(layout.gguf_name, out.size());
+    if (added) {
+      out.push_back({layout.gguf_name, layout.file_shape(),
+                     std::vector<const GgufTensorLayout*>(static_cast<size_t>(layout.experts), nullptr)});
+    }
+    out[it->second].parts.at(static_cast<size_t>(layout.expert)) = &layout;
+  }
+  for (const FileTensor& tensor : out) {
+    for (const GgufTensorLayout* part : tensor.parts) {
+      FERRY_CHECK(part != nullptr, "GGUF export: ", tensor.gguf_name, " lacks an expert in the tensor list");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 fs::path gguf_output_file(const fs::path& output) {
@@ -205,7 +240,8 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
   summary.tokenizer = vocab.model == "llama" ? "llama (SentencePiece)" : "gpt2 (byte-level BPE, pre " + vocab.pre + ")";
   summary.warnings = vocab.warnings;
   if (const int64_t window = config_sliding_window(in / "config.json");
-      config.model_type == "mistral" && window > 0 && window < config.max_position_embeddings) {
+      (config.model_type == "mistral" || config.model_type == "mixtral") && window > 0 &&
+      window < config.max_position_embeddings) {
     summary.warnings.push_back("config.json: sliding_window " + std::to_string(window) +
                                " is not carried over: llama.cpp's llama architecture attends to the whole context (as "
                                "its converter writes Mistral)");
@@ -272,38 +308,54 @@ GgufExportSummary export_gguf_model(const GgufExportOptions& options) {
                                " tokens, transformers and Ferry when a sequence does; below that both use the short ones");
   }
   // Each tensor's type: the converter's rule (f32 ... q8_0) or llama-quantize's mix (q4_0 ... q6_k).
+  const std::vector<FileTensor> outputs = file_tensors(planned);
   std::vector<GgmlType> types;
   if (is_llama_quantize_type(options.type)) {
     std::vector<GgufQuantTensor> named;
-    for (const GgufTensorLayout& tensor : planned) named.push_back({tensor.gguf_name, tensor.shape});
-    types = gguf_quant_mix_types(
-        options.type, {arch, config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads}, named);
+    for (const FileTensor& tensor : outputs) named.push_back({tensor.gguf_name, tensor.shape});
+    types = gguf_quant_mix_types(options.type,
+                                 {arch, config.num_hidden_layers, config.num_attention_heads,
+                                  config.num_key_value_heads, config.moe.num_experts},
+                                 named);
   } else {
-    for (const GgufTensorLayout& tensor : planned) types.push_back(gguf_tensor_type(options.type, tensor.shape));
+    for (const FileTensor& tensor : outputs) types.push_back(gguf_tensor_type(options.type, tensor.gguf_name, tensor.shape));
   }
-  for (size_t i = 0; i < planned.size(); ++i) {
-    const GgufTensorLayout& tensor = planned[i];
+  // One Hugging Face weight as the converter writes it, before its ggml type.
+  const auto converted = [&weights, &adapted, &in, lora_scaling](const GgufTensorLayout& tensor) {
+    at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
+    if (const auto nf4 = find_nf4_weight(weights, tensor.hf_name, in.string())) {
+      value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
+    } else if (const auto int8 = find_int8_weight(weights, tensor.hf_name, in.string())) {
+      value = kernels::int8_dequantize_tensor(*int8, at::kFloat);  // an int8 base
+    } else if (const auto ggml = find_ggml_weight(weights, tensor.hf_name, in.string())) {
+      value = ggml_dequantize(*ggml, at::kFloat);  // a GGUF model's base
+    }
+    if (adapted.count(tensor.hf_name)) {
+      const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());
+      const TensorMap parts{{tensor.hf_name, value},
+                            {projection + ".lora_A.weight", weights.tensor(projection + ".lora_A.weight")},
+                            {projection + ".lora_B.weight", weights.tensor(projection + ".lora_B.weight")}};
+      value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
+    }
+    if (tensor.permutation != GgufRowPermutation::none) value = permute_gguf_rows(value, tensor.groups);
+    if (tensor.offset != 0) value = value.to(at::kFloat) + tensor.offset;  // Gemma's norms: stored as 1 + w
+    return value;
+  };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const FileTensor& tensor = outputs[i];
     const GgmlType type = types[i];
     count(type);
-    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&weights, &adapted, &in, tensor, type, lora_scaling] {
-      at::Tensor value = weights.tensor(tensor.hf_name);  // a view of the mapped file
-      if (const auto nf4 = find_nf4_weight(weights, tensor.hf_name, in.string())) {
-        value = kernels::nf4_dequantize_tensor(*nf4, nf4->dtype);  // QLoRA's base, in the dtype it trained in
-      } else if (const auto int8 = find_int8_weight(weights, tensor.hf_name, in.string())) {
-        value = kernels::int8_dequantize_tensor(*int8, at::kFloat);  // an int8 base
-      } else if (const auto ggml = find_ggml_weight(weights, tensor.hf_name, in.string())) {
-        value = ggml_dequantize(*ggml, at::kFloat);  // a GGUF model's base
+    writer.add_tensor(tensor.gguf_name, tensor.shape, type, [&converted, &tensor, type] {
+      if (tensor.parts.size() == 1 && tensor.parts[0]->expert < 0) return to_ggml(converted(*tensor.parts[0]), type);
+      // A layer's experts: (experts, rows, columns), each expert's rows quantised on their own.
+      std::vector<at::Tensor> experts;
+      for (const GgufTensorLayout* part : tensor.parts) experts.push_back(converted(*part));
+      bool same_dtype = true;
+      for (const at::Tensor& e : experts) same_dtype = same_dtype && e.scalar_type() == experts[0].scalar_type();
+      if (!same_dtype) {
+        for (at::Tensor& e : experts) e = e.to(at::kFloat);  // a merged LoRA expert beside bf16 ones: exact
       }
-      if (adapted.count(tensor.hf_name)) {
-        const std::string projection = tensor.hf_name.substr(0, tensor.hf_name.size() - std::string(".weight").size());
-        const TensorMap parts{{tensor.hf_name, value},
-                              {projection + ".lora_A.weight", weights.tensor(projection + ".lora_A.weight")},
-                              {projection + ".lora_B.weight", weights.tensor(projection + ".lora_B.weight")}};
-        value = merge_lora_tensors(parts, lora_scaling).at(tensor.hf_name);
-      }
-      if (tensor.permutation != GgufRowPermutation::none) value = permute_gguf_rows(value, tensor.groups);
-      if (tensor.offset != 0) value = value.to(at::kFloat) + tensor.offset;  // Gemma's norms: stored as 1 + w
-      return to_ggml(value, type);
+      return to_ggml(at::stack(experts), type);
     });
   }
 

@@ -4,7 +4,11 @@
 //
 //   architecture  config.json model_type llama and mistral -> "llama" (as the converter does; a
 //                 Mistral sliding window is not carried over, with a warning), qwen2 -> "qwen2",
-//                 qwen3 -> "qwen3" (mistral and qwen3 once Ferry's config reader accepts them)
+//                 qwen3 -> "qwen3", ..., each family's gguf_architecture (src/model/family/);
+//                 Mixtures of Experts: qwen3_moe -> "qwen3moe", qwen2_moe -> "qwen2moe", olmoe ->
+//                 "olmoe", mixtral -> "llama" with expert_count (a sliding window is not carried over,
+//                 with a warning, as for Mistral); what llama.cpp fixes in code (top-k renormalisation,
+//                 experts in every layer, ...) is checked first (src/model/family/moe_gguf.h)
 //   metadata      general.{architecture, type "model", name, file_type, quantization_version 2,
 //                 alignment 32}; <arch>.{context_length (max_position_embeddings), embedding_length,
 //                 block_count, feed_forward_length, attention.head_count, attention.head_count_kv,
@@ -12,8 +16,11 @@
 //                 vocab_size}; attention.key_length / value_length when config.json gives head_dim;
 //                 linear rope: rope.scaling.type "linear" + rope.scaling.factor; llama3 rope (llama
 //                 only): a `rope_freqs.weight` tensor of head_dim / 2 frequency factors, computed
-//                 as the converter computes them; the tokenizer (src/io/gguf_tokenizer.h)
-//   tensors       llama.cpp's names, the llama q/k row permutation and the --gguf-type rule of
+//                 as the converter computes them; the family's own keys (experts: expert_count,
+//                 expert_used_count, expert_feed_forward_length, expert_shared_feed_forward_length);
+//                 the tokenizer (src/io/gguf_tokenizer.h)
+//   tensors       llama.cpp's names (a layer's experts stacked into one ffn_*_exps tensor), the
+//                 llama q/k row permutation and the --gguf-type rule of
 //                 src/io/gguf_tensor_layout.h (f32, f16, bf16, q8_0 as the converter writes them;
 //                 q4_0, q5_0, q4_k_s, q4_k_m, q5_k_m, q6_k as llama-quantize writes them from an F32
 //                 file: its per-tensor types, src/io/gguf_quant_mix.h, and its quantisers,

@@ -66,6 +66,14 @@ int64_t positive(const GgufFile& file, const std::string& key, int64_t value) {
 
 int64_t positive_key(const GgufFile& file, const std::string& key) { return positive(file, key, file.get_int(key)); }
 
+// Shapes as ggml sees them: ne with trailing 1s dropped, so (1, hidden) and (hidden) are the same
+// (the converter writes Qwen2-MoE's shared expert gate as (1, hidden); older files as (hidden)).
+bool same_ggml_shape(std::vector<int64_t> a, std::vector<int64_t> b) {
+  while (a.size() > 1 && a.front() == 1) a.erase(a.begin());
+  while (b.size() > 1 && b.front() == 1) b.erase(b.begin());
+  return a == b;
+}
+
 // llama3 rope scaling from llama.cpp's per-frequency factors (convert_hf_to_gguf.py writes
 // 1 for high frequencies, `factor` for low ones and 1 / ((1 - s) / factor + s) between, with
 // s = (original_context / wavelength - low) / (high - low)). s is linear in 1 / wavelength, so the
@@ -234,10 +242,10 @@ GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_m
       fail(file_, "tensor '" + gguf_name + "' (Hugging Face " + layout.hf_name + ") is missing; the file is incomplete "
                   "or its model is not a " + arch + " model as Ferry reads it");
     }
-    if (tensor->shape() != layout.shape) {
+    if (!same_ggml_shape(tensor->shape(), layout.file_shape())) {
       std::string have, want;
       for (int64_t d : tensor->shape()) have += (have.empty() ? "" : ", ") + std::to_string(d);
-      for (int64_t d : layout.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      for (int64_t d : layout.file_shape()) want += (want.empty() ? "" : ", ") + std::to_string(d);
       fail(file_, "tensor '" + gguf_name + "' has shape [" + have + "] but the metadata says [" + want +
                   "]; the file is corrupt or its metadata does not describe its tensors");
     }
@@ -245,6 +253,8 @@ GgufWeights::GgufWeights(GgufFile file) : file_(std::move(file)), config_(gguf_m
     source.tensor = tensor;
     source.permute_groups = layout.permutation == GgufRowPermutation::none ? 0 : layout.groups;
     source.offset = layout.offset;
+    source.expert = layout.expert;
+    source.experts = layout.experts;
     source.info.shape = layout.shape;
     source.info.dtype = tensor->type == GgmlType::f16 ? at::kHalf : tensor->type == GgmlType::bf16 ? at::kBFloat16 : at::kFloat;
     used.insert(gguf_name);
@@ -276,11 +286,17 @@ at::Tensor GgufWeights::load(const std::string& name) const {
   const auto it = sources_.find(name);
   FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
   const Source& source = it->second;
-  at::Tensor value = dequantize_tensor(source.tensor->type, file_.tensor_data(*source.tensor), source.info.shape,
-                                       source.info.dtype);
+  at::Tensor value = dequantize_tensor(source.tensor->type, file_.tensor_data(*source.tensor) + source.byte_offset(),
+                                       source.info.shape, source.info.dtype);
   if (source.permute_groups > 0) value = unpermute_gguf_rows(value, source.permute_groups);
   if (source.offset != 0) value = value - source.offset;  // Gemma's norms: stored as 1 + w
   return value;
+}
+
+uint64_t GgufWeights::stored_bytes(const std::string& name) const {
+  const auto it = sources_.find(name);
+  FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
+  return it->second.bytes();
 }
 
 GgmlTensor GgufWeights::packed(const std::string& name) const {
@@ -288,12 +304,12 @@ GgmlTensor GgufWeights::packed(const std::string& name) const {
   FERRY_CHECK(it != sources_.end(), "GGUF weights have no tensor ", name);
   const Source& source = it->second;
   const GgufTensorInfo& tensor = *source.tensor;
-  FERRY_CHECK(tensor.ne.size() == 2 && source.offset == 0, "GgufWeights::packed: ", tensor.name,
+  FERRY_CHECK(source.info.shape.size() == 2 && source.offset == 0, "GgufWeights::packed: ", tensor.name,
               " is not a 2-D weight stored as it is");
-  const int64_t rows = tensor.ne[1];
-  const int64_t row_bytes = static_cast<int64_t>(tensor.nbytes) / rows;
+  const int64_t rows = source.info.shape[0];
+  const int64_t row_bytes = static_cast<int64_t>(source.bytes()) / rows;
   at::Tensor blocks = at::empty({rows, row_bytes}, at::TensorOptions().dtype(at::kByte));
-  std::memcpy(blocks.data_ptr<uint8_t>(), file_.tensor_data(tensor), tensor.nbytes);
+  std::memcpy(blocks.data_ptr<uint8_t>(), file_.tensor_data(tensor) + source.byte_offset(), source.bytes());
   if (source.permute_groups > 0) blocks = unpermute_gguf_rows(blocks, source.permute_groups);
   return ggml_tensor_from_blocks(blocks, tensor.type, file_.describe() + ": tensor '" + tensor.name + "'");
 }

@@ -2,8 +2,11 @@
 // from_pretrained(..., gguf_file=...) reads it:
 //
 //   architecture  general.architecture picks the family whose description (src/model/family/) names
-//                 it ("llama": Llama 2 / 3.x, SmolLM2, Mistral as llama; "qwen2", "qwen3", "gemma2",
-//                 "gemma3", "smollm3", "olmo2", "olmo3"); any other is an InputError listing them
+//                 it ("llama": Llama 2 / 3.x, SmolLM2, Mistral as llama, Mixtral as llama with
+//                 llama.expert_count > 0; "qwen2", "qwen3", "gemma2", "gemma3", "smollm3", "olmo2",
+//                 "olmo3", "phi3", "qwen3moe", "qwen2moe", "olmoe"); any other is an InputError listing
+//                 them. Mixtures of Experts: <arch>.expert_count, expert_used_count,
+//                 expert_feed_forward_length, expert_shared_feed_forward_length (src/model/family/moe_gguf.h)
 //   config        <arch>.context_length -> max_position_embeddings, embedding_length -> hidden_size,
 //                 block_count -> num_hidden_layers, feed_forward_length -> intermediate_size,
 //                 attention.head_count / head_count_kv (default: head_count) -> heads / kv heads,
@@ -19,7 +22,9 @@
 //   weights       llama.cpp's names (gguf_tensor_layout.h) back to Hugging Face's, each dequantised
 //                 (ggml_dequantize.h) to float32 (F16 / BF16 tensors keep their dtype) and, for the
 //                 families that permute (llama), q/k rows put back in HF's rotate-half order; Gemma's
-//                 norms less the 1 the converter added. A tensor the
+//                 norms less the 1 the converter added. An expert's projection is its slice of the
+//                 layer's stacked tensor (ffn_gate_exps etc., gguf_tensor_layout.h): expert E's bytes
+//                 are the E-th of num_experts equal ranges, in every ggml type. A tensor the
 //                 model needs that is missing, of the wrong shape, or one Ferry does not know is an
 //                 InputError naming the file and tensor.
 #pragma once
@@ -56,9 +61,11 @@ class GgufWeights {
   at::Tensor load(const std::string& name) const;
   // The GGUF tensor behind a HF name (for engines that keep the quantised blocks).
   const GgufTensorInfo& source(const std::string& name) const;
-  // The stored blocks of a 2-D tensor, owned: uint8 (rows, bytes per row), rows in Hugging Face
-  // order (llama's q/k rows un-permuted by moving whole rows of blocks, which is exact), for
-  // lora.quantize_base gguf (ggml_tensor.h).
+  // The bytes `name` takes in the file: the GGUF tensor's, or an expert's share of its stack.
+  uint64_t stored_bytes(const std::string& name) const;
+  // The stored blocks of a 2-D tensor (an expert's: its slice of the stack), owned: uint8 (rows,
+  // bytes per row), rows in Hugging Face order (llama's q/k rows un-permuted by moving whole rows of
+  // blocks, which is exact), for lora.quantize_base gguf (ggml_tensor.h).
   GgmlTensor packed(const std::string& name) const;
 
  private:
@@ -66,7 +73,12 @@ class GgufWeights {
     const GgufTensorInfo* tensor = nullptr;
     int64_t permute_groups = 0;  // 0: rows as stored
     double offset = 0;           // stored = Hugging Face weight + offset
+    int64_t expert = -1;         // an expert: its index in the stacked tensor
+    int64_t experts = 0;         // the stack's size
     TensorInfo info;
+
+    uint64_t bytes() const { return expert < 0 ? tensor->nbytes : tensor->nbytes / static_cast<uint64_t>(experts); }
+    uint64_t byte_offset() const { return expert < 0 ? 0 : static_cast<uint64_t>(expert) * bytes(); }
   };
 
   GgufFile file_;

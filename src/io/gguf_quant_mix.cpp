@@ -33,9 +33,16 @@ Category category_of(const std::string& name) {
 
 bool is_attn_v_like(Category c) { return c == Category::attn_v || c == Category::attn_qkv || c == Category::attn_kv_b; }
 
-// tensor_allows_quantization, the rules that can apply to a dense decoder's tensors.
+// ggml_n_dims: the dimensions up to the last one above 1 (torch order: leading 1s dropped).
+size_t ggml_dims(const std::vector<int64_t>& shape) {
+  size_t first = 0;
+  while (first + 1 < shape.size() && shape[first] == 1) ++first;
+  return shape.size() - first;
+}
+
+// tensor_allows_quantization, the rules that can apply to a decoder's tensors.
 bool allows_quantization(const GgufQuantTensor& t) {
-  if (t.shape.size() < 2) return false;
+  if (ggml_dims(t.shape) < 2) return false;
   const std::string& name = t.name;
   if (!name.ends_with("weight")) return false;
   for (const char* kept : {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
@@ -130,9 +137,17 @@ std::vector<GgmlType> gguf_quant_mix_types(GgufFileType file_type, const GgufQua
         type = GgmlType::q5_k;
       }
       if (is_70b && (type == GgmlType::q3_k || type == GgmlType::q4_k)) type = GgmlType::q5_k;
+      if (model.experts == 8) type = GgmlType::q8_0;  // "for the 8-expert model, bumping this to Q8_0"
       ++i_attention_wv;
+    } else if (category == Category::attn_k) {
+      if (model.experts == 8) type = GgmlType::q8_0;
+    } else if (category == Category::attn_output) {
+      if (model.experts == 8 && (file_type == GgufFileType::q4_k_s || file_type == GgufFileType::q4_k_m)) {
+        type = GgmlType::q5_k;
+      }
     } else if (category == Category::ffn_down) {
-      const int64_t layer = i_ffn_down;  // dense models: the counter (llama.cpp parses the name for experts)
+      // Dense: the counter; with experts llama.cpp reads the layer from the name (layer_info).
+      const int64_t layer = model.experts > 1 ? block_of(tensor.name) : i_ffn_down;
       if (file_type == GgufFileType::q4_k_m && use_more_bits(layer, n_ffn_down)) {
         type = GgmlType::q6_k;
       } else if (file_type == GgufFileType::q5_k_m && use_more_bits(layer, n_ffn_down)) {

@@ -66,12 +66,32 @@ GgmlType gguf_tensor_type(GgufFileType file_type, const std::vector<int64_t>& sh
   return GgmlType::f32;
 }
 
+bool gguf_router_tensor(const std::string& gguf_name) {
+  return gguf_name.ends_with(".ffn_gate_inp.weight") || gguf_name.ends_with(".ffn_gate_inp_shexp.weight");
+}
+
+GgmlType gguf_tensor_type(GgufFileType file_type, const std::string& gguf_name, const std::vector<int64_t>& shape) {
+  if (!is_llama_quantize_type(file_type) && gguf_router_tensor(gguf_name)) return GgmlType::f32;
+  return gguf_tensor_type(file_type, shape);
+}
+
+std::vector<int64_t> GgufTensorLayout::file_shape() const {
+  if (expert < 0) return shape;
+  std::vector<int64_t> out{experts};
+  out.insert(out.end(), shape.begin(), shape.end());
+  return out;
+}
+
 std::vector<GgufTensorLayout> gguf_tensor_layouts(const ModelShape& c) {
   const bool permute = family_of(c).gguf_permutes_qk;
   std::vector<GgufTensorLayout> out;
   for (ModelTensor& tensor : model_tensors(c)) {
     GgufTensorLayout layout{tensor.gguf_name, tensor.name, std::move(tensor.shape)};
     layout.offset = tensor.gguf_offset;
+    if (tensor.expert >= 0) {
+      layout.expert = tensor.expert;
+      layout.experts = c.moe.num_experts;
+    }
     if (permute && tensor.suffix.rfind("self_attn.q_proj.", 0) == 0) {
       layout.permutation = GgufRowPermutation::query;
       layout.groups = c.num_attention_heads;

@@ -221,8 +221,8 @@ std::map<std::string, uint64_t> gguf_projection_bytes(const std::filesystem::pat
     for (const ModelTensor& t : layer_tensors(gguf->config(), layer)) {
       if (t.lora_target.empty() || !t.name.ends_with(".weight")) continue;  // the projections' weights only
       const std::string& name = t.name;
-      const io::GgufTensorInfo& tensor = gguf->source(name);
-      if (!float_ggml_type(tensor.type)) bytes[name] = tensor.nbytes;
+      // An expert's share of its layer's stacked tensor (ffn_gate_exps etc.), else the whole tensor.
+      if (!float_ggml_type(gguf->source(name).type)) bytes[name] = gguf->stored_bytes(name);
     }
   }
   return bytes;

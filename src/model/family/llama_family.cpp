@@ -6,6 +6,7 @@
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
+#include "src/model/family/gguf_metadata.h"
 
 namespace ferry {
 namespace {
@@ -28,6 +29,12 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   out["mlp_bias"] = c.mlp_bias;
 }
 
+// llama.cpp's llama with <arch>.expert_count > 0 is a Mixtral (its converter writes
+// MixtralForCausalLM so): the Mixtral family reads it.
+void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
+  if (metadata.get_int("expert_count", 0) > 0) mixtral_family().read_gguf(metadata, c);
+}
+
 }  // namespace
 
 const ModelFamily& llama_family() {
@@ -41,7 +48,7 @@ const ModelFamily& llama_family() {
       .defaults = {},
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = nullptr,
+      .read_gguf = read_gguf,
   };
   return family;
 }

@@ -8,6 +8,7 @@
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
+#include "src/model/family/moe_gguf.h"
 #include "src/model/family/moe_keys.h"
 
 namespace ferry {
@@ -38,6 +39,24 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   write_moe_keys(c, kKeys, "mixtral", out);
 }
 
+// llama.cpp's llama with expert_count > 0 (the converter registers MixtralForCausalLM on LlamaModel):
+// renormalised top-k weights (norm_w true), experts feed_forward_length wide, no sliding window.
+const MoeGgufRules kGguf{.architecture = "llama", .normalize_top_k = true, .aux_loss_coef = kKeys.aux_loss_coef};
+
+// Reached from the llama family's read_gguf when the file has experts.
+void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
+  c.model_type = "mixtral";
+  c.sliding_window = 0;
+  read_moe_gguf(metadata, kGguf, c);
+  c.moe.naming = ExpertNaming::mixtral;
+}
+
+std::vector<GgufKey> write_gguf(const ModelShape& c) {
+  require_llama_cpp(!c.attention_bias && !c.attention_output_bias && !c.mlp_bias, "llama",
+                    "Mixtral without biases");
+  return write_moe_gguf(c, kGguf);
+}
+
 }  // namespace
 
 const ModelFamily& mixtral_family() {
@@ -46,13 +65,14 @@ const ModelFamily& mixtral_family() {
       .model_types = {"mixtral"},
       .causal_lm_class = "MixtralForCausalLM",
       .score_class = "MixtralForSequenceClassification",
-      .gguf_architecture = "",  // llama.cpp reads Mixtral as llama with stacked experts: not read yet
+      .gguf_architecture = "llama",  // with expert_count: the llama family's read_gguf hands the file here
       .gguf_permutes_qk = true,
       .defaults = {.num_key_value_heads = 8, .max_position_embeddings = 131072, .rms_norm_eps = 1e-5,
                    .rope_theta = 1e6, .has_head_dim_key = false},
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = nullptr,
+      .read_gguf = read_gguf,
+      .write_gguf = write_gguf,
       .experts = true,
   };
   return family;

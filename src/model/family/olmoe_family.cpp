@@ -7,6 +7,7 @@
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
+#include "src/model/family/moe_gguf.h"
 #include "src/model/family/moe_keys.h"
 
 namespace ferry {
@@ -39,6 +40,21 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   write_moe_keys(c, kKeys, "olmoe", out);
 }
 
+// llama.cpp's olmoe: top-k weights as softmax gives them (norm_w false), q/o and both q/k norms
+// n_embd wide (no grouped-query attention), output.weight required, no biases.
+const MoeGgufRules kGguf{.architecture = "olmoe", .normalize_top_k = false, .needs_output = true,
+                         .square_attention = true, .full_kv_heads = true, .aux_loss_coef = kKeys.aux_loss_coef};
+
+void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
+  c.qk_norm = QkNorm::whole;
+  read_moe_gguf(metadata, kGguf, c);
+}
+
+std::vector<GgufKey> write_gguf(const ModelShape& c) {
+  require_llama_cpp(!c.attention_bias && !c.attention_output_bias, "olmoe", "attention without biases");
+  return write_moe_gguf(c, kGguf);
+}
+
 }  // namespace
 
 const ModelFamily& olmoe_family() {
@@ -47,13 +63,14 @@ const ModelFamily& olmoe_family() {
       .model_types = {"olmoe"},
       .causal_lm_class = "OlmoeForCausalLM",
       .score_class = "OlmoeForSequenceClassification",
-      .gguf_architecture = "",  // llama.cpp's olmoe: stacked experts, not read yet
+      .gguf_architecture = "olmoe",
       .gguf_permutes_qk = false,
       .defaults = {.max_position_embeddings = 4096, .rms_norm_eps = 1e-5, .bos_token_id = -1,
                    .eos_token_ids = {50279}, .pad_token_id = 1, .has_head_dim_key = false},
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = nullptr,
+      .read_gguf = read_gguf,
+      .write_gguf = write_gguf,
       .experts = true,
   };
   return family;

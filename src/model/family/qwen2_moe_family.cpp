@@ -8,6 +8,7 @@
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
+#include "src/model/family/moe_gguf.h"
 #include "src/model/family/moe_keys.h"
 
 namespace ferry {
@@ -36,6 +37,19 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   write_moe_keys(c, kKeys, "qwen2_moe", out);
 }
 
+// llama.cpp's qwen2moe: top-k weights as softmax gives them (norm_w false), the shared expert, q and o
+// n_embd x n_embd, output.weight required.
+const MoeGgufRules kGguf{.architecture = "qwen2moe", .expert_width_key = true, .shared_expert = true,
+                         .normalize_top_k = false, .needs_output = true, .square_attention = true,
+                         .aux_loss_coef = kKeys.aux_loss_coef};
+
+void read_gguf(const GgufMetadata& metadata, ModelShape& c) { read_moe_gguf(metadata, kGguf, c); }
+
+std::vector<GgufKey> write_gguf(const ModelShape& c) {
+  require_llama_cpp(c.attention_bias && !c.attention_output_bias, "qwen2moe", "q/k/v biases (qkv_bias true)");
+  return write_moe_gguf(c, kGguf);
+}
+
 }  // namespace
 
 const ModelFamily& qwen2_moe_family() {
@@ -44,13 +58,14 @@ const ModelFamily& qwen2_moe_family() {
       .model_types = {"qwen2_moe"},
       .causal_lm_class = "Qwen2MoeForCausalLM",
       .score_class = "Qwen2MoeForSequenceClassification",
-      .gguf_architecture = "",  // llama.cpp's qwen2moe: stacked experts, not read yet
+      .gguf_architecture = "qwen2moe",
       .gguf_permutes_qk = false,
       .defaults = {.num_key_value_heads = 16, .max_position_embeddings = 32768, .bos_token_id = -1, .eos_token_ids = {},
                    .has_head_dim_key = false},
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = nullptr,
+      .read_gguf = read_gguf,
+      .write_gguf = write_gguf,
       .experts = true,
   };
   return family;

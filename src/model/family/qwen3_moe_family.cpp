@@ -9,6 +9,7 @@
 #include "src/model/family/config_keys.h"
 #include "src/model/family/families.h"
 #include "src/model/family/family_switches.h"
+#include "src/model/family/moe_gguf.h"
 #include "src/model/family/moe_keys.h"
 
 namespace ferry {
@@ -37,6 +38,17 @@ void write_config(const ModelShape& c, nlohmann::json& out) {
   write_moe_keys(c, kKeys, "qwen3_moe", out);
 }
 
+// llama.cpp's qwen3moe always renormalises the chosen experts' weights (norm_w true).
+const MoeGgufRules kGguf{.architecture = "qwen3moe", .expert_width_key = true, .normalize_top_k = true,
+                         .aux_loss_coef = kKeys.aux_loss_coef};
+
+void read_gguf(const GgufMetadata& metadata, ModelShape& c) {
+  c.qk_norm = QkNorm::per_head;
+  read_moe_gguf(metadata, kGguf, c);
+}
+
+std::vector<GgufKey> write_gguf(const ModelShape& c) { return write_moe_gguf(c, kGguf); }
+
 }  // namespace
 
 const ModelFamily& qwen3_moe_family() {
@@ -45,12 +57,13 @@ const ModelFamily& qwen3_moe_family() {
       .model_types = {"qwen3_moe"},
       .causal_lm_class = "Qwen3MoeForCausalLM",
       .score_class = "Qwen3MoeForSequenceClassification",
-      .gguf_architecture = "",  // llama.cpp's qwen3moe: stacked experts, not read yet
+      .gguf_architecture = "qwen3moe",
       .gguf_permutes_qk = false,
       .defaults = {.num_key_value_heads = 4, .max_position_embeddings = 32768, .bos_token_id = -1, .eos_token_ids = {}},
       .read_config = read_config,
       .write_config = write_config,
-      .read_gguf = nullptr,
+      .read_gguf = read_gguf,
+      .write_gguf = write_gguf,
       .experts = true,
   };
   return family;
