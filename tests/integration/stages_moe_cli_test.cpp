@@ -87,6 +87,9 @@ TEST(MoeCli, GrpoTrainsAMoePolicy) {
       " --set grpo.generation_batch_size=16 --set 'rewards=[{kind: verifier}]' --set output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(out / "final" / "config.json"));
+  int logged = 0;  // the learner logs the routers' figures beside its own
+  for (const auto& row : ferry_test::metrics_rows(out)) logged += row.contains("moe_aux_loss") ? 1 : 0;
+  EXPECT_GE(logged, 1);
 }
 
 TEST(MoeCli, PpoOnlineDpoAndDistillTrainAMoePolicy) {
@@ -108,6 +111,9 @@ TEST(MoeCli, PpoOnlineDpoAndDistillTrainAMoePolicy) {
                                    " --set train.eval_every=0 --set generation.max_new_tokens=6 --set output.dir=" +
                                    (base_dir() / "distill").string());
   ASSERT_EQ(distill.exit_code, 0) << distill.output;
+  int ppo_logged = 0;
+  for (const auto& row : ferry_test::metrics_rows(base_dir() / "ppo")) ppo_logged += row.contains("moe_load_imbalance") ? 1 : 0;
+  EXPECT_GE(ppo_logged, 1);
   for (const char* stage : {"ppo", "online_dpo", "distill"}) {
     EXPECT_FALSE(ferry_test::metrics_rows(base_dir() / stage).empty()) << stage;
     EXPECT_CONTAINS(ferry_test::read_text(base_dir() / stage / "final" / "config.json"), "\"qwen3_moe\"") << stage;

@@ -22,6 +22,7 @@ MetricValues GrpoLearnStats::metrics() const {
                       {"clip_ratio/high", clip_high}, {"grad_norm/policy", grad_norm}};
   if (with_kl) values.push_back({"kl", kl});
   if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+  router.append_means(values);
   return values;
 }
 
@@ -100,6 +101,7 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
         (turn.padding ? terms.loss * 0.0 : terms.loss + router).backward();  // a padding forward (ZeRO 3) adds nothing
         if (turn.padding) continue;
         torch::NoGradGuard no_grad;
+        stats.router.add(runner.router_metrics(1.0));
         stats.loss += terms.loss.item<double>();
         stats.entropy += forward.entropy.sum().item<double>();
         stats.clip_low += terms.low_clipped.sum().item<double>();

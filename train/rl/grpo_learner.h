@@ -14,6 +14,7 @@
 #include "core/config/config.h"
 #include "offload/engine_fwd.h"
 #include "src/metrics/metrics_row.h"
+#include "train/rl/router_tally.h"
 #include "train/rl/experience.h"
 #include "train/rl/experience_gatherer.h"
 
@@ -24,6 +25,7 @@ struct GrpoLearnStats {
   int64_t steps = 0, skipped_steps = 0;
   int64_t tokens = 0;  // prompt + response tokens through the forward passes
   bool with_kl = false;
+  RouterTally router;  // a Mixture of Experts' moe_aux_loss and moe_load_imbalance
 
   MetricValues metrics() const;
 };

@@ -31,6 +31,7 @@ MetricValues LearnStats::metrics() const {
   }
   if (ptx_loss != 0) values.push_back({"ptx_loss", ptx_loss});
   if (skipped_steps > 0) values.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+  router.append_means(values);
   return values;
 }
 
@@ -110,6 +111,7 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
          runner.take_router_loss(loss.device(), weight / static_cast<double>(micro_batches))).backward();
         if (!turn.padding) {
           torch::NoGradGuard no_grad;
+          stats.router.add(runner.router_metrics(1.0));
           const torch::Tensor diff = (new_logprobs - on_device(part.logprobs)) * device_mask;
           stats.policy_loss += pg.per_token.sum().item<double>();
           stats.entropy += entropy.sum().item<double>();

@@ -19,6 +19,7 @@
 #include "core/config/config.h"
 #include "offload/engine_fwd.h"
 #include "src/metrics/metrics_row.h"
+#include "train/rl/router_tally.h"
 #include "train/rl/experience.h"
 #include "train/rl/experience_gatherer.h"
 
@@ -37,6 +38,7 @@ struct LearnStats {
   int64_t steps = 0, skipped_steps = 0;  // optimizer steps (policy + critic together) and skipped ones
   int64_t tokens = 0;                    // prompt + response tokens through the forward passes
   bool critic = true;                    // false: no value loss (critic-free advantage estimators)
+  RouterTally router;                    // a Mixture of Experts' moe_aux_loss and moe_load_imbalance
 
   MetricValues metrics() const;
 };
