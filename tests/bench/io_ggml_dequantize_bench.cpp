@@ -22,29 +22,14 @@
 #include "kernels/cpu/thread_pool.h"
 #include "src/io/ggml_dequantize.h"
 
+#include "tests/bench/bench_timing.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using ferry::bench::best_seconds;
+using ferry::bench::split;
+
 using namespace ferry;
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, sep);) out.push_back(item);
-  return out;
-}
-
-template <class Fn>
-double best_seconds(int reps, Fn&& fn) {
-  fn();  // warm-up: page faults, caches
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best;
-}
 
 // Byte offsets of the fp16 scale/min fields in one block of `type`.
 std::vector<int> half_fields(io::GgmlType type) {
