@@ -64,7 +64,9 @@ RouterLoad::RouterLoad(int64_t num_experts, int64_t top_k, double coef, torch::T
       coef_(coef),
       token_mask_(token_mask.defined() ? token_mask.reshape({-1}).to(torch::kFloat) : token_mask),
       assignments_(torch::zeros({num_experts}, torch::kDouble)),
-      probability_sums_(torch::zeros({num_experts}, torch::kDouble)) {}
+      probability_sums_(torch::zeros({num_experts}, torch::kDouble)) {
+  if (token_mask_.defined()) mask_rows_ = token_mask_.sum().item<double>();
+}
 
 torch::Tensor RouterLoad::record(int64_t layer, const torch::Tensor& output, const torch::Tensor& logits,
                                  const torch::Tensor& probabilities, const torch::Tensor& chosen) {
@@ -82,7 +84,7 @@ torch::Tensor RouterLoad::record(int64_t layer, const torch::Tensor& output, con
     const torch::Tensor weights = mask.defined() ? mask.repeat_interleave(top_k_) : torch::ones_like(flat, torch::kFloat);
     assignments_ += torch::zeros({num_experts_}, weights.options()).scatter_add_(0, flat, weights).to(torch::kCPU, torch::kDouble);
     probability_sums_ += sums.detach().to(torch::kCPU, torch::kDouble);
-    rows_ += mask.defined() ? mask.sum().item<double>() : static_cast<double>(probabilities.size(0));
+    rows_ += mask.defined() ? mask_rows_ : static_cast<double>(probabilities.size(0));
     if (keep_routing_) logits_[layer] = logits.detach().clone();
   }
   if (keep_routing_) chosen_[layer].push_back(chosen.detach().clone());

@@ -60,6 +60,7 @@ class RouterLoad : public std::enable_shared_from_this<RouterLoad> {
   int64_t num_experts_, top_k_;
   double coef_;
   torch::Tensor token_mask_;  // (N) float or undefined
+  double mask_rows_ = 0;      // the rows token_mask_ counts (each layer routes them all)
   torch::Tensor assignments_;  // (E) float64 on the CPU: top-k choices per expert, padding left out
   torch::Tensor probability_sums_;  // (E) float64: router probabilities summed over rows (no graph)
   double rows_ = 0;

@@ -28,10 +28,6 @@ torch::Tensor SparseMoeBlockImpl::router_logits(const torch::Tensor& x) {
   return lora_project(gate, gate_lora, x.reshape({-1, x.size(-1)}), is_training());  // (N, E)
 }
 
-torch::Tensor SparseMoeBlockImpl::route(const torch::Tensor& logits) const {
-  return std::get<1>(torch::topk(torch::softmax(logits, -1, torch::kFloat), top_k_, -1));  // (N, k)
-}
-
 torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
   const auto shape = x.sizes().vec();
   const torch::Tensor flat = x.reshape({-1, x.size(-1)});  // (N, C)

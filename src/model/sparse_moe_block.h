@@ -29,9 +29,8 @@ class SparseMoeBlockImpl : public torch::nn::Module {
   // x: (..., C) -> (..., C).
   torch::Tensor forward(const torch::Tensor& x);
 
-  // The router's logits (N, E) and chosen experts (N, k) for x (..., C): what forward routes by.
+  // The router's logits (N, E) for x (..., C): what forward routes by.
   torch::Tensor router_logits(const torch::Tensor& x);
-  torch::Tensor route(const torch::Tensor& logits) const;  // (N, E) -> chosen experts (N, k)
 
   // Where this block records its routing during a forward (router_load.h); null: nowhere.
   void set_router_load(std::shared_ptr<RouterLoad> load) { load_ = std::move(load); }

@@ -236,12 +236,9 @@ std::vector<std::string> resolve_lora_targets(const ModelShape& c, const std::ve
     return name;
   };
   std::vector<std::string> named;
-  const bool any_expert = std::find_if(available.begin(), available.end(), [&](const std::string& t) {
-                            return t == "gate";  // a router: the model has experts
-                          }) != available.end();
   for (const std::string& name : wanted) {
     if (name == "experts") {  // every expert projection (src/model/lora.h)
-      if (!any_expert) {
+      if (!c.has_experts()) {
         throw ConfigError("lora.target_modules: 'experts' names the experts of a Mixture of Experts; this " +
                           c.model_type + " model has none");
       }
