@@ -128,14 +128,14 @@ torch::Tensor BackboneRunner::score(const std::string& model, ScoreModelImpl& sc
                    [head](const torch::Tensor& x) { return head->score(head->model->norm(x)).squeeze(-1); }, h);  // (B, T)
 }
 
-torch::Tensor BackboneRunner::take_router_loss(const c10::Device& device, double share) {
+torch::Tensor BackboneRunner::add_router_loss(const torch::Tensor& loss, double share) {
   taken_loads_ = std::move(pending_loads_);
   pending_loads_.clear();
-  torch::Tensor sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  torch::Tensor total = loss;
   for (const auto& load : taken_loads_) {
-    if (load->coef() > 0) sum = sum + load->loss_term(device);
+    if (load->coef() > 0) total = total + load->loss_term(loss.device()) * share;
   }
-  return share == 1.0 ? sum : sum * share;
+  return total;
 }
 
 MetricValues BackboneRunner::router_metrics(double weight) const {

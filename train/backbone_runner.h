@@ -58,14 +58,14 @@ class BackboneRunner {
   torch::Tensor score(const std::string& model, ScoreModelImpl& scorer, const torch::Tensor& input_ids,
                       const torch::Tensor& attention_mask, const torch::Tensor& position_ids);
 
-  // Mixture-of-Experts models (src/model/router_load.h): coef x the load-balancing loss of every
-  // forward with gradients since the last call, a scalar on `device` to add to the loss before
-  // backward (its gradient reaches the routers), times `share` (the micro-batch's share of the
-  // step's loss). 0 when the model has no experts or its config.json leaves output_router_logits off.
-  torch::Tensor take_router_loss(const c10::Device& device, double share = 1.0);
+  // `loss` plus, for a Mixture of Experts (src/model/router_load.h), coef x the load-balancing loss
+  // of every forward with gradients since the last call times `share` (the micro-batch's share of
+  // the step's loss), for backward: its gradient reaches the routers. `loss` itself when the model
+  // has no experts or its config.json leaves output_router_logits off. Call it once per backward.
+  torch::Tensor add_router_loss(const torch::Tensor& loss, double share = 1.0);
   // moe_aux_loss (the load-balancing loss, without coef) and moe_load_imbalance (the busiest
   // expert's share of the routed tokens x num_experts: 1 when balanced) of the forwards the last
-  // take_router_loss took, each times `weight`; empty for a dense model.
+  // add_router_loss took, each times `weight`; empty for a dense model.
   MetricValues router_metrics(double weight) const;
 
   bool activation_checkpointing() const { return checkpointing_; }

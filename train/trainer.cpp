@@ -239,7 +239,7 @@ TrainResult Trainer::run() {
       const LossSum loss = objective_.loss(batch, runner);
       // A Mixture of Experts adds its load-balancing loss, weighted by the micro-batch's share.
       const double share = static_cast<double>(batch.loss_weight) * per_unit;
-      ((loss.sum * per_unit + runner.take_router_loss(loss.sum.device(), share)) * scale).backward();
+      (runner.add_router_loss(loss.sum * per_unit, share) * scale).backward();
       loss_sum += loss.sum.item<double>();
       add_metric_values(extra_sum, loss.extra);
       add_metric_values(extra_sum, runner.router_metrics(static_cast<double>(batch.loss_weight)));

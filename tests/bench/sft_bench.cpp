@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     auto one_step = [&] {
       engine->zero_grad();
       const LossSum loss = objective.loss(batch, runner);
-      (loss.sum / static_cast<double>(batch.loss_weight) + runner.take_router_loss(loss.sum.device())).backward();
+      runner.add_router_loss(loss.sum / static_cast<double>(batch.loss_weight)).backward();
       if (args.optimizer == 0) return;
       const double norm = engine->gradient_norm();
       engine->step(1e-4, std::min(1.0, 1.0 / (norm + 1e-6)));

@@ -1,7 +1,7 @@
 // Training a Mixture of Experts equals transformers (model_moe_ref.py's loss and gradients: cross-
 // entropy + router_aux_loss_coef x the load-balancing loss, output_router_logits on), fp32 CPU,
 // through Ferry's SFT path: the SftObjective, the backbone runner (its RouterLoad per forward and
-// take_router_loss, as the trainer adds it) and the parameter engine. Plain and with activation
+// add_router_loss, as the trainer adds it) and the parameter engine. Plain and with activation
 // checkpointing; and three steps under offload.policy params (every layer paged and recomputed in
 // backward) equal offload.policy none's: the router's aux-loss gradient must survive a layer that
 // runs again in backward.
@@ -56,7 +56,7 @@ MicroBatch fixture_batch(const fs::path& folder) {
 torch::Tensor training_loss(BackboneRunner& runner, CausalLM& model, const MicroBatch& batch) {
   SftObjective objective("policy", *model);
   const LossSum loss = objective.loss(batch, runner);
-  return loss.sum / static_cast<double>(batch.loss_weight) + runner.take_router_loss(loss.sum.device());
+  return runner.add_router_loss(loss.sum / static_cast<double>(batch.loss_weight));
 }
 
 class MoeTrainingParity : public ::testing::TestWithParam<Case> {};

@@ -96,9 +96,9 @@ GrpoLearnStats GrpoLearner::learn(const Experience& experience, int64_t& step, i
         const torch::Tensor old = part.logprobs.defined() ? on_device(part.logprobs) : forward.logprobs.detach();
         const rl::GrpoLossTerms terms = rl::grpo_loss(forward.logprobs, old, on_device(part.ref_logprobs),
                                                       on_device(part.advantages), forward.mask, settings, scale);
-        const torch::Tensor router = runner.take_router_loss(terms.loss.device(),  // a Mixture of Experts' balance
-                                                             1.0 / static_cast<double>(scale.micro_batches_in_step));
-        (turn.padding ? terms.loss * 0.0 : terms.loss + router).backward();  // a padding forward (ZeRO 3) adds nothing
+        const torch::Tensor total =  // with a Mixture of Experts' load-balancing loss
+            runner.add_router_loss(terms.loss, 1.0 / static_cast<double>(scale.micro_batches_in_step));
+        (turn.padding ? terms.loss * 0.0 : total).backward();  // a padding forward (ZeRO 3) adds nothing
         if (turn.padding) continue;
         torch::NoGradGuard no_grad;
         stats.router.add(runner.router_metrics(1.0));

@@ -84,9 +84,9 @@ OnlineDpoStats OnlineDpoLearner::learn(const Experience& experience, int64_t& st
     const torch::Tensor reference = part.ref_logprobs.to(forward.mask.device());
     const PairLosses losses = online_pair_losses(config_.dpo, forward.logprobs, reference, forward.mask);
     const torch::Tensor loss = losses.losses.sum() / static_cast<double>(pairs);
-    const torch::Tensor router =  // a Mixture of Experts' load-balancing loss
-        runner.take_router_loss(loss.device(), static_cast<double>(count) / static_cast<double>(pairs));
-    (turn.padding ? loss * 0.0 : loss + router).backward();  // a padding forward (ZeRO 3) adds nothing
+    const torch::Tensor total =  // with a Mixture of Experts' load-balancing loss
+        runner.add_router_loss(loss, static_cast<double>(count) / static_cast<double>(pairs));
+    (turn.padding ? loss * 0.0 : total).backward();  // a padding forward (ZeRO 3) adds nothing
     if (turn.padding) continue;
     torch::NoGradGuard no_grad;
     stats.loss += loss.item<double>();

@@ -107,8 +107,8 @@ LearnStats PpoLearner::learn(const Experience& experience, int64_t& step, int64_
           }
         }
         if (p.entropy_coef > 0) loss = loss - p.entropy_coef * entropy.sum();
-        (loss * (weight / mb_tokens) +
-         runner.take_router_loss(loss.device(), weight / static_cast<double>(micro_batches))).backward();
+        // A Mixture of Experts adds its load-balancing loss.
+        runner.add_router_loss(loss * (weight / mb_tokens), weight / static_cast<double>(micro_batches)).backward();
         if (!turn.padding) {
           torch::NoGradGuard no_grad;
           stats.router.add(runner.router_metrics(1.0));
